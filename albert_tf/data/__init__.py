@@ -1,0 +1,1 @@
+"""Data: record schemas, pretraining instances and masking, input pipelines, task readers."""

@@ -1,0 +1,33 @@
+"""albert_tf: ALBERT pretraining, fine-tuning and export on TensorFlow 2 / Keras 3."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="albert_tf",
+    version="0.1.0",
+    description="ALBERT (A Lite BERT) for TensorFlow 2 / Keras 3: pretrain, fine-tune, export.",
+    packages=find_packages(include=["albert_tf", "albert_tf.*"]),
+    package_data={"albert_tf": ["resources/*"]},
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow==2.21.*",
+        "tensorflow-text==2.21.*",
+        "keras>=3.10,<4",
+        "sentencepiece>=0.2",
+        "tensorflow-hub==0.16.*",
+        # tensorflow-hub 0.16 imports pkg_resources, which setuptools 81 removed.
+        "setuptools<81",
+        "absl-py>=2.0",
+        "numpy>=1.26",
+        "safetensors>=0.4",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "tf-keras==2.21.*",
+            "transformers>=4.45",
+            # CPU build on local disk; a looser pin would pull a multi-GB CUDA build.
+            "torch==2.13.0",
+        ],
+    },
+)
