@@ -1,0 +1,156 @@
+"""AlbertConfig: reads and writes the original `albert_config.json`, and reads Hugging Face configs."""
+
+import copy
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+# Activation names accepted in `hidden_act`. The original "gelu" is the tanh approximation;
+# Hugging Face calls that "gelu_new" and uses "gelu" for the exact (erf) form.
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_exact", "relu", "tanh", "linear",
+               "swish", "silu")
+_HF_TO_OURS_ACT = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                   "gelu_fast": "gelu"}
+_OURS_TO_HF_ACT = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new",
+                   "gelu_exact": "gelu"}
+
+# Keys of the original albert_config.json, in its order. Released files also carry vestiges of
+# Google-internal code (net_structure_type, gap_size, num_memory_blocks, layers_to_keep) that the
+# model never reads; they are kept in `extra` so a round trip preserves them.
+_ORIGINAL_KEYS = (
+    "attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "embedding_size",
+    "hidden_size", "initializer_range", "intermediate_size", "max_position_embeddings",
+    "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "inner_group_num",
+    "type_vocab_size", "vocab_size", "down_scale_factor",
+)
+
+
+@dataclasses.dataclass
+class AlbertConfig:
+    """Hyper-parameters of an ALBERT model; the defaults are the original's (xxlarge-shaped)."""
+
+    vocab_size: int
+    embedding_size: int = 128
+    hidden_size: int = 4096
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    inner_group_num: int = 1
+    down_scale_factor: int = 1
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raises ValueError naming the field for an inconsistent or unsupported config."""
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                     "num_hidden_groups", "num_attention_heads", "intermediate_size",
+                     "inner_group_num", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"AlbertConfig.hidden_act={self.hidden_act!r} is not supported; "
+                             f"use one of {', '.join(ACTIVATIONS)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"AlbertConfig.hidden_size={self.hidden_size} is not divisible by "
+                             f"num_attention_heads={self.num_attention_heads}")
+        if self.num_hidden_layers % self.num_hidden_groups:
+            raise ValueError(f"AlbertConfig.num_hidden_layers={self.num_hidden_layers} is not "
+                             f"divisible by num_hidden_groups={self.num_hidden_groups}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}")
+
+    @property
+    def head_size(self):
+        return self.hidden_size // self.num_attention_heads
+
+    def group_of_layer(self, layer_idx):
+        """The group used by layer `layer_idx`, with the original's routing."""
+        return int(layer_idx / self.num_hidden_layers * self.num_hidden_groups)
+
+    # ---- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data):
+        """From an original albert_config.json dict or a Hugging Face ALBERT config.json dict."""
+        data = dict(data)
+        is_hf = "model_type" in data or "architectures" in data or "transformers_version" in data
+        if is_hf and data.get("model_type", "albert") != "albert":
+            raise ValueError(f"config has model_type={data['model_type']!r}, expected 'albert'")
+        if "vocab_size" not in data:
+            raise ValueError("config has no 'vocab_size'")
+        fields = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kwargs = {k: data.pop(k) for k in list(data) if k in fields}
+        if is_hf:
+            act = kwargs.get("hidden_act", "gelu_new")
+            kwargs["hidden_act"] = _HF_TO_OURS_ACT.get(act, act)
+            data = {}  # the rest of an HF config (token ids, torch dtype...) means nothing here
+        extra = data.pop("extra", {}) if isinstance(data.get("extra"), dict) else {}
+        extra.update(data)
+        return cls(**kwargs, extra=extra)
+
+    @classmethod
+    def from_json_file(cls, path):
+        """Reads an original `albert_config.json` or a Hugging Face `config.json`."""
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"ALBERT config file not found: {path}")
+        with tf.io.gfile.GFile(path, "r") as f:
+            text = f.read()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} must hold a JSON object")
+        try:
+            return cls.from_dict(data)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    # ---- serialisation -----------------------------------------------------------------------
+
+    def to_dict(self):
+        """The original albert_config.json layout (plus any extra keys that were read)."""
+        out = {k: getattr(self, k) for k in _ORIGINAL_KEYS}
+        if self.layer_norm_eps != 1e-12:
+            out["layer_norm_eps"] = self.layer_norm_eps
+        out.update(copy.deepcopy(self.extra))
+        return out
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+
+    def to_json_file(self, path):
+        """Writes the original format atomically."""
+        atomic_write_text(path, self.to_json_string())
+
+    def to_hf_dict(self):
+        """A config.json that transformers' AlbertConfig reads."""
+        out = {k: getattr(self, k) for k in _ORIGINAL_KEYS if k != "down_scale_factor"}
+        out.update(model_type="albert", architectures=["AlbertForPreTraining"],
+                   hidden_act=_OURS_TO_HF_ACT.get(self.hidden_act, self.hidden_act),
+                   layer_norm_eps=self.layer_norm_eps, pad_token_id=0, bos_token_id=2,
+                   eos_token_id=3, tie_word_embeddings=True)
+        return out
+
+
+def atomic_write_text(path, text):
+    """Writes `text` to `path` through a temporary name, so readers never see a half file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)

@@ -1,0 +1,1 @@
+"""The ALBERT model: layers, encoder, heads, pretrainer."""

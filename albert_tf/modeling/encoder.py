@@ -1,0 +1,128 @@
+"""AlbertEncoder: factorised embeddings, grouped shared transformer blocks, and the pooler."""
+
+import keras
+import tensorflow as tf
+
+from albert_tf.checkpoints import PretrainedMixin
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling.layers import AttentionFfnBlock, Dense, Embeddings, _initializer
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def attention_bias_from_mask(input_mask):
+    """[batch, seq] 1/0 mask → additive bias [batch, 1, 1, seq]: 0 to keep, -10000 to drop."""
+    mask = tf.cast(input_mask, tf.float32)
+    return (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * -10000.0
+
+
+class AlbertEncoder(PretrainedMixin, keras.Model):
+    """The ALBERT encoder, numerically the original `modeling.AlbertModel`.
+
+    Call with a dict of int32 [batch, seq] tensors `input_word_ids`, `input_mask`,
+    `input_type_ids`; returns `sequence_output` [batch, seq, H], `pooled_output` [batch, H] and
+    `encoder_outputs` (one [batch, seq, H] tensor per block call: layers × inner_group_num).
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "albert_encoder")
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = AlbertConfig.from_dict(config)
+        self.config = config
+        policy, init = self.dtype_policy, _initializer(config)
+        self.embeddings = Embeddings(config, name="embeddings", dtype=policy)
+        self.embedding_projection = None
+        if config.embedding_size != config.hidden_size:
+            self.embedding_projection = Dense(config.embedding_size, config.hidden_size, init,
+                                              name="embedding_hidden_mapping_in", dtype=policy)
+        self.groups = [
+            [AttentionFfnBlock(config, name=f"group_{g}_inner_group_{i}", dtype=policy)
+             for i in range(config.inner_group_num)]
+            for g in range(config.num_hidden_groups)]
+        self.pooler = Dense(config.hidden_size, config.hidden_size, init, activation=tf.tanh,
+                            name="pooler", dtype=policy)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def get_embedding_table(self):
+        return self.embeddings.word_embeddings
+
+    def call(self, inputs, training=None):
+        word_ids, input_mask, type_ids = _unpack_inputs(inputs)
+        batch, seq = tf.shape(word_ids)[0], tf.shape(word_ids)[1]
+        x = self.embeddings(word_ids, type_ids, training=training)
+        x = tf.reshape(x, [batch * seq, self.config.embedding_size])
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)
+        bias = attention_bias_from_mask(input_mask)
+        hidden = self.config.hidden_size
+        encoder_outputs = []
+        for layer_idx in range(self.config.num_hidden_layers):
+            for block in self.groups[self.config.group_of_layer(layer_idx)]:
+                x = block(x, bias, batch, seq, training=training)
+                encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
+        sequence_output = encoder_outputs[-1]
+        pooled_output = self.pooler(sequence_output[:, 0, :])
+        return {"sequence_output": sequence_output, "pooled_output": pooled_output,
+                "encoder_outputs": encoder_outputs}
+
+    def tf1_weights(self):
+        """Our variables under their names in the original TF1 checkpoints, in a fixed order."""
+        emb = self.embeddings
+        out = {
+            "bert/embeddings/word_embeddings": emb.word_embeddings,
+            "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
+            "bert/embeddings/position_embeddings": emb.position_embeddings,
+            "bert/embeddings/LayerNorm/gamma": emb.layer_norm.gamma,
+            "bert/embeddings/LayerNorm/beta": emb.layer_norm.beta,
+        }
+        if self.embedding_projection is not None:
+            out.update(_dense_weights("bert/encoder/embedding_hidden_mapping_in",
+                                      self.embedding_projection))
+        for g, blocks in enumerate(self.groups):
+            for i, block in enumerate(blocks):
+                prefix = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
+                for name in ("query", "key", "value"):
+                    out.update(_dense_weights(f"{prefix}/attention_1/self/{name}",
+                                              getattr(block, name)))
+                out.update(_dense_weights(f"{prefix}/attention_1/output/dense",
+                                          block.attention_output))
+                out.update(_ln_weights(f"{prefix}/LayerNorm", block.attention_layer_norm))
+                out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/dense",
+                                          block.intermediate))
+                out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/output/dense",
+                                          block.ffn_output))
+                out.update(_ln_weights(f"{prefix}/LayerNorm_1", block.output_layer_norm))
+        out.update(_dense_weights("bert/pooler/dense", self.pooler))
+        return out
+
+
+def _dense_weights(prefix, dense):
+    return {f"{prefix}/kernel": dense.kernel, f"{prefix}/bias": dense.bias}
+
+
+def _ln_weights(prefix, ln):
+    return {f"{prefix}/gamma": ln.gamma, f"{prefix}/beta": ln.beta}
+
+
+def _unpack_inputs(inputs):
+    """Accepts the TF-Hub dict (mask and type ids optional) or a (ids, mask, type_ids) tuple."""
+    if isinstance(inputs, dict):
+        if "input_word_ids" not in inputs:
+            raise ValueError(f"encoder inputs need 'input_word_ids'; got keys {sorted(inputs)}")
+        word_ids = inputs["input_word_ids"]
+        mask, type_ids = inputs.get("input_mask"), inputs.get("input_type_ids")
+    elif isinstance(inputs, (list, tuple)):
+        word_ids, mask, type_ids = (list(inputs) + [None, None])[:3]
+    else:
+        word_ids, mask, type_ids = inputs, None, None
+    word_ids = tf.cast(word_ids, tf.int32)
+    mask = tf.ones_like(word_ids) if mask is None else tf.cast(mask, tf.int32)
+    type_ids = tf.zeros_like(word_ids) if type_ids is None else tf.cast(type_ids, tf.int32)
+    return word_ids, mask, type_ids

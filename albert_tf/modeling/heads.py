@@ -1,0 +1,50 @@
+"""Pretraining heads: masked-LM (tied to the word embeddings) and sentence-order prediction."""
+
+import keras
+import tensorflow as tf
+
+from albert_tf.modeling.layers import Dense, LayerNorm, _initializer, get_activation
+
+
+class MaskedLMHead(keras.layers.Layer):
+    """Dense H→E with the config's activation, LayerNorm, then logits over the tied vocabulary."""
+
+    def __init__(self, config, embedding_table_fn, **kwargs):
+        super().__init__(**kwargs)
+        policy = self.dtype_policy
+        # A getter, not the variable: the table belongs to (and is tracked by) the encoder.
+        self._embedding_table_fn = embedding_table_fn
+        self.dense = Dense(config.hidden_size, config.embedding_size, _initializer(config),
+                           activation=get_activation(config.hidden_act), name="dense",
+                           dtype=policy)
+        self.layer_norm = LayerNorm(config.embedding_size, config.layer_norm_eps,
+                                    name="LayerNorm", dtype=policy)
+        self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
+                                           name="output_bias")
+
+    def call(self, sequence_output, positions):
+        """sequence_output [B, T, H], positions [B, P] → float32 logits [B, P, vocab]."""
+        batch, num = tf.shape(positions)[0], tf.shape(positions)[1]
+        x = tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+        x = tf.reshape(x, [batch * num, -1])
+        # The vocabulary projection runs in float32: the logits feed a softmax over V classes.
+        x = tf.cast(self.layer_norm(self.dense(x)), tf.float32)
+        logits = tf.matmul(x, tf.cast(self._embedding_table_fn(), tf.float32), transpose_b=True)
+        logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, tf.float32))
+        return tf.reshape(logits, [batch, num, -1])
+
+
+class SentenceOrderHead(keras.layers.Layer):
+    """pooled_output [B, H] → float32 logits [B, 2]; weights stored [2, H] as in the original."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.output_weights = self.add_weight(shape=(2, config.hidden_size),
+                                              initializer=_initializer(config),
+                                              name="output_weights")
+        self.output_bias = self.add_weight(shape=(2,), initializer="zeros", name="output_bias")
+
+    def call(self, pooled_output):
+        x = tf.cast(pooled_output, tf.float32)
+        logits = tf.matmul(x, tf.cast(self.output_weights, tf.float32), transpose_b=True)
+        return tf.nn.bias_add(logits, tf.cast(self.output_bias, tf.float32))

@@ -1,0 +1,145 @@
+"""Building blocks of ALBERT: dense, LayerNorm, embeddings and the shared attention-FFN block.
+
+Weights keep the original TF1 shapes (2-D attention kernels, [vocab, E] tables), so checkpoint
+conversion is a rename. Hidden states travel as [batch * seq, width] matrices: every projection
+is then one plain 2-D matmul, the fastest form on CPU and accelerators alike.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+_TANH_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh")
+
+
+def get_activation(name):
+    """The activation function for a config's `hidden_act`."""
+    if name in _TANH_GELU:
+        return lambda x: tf.nn.gelu(x, approximate=True)
+    if name == "gelu_exact":
+        return lambda x: tf.nn.gelu(x, approximate=False)
+    fns = {"relu": tf.nn.relu, "tanh": tf.math.tanh, "linear": tf.identity,
+           "swish": tf.nn.silu, "silu": tf.nn.silu}
+    if name not in fns:
+        raise ValueError(f"unsupported activation {name!r}")
+    return fns[name]
+
+
+def _initializer(config):
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+class Dense(keras.layers.Layer):
+    """x @ kernel + bias over the last axis, with the kernel stored [in, out] as in TF1."""
+
+    def __init__(self, in_dim, out_dim, initializer, activation=None, use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        self.kernel = self.add_weight(shape=(in_dim, out_dim), initializer=initializer,
+                                      name="kernel")
+        self.bias = (self.add_weight(shape=(out_dim,), initializer="zeros", name="bias")
+                     if use_bias else None)
+        self.activation = activation
+
+    def call(self, x):
+        y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
+        if self.bias is not None:
+            y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
+        return self.activation(y) if self.activation else y
+
+
+class LayerNorm(keras.layers.Layer):
+    """LayerNorm over the last axis, computed in float32 whatever the policy (TF1 names gamma/beta)."""
+
+    def __init__(self, dim, epsilon=1e-12, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+        self.epsilon = epsilon
+        self.gamma = self.add_weight(shape=(dim,), initializer="ones", name="gamma")
+        self.beta = self.add_weight(shape=(dim,), initializer="zeros", name="beta")
+
+    def call(self, x):
+        x32 = tf.cast(x, tf.float32)
+        mean, var = tf.nn.moments(x32, axes=[-1], keepdims=True)
+        y = (x32 - mean) * tf.math.rsqrt(var + self.epsilon)
+        y = y * tf.cast(self.gamma, tf.float32) + tf.cast(self.beta, tf.float32)
+        return tf.cast(y, self.compute_dtype)
+
+
+class Embeddings(keras.layers.Layer):
+    """Word + position + token-type embeddings at width E, then LayerNorm and dropout."""
+
+    def __init__(self, config, **kwargs):
+        # No autocast: the three tables are summed in float32 before the LayerNorm.
+        super().__init__(autocast=False, **kwargs)
+        init = _initializer(config)
+        e = config.embedding_size
+        self.max_positions = config.max_position_embeddings
+        self.word_embeddings = self.add_weight(shape=(config.vocab_size, e), initializer=init,
+                                               name="word_embeddings")
+        self.token_type_embeddings = self.add_weight(shape=(config.type_vocab_size, e),
+                                                     initializer=init, name="token_type_embeddings")
+        self.position_embeddings = self.add_weight(shape=(config.max_position_embeddings, e),
+                                                   initializer=init, name="position_embeddings")
+        self.layer_norm = LayerNorm(e, config.layer_norm_eps, name="LayerNorm",
+                                    dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def call(self, word_ids, type_ids, training=None):
+        seq_len = tf.shape(word_ids)[1]
+        tf.debugging.assert_less_equal(
+            seq_len, self.max_positions,
+            message=f"sequence length exceeds max_position_embeddings={self.max_positions}")
+        x = tf.gather(self.word_embeddings, word_ids)
+        x += tf.gather(self.token_type_embeddings, type_ids)
+        x += self.position_embeddings[tf.newaxis, :seq_len, :]
+        return self.dropout(self.layer_norm(x), training=training)
+
+
+class AttentionFfnBlock(keras.layers.Layer):
+    """One post-LayerNorm transformer block (the original `attention_ffn_block`).
+
+    Works on hidden states flattened to [batch * seq, H]; `attention_bias` is the additive mask
+    [batch, 1, 1, seq] (0 for real tokens, -10000 for padding).
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        init, h, policy = _initializer(config), config.hidden_size, self.dtype_policy
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.query = Dense(h, h, init, name="query", dtype=policy)
+        self.key = Dense(h, h, init, name="key", dtype=policy)
+        self.value = Dense(h, h, init, name="value", dtype=policy)
+        self.attention_output = Dense(h, h, init, name="attention_output", dtype=policy)
+        self.attention_layer_norm = LayerNorm(h, config.layer_norm_eps, name="LayerNorm",
+                                              dtype=policy)
+        self.intermediate = Dense(h, config.intermediate_size, init,
+                                  activation=get_activation(config.hidden_act),
+                                  name="intermediate", dtype=policy)
+        self.ffn_output = Dense(config.intermediate_size, h, init, name="ffn_output",
+                                dtype=policy)
+        self.output_layer_norm = LayerNorm(h, config.layer_norm_eps, name="LayerNorm_1",
+                                           dtype=policy)
+        self.attention_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob,
+                                                      dtype=policy)
+        self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
+
+    def _split_heads(self, x, batch, seq):
+        x = tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, x, attention_bias, batch, seq, training=None):
+        # Scaling q instead of the scores does the same sum with fewer multiplies.
+        q = self._split_heads(self.query(x) * (1.0 / math.sqrt(self.head_size)), batch, seq)
+        k = self._split_heads(self.key(x), batch, seq)
+        v = self._split_heads(self.value(x), batch, seq)
+        scores = tf.matmul(q, k, transpose_b=True)
+        # Softmax in float32: bfloat16/float16 scores lose the small probabilities.
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32))
+        probs = self.attention_dropout(tf.cast(probs, x.dtype), training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+        context = tf.reshape(context, [batch * seq, self.num_heads * self.head_size])
+        attn = self.hidden_dropout(self.attention_output(context), training=training)
+        attn = self.attention_layer_norm(attn + x)
+        ffn = self.hidden_dropout(self.ffn_output(self.intermediate(attn)), training=training)
+        return self.output_layer_norm(ffn + attn)
