@@ -239,7 +239,6 @@ def _read_hf_state(location):
 def _group0_name(name):
     """The group-0 / first-sublayer counterpart used by the original `init_from_group0` warm start."""
     name = re.sub(r"/group_\d+/", "/group_0/", name)
-    name = re.sub(r"/inner_group_\d+/", "/inner_group_0/", name)
     return re.sub(r"/(ffn|attention)_\d+/", r"/\1_1/", name)
 
 

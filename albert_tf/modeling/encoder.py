@@ -53,6 +53,9 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     def get_embedding_table(self):
         return self.embeddings.word_embeddings
 
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
+
     def call(self, inputs, training=None):
         word_ids, input_mask, type_ids = _unpack_inputs(inputs)
         batch, seq = tf.shape(word_ids)[0], tf.shape(word_ids)[1]

@@ -22,6 +22,9 @@ class MaskedLMHead(keras.layers.Layer):
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
                                            name="output_bias")
 
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
+
     def call(self, sequence_output, positions):
         """sequence_output [B, T, H], positions [B, P] → float32 logits [B, P, vocab]."""
         batch, num = tf.shape(positions)[0], tf.shape(positions)[1]
@@ -43,6 +46,9 @@ class SentenceOrderHead(keras.layers.Layer):
                                               initializer=_initializer(config),
                                               name="output_weights")
         self.output_bias = self.add_weight(shape=(2,), initializer="zeros", name="output_bias")
+
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, pooled_output):
         x = tf.cast(pooled_output, tf.float32)

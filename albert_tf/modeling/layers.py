@@ -41,6 +41,9 @@ class Dense(keras.layers.Layer):
                      if use_bias else None)
         self.activation = activation
 
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
+
     def call(self, x):
         y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
         if self.bias is not None:
@@ -56,6 +59,9 @@ class LayerNorm(keras.layers.Layer):
         self.epsilon = epsilon
         self.gamma = self.add_weight(shape=(dim,), initializer="ones", name="gamma")
         self.beta = self.add_weight(shape=(dim,), initializer="zeros", name="beta")
+
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, x):
         x32 = tf.cast(x, tf.float32)
@@ -83,6 +89,9 @@ class Embeddings(keras.layers.Layer):
         self.layer_norm = LayerNorm(e, config.layer_norm_eps, name="LayerNorm",
                                     dtype=self.dtype_policy)
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, word_ids, type_ids, training=None):
         seq_len = tf.shape(word_ids)[1]
@@ -127,6 +136,9 @@ class AttentionFfnBlock(keras.layers.Layer):
     def _split_heads(self, x, batch, seq):
         x = tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
         return tf.transpose(x, [0, 2, 1, 3])
+
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, x, attention_bias, batch, seq, training=None):
         # Scaling q instead of the scores does the same sum with fewer multiplies.

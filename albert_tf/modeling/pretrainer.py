@@ -35,6 +35,9 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
+
     def call(self, inputs, training=None):
         outputs = dict(self.encoder(inputs, training=training))
         outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"],

@@ -1,0 +1,210 @@
+"""ALBERT's optimizers (AdamW, LAMB) and its warmup + polynomial-decay learning rate.
+
+The numbers follow the original TF1 code: no bias correction, decoupled weight decay added to
+the Adam direction, LayerNorm and bias excluded, global-norm clipping at 1.0. TensorFlow
+backend only (the clipping hooks into Keras's tf.distribute gradient all-reduce).
+"""
+
+import re
+
+import keras
+import tensorflow as tf
+
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZER_NAMES = ("adamw", "lamb")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0, then polynomial decay to `end_learning_rate` at `num_train_steps`.
+
+    As in the original, the decay is computed from step 0 (not offset by the warmup). Unlike
+    the original, steps before `start_warmup_step` get 0 instead of a negative rate.
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, end_learning_rate=0.0,
+                 power=1.0, start_warmup_step=0, name=None):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}.")
+        if num_warmup_steps < 0 or start_warmup_step < 0:
+            raise ValueError(
+                "num_warmup_steps and start_warmup_step must be >= 0, got "
+                f"num_warmup_steps={num_warmup_steps}, start_warmup_step={start_warmup_step}.")
+        self.init_lr = float(init_lr)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+        self.end_learning_rate = float(end_learning_rate)
+        self.power = float(power)
+        self.start_warmup_step = int(start_warmup_step)
+        self.name = name
+
+    def __call__(self, step):
+        with tf.name_scope(self.name or "WarmupPolynomialDecay"):
+            step = tf.cast(step, tf.float32)
+            done = tf.minimum(step, float(self.num_train_steps)) / self.num_train_steps
+            decayed = ((self.init_lr - self.end_learning_rate) * (1.0 - done) ** self.power
+                       + self.end_learning_rate)
+            if not self.num_warmup_steps:
+                return decayed
+            warmup_step = tf.maximum(step - self.start_warmup_step, 0.0)
+            warmup = self.init_lr * warmup_step / self.num_warmup_steps
+            return tf.where(warmup_step < self.num_warmup_steps, warmup, decayed)
+
+    def get_config(self):
+        return {
+            "init_lr": self.init_lr,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "end_learning_rate": self.end_learning_rate,
+            "power": self.power,
+            "start_warmup_step": self.start_warmup_step,
+            "name": self.name,
+        }
+
+
+def _matches_any(name, patterns):
+    return any(re.search(p, name) for p in patterns or ())
+
+
+class _AdamBase(keras.optimizers.Optimizer):
+    """Shared Adam moments, decoupled weight decay and post-all-reduce global-norm clipping."""
+
+    def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, bias_correction=False,
+                 exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, name=None,
+                 **kwargs):
+        if kwargs.get("weight_decay") is not None:
+            raise ValueError(
+                f"{type(self).__name__} takes `weight_decay_rate` (the original's decoupled "
+                f"decay), not Keras's `weight_decay`; got weight_decay={kwargs['weight_decay']}.")
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.beta_1 = float(beta_1)
+        self.beta_2 = float(beta_2)
+        self.epsilon = float(epsilon)
+        self.bias_correction = bool(bias_correction)
+        self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
+
+    def _excluded_from_adaptation(self):
+        return None
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+        # Decided once here: update_step only sees the bare tf.Variable, which has no Keras path.
+        names = [getattr(v, "path", None) or v.name.split(":")[0] for v in var_list]
+        self._decay = [self.weight_decay_rate > 0
+                       and not _matches_any(n, self.exclude_from_weight_decay) for n in names]
+        adapt_exclude = self._excluded_from_adaptation()
+        self._adapt = [adapt_exclude is not None and not _matches_any(n, adapt_exclude)
+                       for n in names]
+
+    def update_step(self, gradient, variable, learning_rate):
+        i = self._get_variable_index(variable)
+        dtype = variable.dtype
+        g = tf.cast(tf.convert_to_tensor(gradient), dtype)
+        m = self.beta_1 * self._m[i] + (1.0 - self.beta_1) * g
+        v = self.beta_2 * self._v[i] + (1.0 - self.beta_2) * tf.square(g)
+        self.assign(self._m[i], m)
+        self.assign(self._v[i], v)
+        if self.bias_correction:
+            t = tf.cast(self.iterations + 1, dtype)
+            m = m / (1.0 - tf.pow(tf.cast(self.beta_1, dtype), t))
+            v = v / (1.0 - tf.pow(tf.cast(self.beta_2, dtype), t))
+        update = m / (tf.sqrt(v) + self.epsilon)
+        if self._decay[i]:
+            update += self.weight_decay_rate * variable
+        if self._adapt[i]:
+            update *= _trust_ratio(variable, update)
+        self.assign_sub(variable, tf.cast(learning_rate, dtype) * update)
+
+    def _clip_gradients(self, grads):
+        if self.global_clipnorm:
+            return super()._clip_gradients(grads)  # Done after the cross-replica sum, in _all_reduce_sum_gradients.
+        return super()._clip_gradients(grads)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # Keras would clip each replica's share before this sum; the original clips the
+        # global gradient, so one device and N replicas take the same step.
+        pairs = list(super()._all_reduce_sum_gradients(grads_and_vars))
+        if not self.global_clipnorm:
+            return pairs
+        grads = [None if g is None else tf.convert_to_tensor(g) for g, _ in pairs]
+        grads, _ = tf.clip_by_global_norm(grads, self.global_clipnorm)
+        return [(g, v) for g, (_, v) in zip(grads, pairs)]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "weight_decay_rate": self.weight_decay_rate,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "bias_correction": self.bias_correction,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+        })
+        return config
+
+
+def _trust_ratio(weight, update):
+    """‖w‖/‖update‖, or 1 when either norm is 0 (the original LAMB's layer adaptation)."""
+    w_norm = tf.norm(weight)
+    u_norm = tf.norm(update)
+    return tf.where((w_norm > 0) & (u_norm > 0), tf.math.divide_no_nan(w_norm, u_norm),
+                    tf.ones_like(w_norm))
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AdamWeightDecay(_AdamBase):
+    """The original's AdamWeightDecayOptimizer: w -= lr * (m / (sqrt(v) + eps) + wd * w)."""
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class Lamb(_AdamBase):
+    """The original's LAMB: the AdamW update scaled per variable by ‖w‖/‖update‖.
+
+    `exclude_from_layer_adaptation` defaults to `exclude_from_weight_decay`.
+    """
+
+    def __init__(self, learning_rate=0.001, exclude_from_layer_adaptation=None, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.exclude_from_layer_adaptation = (
+            None if exclude_from_layer_adaptation is None else list(exclude_from_layer_adaptation))
+
+    def _excluded_from_adaptation(self):
+        if self.exclude_from_layer_adaptation is None:
+            return self.exclude_from_weight_decay
+        return self.exclude_from_layer_adaptation
+
+    def get_config(self):
+        config = super().get_config()
+        config["exclude_from_layer_adaptation"] = self.exclude_from_layer_adaptation
+        return config
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="lamb",
+                     poly_power=1.0, start_warmup_step=0, weight_decay_rate=0.01, clip_norm=1.0,
+                     end_learning_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                     bias_correction=False,
+                     exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                     exclude_from_layer_adaptation=None):
+    """The original's create_optimizer: schedule + AdamW or LAMB, global-norm clipping at 1.0.
+
+    `clip_norm=None` or 0 turns clipping off.
+    """
+    name = str(optimizer).lower()
+    if name not in OPTIMIZER_NAMES:
+        raise ValueError(f"Unknown optimizer {optimizer!r}; valid names are "
+                         f"{', '.join(repr(n) for n in OPTIMIZER_NAMES)}.")
+    schedule = WarmupPolynomialDecay(
+        init_lr, num_train_steps, num_warmup_steps, end_learning_rate=end_learning_rate,
+        power=poly_power, start_warmup_step=start_warmup_step)
+    common = dict(learning_rate=schedule, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
+                  beta_2=beta_2, epsilon=epsilon, bias_correction=bias_correction,
+                  exclude_from_weight_decay=exclude_from_weight_decay,
+                  global_clipnorm=clip_norm or None)
+    if name == "lamb":
+        return Lamb(exclude_from_layer_adaptation=exclude_from_layer_adaptation, **common)
+    return AdamWeightDecay(**common)

@@ -1,0 +1,225 @@
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.convert_checkpoint import convert
+from conftest import TINY, torch_outputs
+
+
+def _original_name(hf_name):
+    """The original TF1 variable name of a transformers ALBERT weight (written independently of
+    the library's rule table), and whether the tensor is transposed."""
+    n = hf_name
+    for a, b in [("albert.embeddings.", "bert/embeddings/"), ("albert.pooler", "bert/pooler/dense"),
+                 ("albert.encoder.embedding_hidden_mapping_in",
+                  "bert/encoder/embedding_hidden_mapping_in"),
+                 ("predictions.dense", "cls/predictions/transform/dense"),
+                 ("predictions.LayerNorm", "cls/predictions/transform/LayerNorm"),
+                 ("predictions.bias", "cls/predictions/output_bias"),
+                 ("sop_classifier.classifier.weight", "cls/seq_relationship/output_weights"),
+                 ("sop_classifier.classifier.bias", "cls/seq_relationship/output_bias")]:
+        n = n.replace(a, b)
+    n = re.sub(r"albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.",
+               r"bert/encoder/transformer/group_\1/inner_group_\2/", n)
+    for a, b in [("attention.query", "attention_1/self/query"),
+                 ("attention.key", "attention_1/self/key"),
+                 ("attention.value", "attention_1/self/value"),
+                 ("attention.dense", "attention_1/output/dense"),
+                 ("attention.LayerNorm", "LayerNorm"), ("full_layer_layer_norm", "LayerNorm_1"),
+                 ("ffn_output", "ffn_1/intermediate/output/dense"),
+                 ("ffn.", "ffn_1/intermediate/dense.")]:
+        n = n.replace(a, b)
+    is_ln = "LayerNorm" in n
+    n = re.sub(r"\.weight$", "/gamma" if is_ln else "/kernel", n)
+    n = re.sub(r"\.bias$", "/beta" if is_ln else "/bias", n)
+    n = n.replace("bert/embeddings/word_embeddings/kernel", "bert/embeddings/word_embeddings")
+    n = n.replace("bert/embeddings/position_embeddings/kernel", "bert/embeddings/position_embeddings")
+    n = n.replace("bert/embeddings/token_type_embeddings/kernel",
+                  "bert/embeddings/token_type_embeddings")
+    transpose = n.endswith("/kernel")
+    return n, transpose
+
+
+def write_original_release(hf_model, directory, prefix_scope=""):
+    """Writes a checkpoint as the original TF1 code did (graph-mode variables, tf.compat.v1 Saver,
+    Adam slots and global_step included) plus albert_config.json."""
+    state = {k: v.numpy() for k, v in hf_model.state_dict().items()
+             if not k.startswith("predictions.decoder")}
+    os.makedirs(directory, exist_ok=True)
+    with tf.Graph().as_default():
+        for hf_name, value in state.items():
+            name, transpose = _original_name(hf_name)
+            value = value.T if transpose else value
+            tf.compat.v1.get_variable(prefix_scope + name, initializer=value)
+            for slot in ("adam_m", "adam_v"):
+                tf.compat.v1.get_variable(f"{prefix_scope}{name}/{slot}",
+                                          initializer=np.zeros_like(value), trainable=False)
+        tf.compat.v1.train.get_or_create_global_step()
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, os.path.join(directory, "model.ckpt-best"))
+    AlbertConfig(**TINY).to_json_file(os.path.join(directory, "albert_config.json"))
+    return directory
+
+
+def _assert_matches_torch(model, batch, expected, atol=1e-4):
+    out = model(batch)
+    for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
+        np.testing.assert_allclose(out[key], expected[key], atol=atol, rtol=0, err_msg=key)
+
+
+def test_parity_with_transformers_through_hf_checkpoint(hf_albert, batch):
+    torch_model, path = hf_albert
+    model = AlbertPretrainer.from_pretrained(path)
+    _assert_matches_torch(model, batch, torch_outputs(torch_model, batch))
+
+
+def test_parity_with_transformers_through_original_tf1_checkpoint(hf_albert, batch, tmp_path):
+    torch_model, _ = hf_albert
+    release = write_original_release(torch_model, str(tmp_path / "albert_tiny"))
+    expected = torch_outputs(torch_model, batch)
+    _assert_matches_torch(AlbertPretrainer.from_pretrained(release), batch, expected)
+    # A checkpoint prefix, and the .index file users often pass by mistake, load the same.
+    prefix = os.path.join(release, "model.ckpt-best")
+    for path in (prefix, prefix + ".index"):
+        _assert_matches_torch(AlbertPretrainer.from_pretrained(path), batch, expected)
+    encoder = AlbertEncoder.from_pretrained(release)
+    np.testing.assert_allclose(encoder(batch)["pooled_output"], expected["pooled_output"],
+                               atol=1e-4)
+
+
+def test_tf_hub_v1_module_names(hf_albert, batch, tmp_path):
+    torch_model, _ = hf_albert
+    release = write_original_release(torch_model, str(tmp_path / "hub"), prefix_scope="module/")
+    model = AlbertPretrainer.from_pretrained(release)
+    _assert_matches_torch(model, batch, torch_outputs(torch_model, batch))
+
+
+def _arrays(model):
+    return {name: v.numpy() for name, v in model.tf1_weights().items()}
+
+
+@pytest.mark.parametrize("fmt", ["albert_tf", "tf1", "hf"])
+def test_round_trip_is_bit_identical(tiny_config, tmp_path, fmt):
+    model = AlbertPretrainer(tiny_config)
+    out_dir = str(tmp_path / fmt)
+    model.save_pretrained(out_dir, format=fmt)
+    assert not [f for f in os.listdir(out_dir) if ".tmp-" in f]
+    loaded = AlbertPretrainer.from_pretrained(out_dir)
+    assert loaded.config == tiny_config
+    original, again = _arrays(model), _arrays(loaded)
+    assert sorted(original) == sorted(again)
+    for name in original:
+        assert original[name].tobytes() == again[name].tobytes(), name
+
+
+def test_tf1_export_has_original_names(tiny_config, tmp_path):
+    model = AlbertPretrainer(tiny_config)
+    model.save_pretrained(str(tmp_path), format="tf1")
+    names = dict(tf.train.list_variables(str(tmp_path / "model.ckpt-best")))
+    key = "bert/encoder/transformer/group_1/inner_group_1/attention_1/self/query/kernel"
+    assert names[key] == [16, 16]
+    assert names["cls/seq_relationship/output_weights"] == [2, 16]
+    assert names["bert/encoder/embedding_hidden_mapping_in/kernel"] == [8, 16]
+    assert "global_step" in names
+    config = json.loads((tmp_path / "albert_config.json").read_text())
+    assert config["num_hidden_groups"] == 2 and config["inner_group_num"] == 2
+
+
+def test_hf_export_loads_in_transformers(tiny_config, batch, tmp_path):
+    import transformers
+    model = AlbertPretrainer(tiny_config)
+    model.save_pretrained(str(tmp_path), format="hf")
+    torch_model = transformers.AlbertForPreTraining.from_pretrained(str(tmp_path)).eval()
+    _assert_matches_torch(model, batch, torch_outputs(torch_model, batch))
+
+
+def test_encoder_loads_from_pretrainer_checkpoint_and_back(tiny_config, batch, tmp_path):
+    pretrainer = AlbertPretrainer(tiny_config)
+    pretrainer.save_pretrained(str(tmp_path / "pre"))
+    encoder = AlbertEncoder.from_pretrained(str(tmp_path / "pre"))
+    np.testing.assert_array_equal(encoder(batch)["sequence_output"],
+                                  pretrainer(batch)["sequence_output"])
+    encoder.save_pretrained(str(tmp_path / "enc"), format="hf")
+    with pytest.raises(ValueError, match="7 tensors the model needs are missing"):
+        AlbertPretrainer.from_pretrained(str(tmp_path / "enc"))
+    partial = AlbertPretrainer.from_pretrained(str(tmp_path / "enc"), allow_missing=("cls/",))
+    np.testing.assert_array_equal(partial(batch)["sequence_output"],
+                                  pretrainer(batch)["sequence_output"])
+
+
+def test_wrong_vocab_names_tensor_and_both_shapes(tiny_config, tmp_path):
+    AlbertPretrainer(tiny_config).save_pretrained(str(tmp_path), format="tf1")
+    config = dict(TINY, vocab_size=100)
+    with pytest.raises(ValueError) as err:
+        AlbertPretrainer.from_pretrained(str(tmp_path), config=config)
+    message = str(err.value)
+    assert "bert/embeddings/word_embeddings: checkpoint (60, 8) vs model (100, 8)" in message
+    assert "cls/predictions/output_bias: checkpoint (60,) vs model (100,)" in message
+
+
+def test_config_with_other_groups_is_rejected(tiny_config, tmp_path):
+    AlbertEncoder(tiny_config).save_pretrained(str(tmp_path))
+    with pytest.raises(ValueError, match="tensors the config does not use"):
+        AlbertEncoder.from_pretrained(str(tmp_path), config=dict(TINY, num_hidden_groups=1))
+    with pytest.raises(ValueError, match="missing, e.g. bert/encoder/transformer/group_2/"):
+        AlbertEncoder.from_pretrained(str(tmp_path),
+                                      config=dict(TINY, num_hidden_groups=4))
+
+
+def test_missing_tensor_is_named(hf_albert, tmp_path):
+    from safetensors.numpy import load_file, save_file
+    _, path = hf_albert
+    state = load_file(os.path.join(path, "model.safetensors"))
+    del state["albert.encoder.albert_layer_groups.1.albert_layers.0.ffn.bias"]
+    save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(path, "config.json")) as f:
+        (tmp_path / "config.json").write_text(f.read())
+    with pytest.raises(ValueError,
+                       match="bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/"
+                             "dense/bias"):
+        AlbertPretrainer.from_pretrained(str(tmp_path))
+
+
+def test_init_from_group0(tiny_config, batch, tmp_path):
+    one_group = AlbertEncoder(AlbertConfig(**dict(TINY, num_hidden_groups=1)))
+    one_group.save_pretrained(str(tmp_path))
+    model = AlbertEncoder.from_pretrained(str(tmp_path), config=tiny_config,
+                                          init_from_group0=True)
+    weights = model.tf1_weights()
+    for name, value in weights.items():
+        if "/group_1/" in name:
+            np.testing.assert_array_equal(value.numpy(),
+                                          weights[name.replace("/group_1/", "/group_0/")].numpy())
+
+
+def test_unreadable_paths_are_clear_errors(tmp_path, tiny_config):
+    with pytest.raises(FileNotFoundError, match="checkpoint not found"):
+        AlbertEncoder.from_pretrained(str(tmp_path / "nothing"))
+    with pytest.raises(ValueError, match="no checkpoint in"):
+        AlbertEncoder.from_pretrained(str(tmp_path))
+    AlbertEncoder(tiny_config).save_pretrained(str(tmp_path / "m"), format="tf1")
+    os.remove(tmp_path / "m" / "albert_config.json")
+    with pytest.raises(ValueError, match="pass config="):
+        AlbertEncoder.from_pretrained(str(tmp_path / "m"))
+
+
+def test_convert_checkpoint_command(hf_albert, batch, tmp_path):
+    torch_model, path = hf_albert
+    out = tmp_path / "tf1"
+    subprocess.run([sys.executable, "-m", "albert_tf.convert_checkpoint", f"--input={path}",
+                    f"--output_dir={out}", "--format=tf1"], check=True, capture_output=True)
+    assert (out / "model.ckpt-best.index").exists() and (out / "albert_config.json").exists()
+    expected = torch_outputs(torch_model, batch)
+    _assert_matches_torch(AlbertPretrainer.from_pretrained(str(out)), batch, expected)
+    back = convert(str(out), str(tmp_path / "hf"), "hf")
+    assert isinstance(back, AlbertPretrainer)
+    _assert_matches_torch(AlbertPretrainer.from_pretrained(str(tmp_path / "hf")), batch, expected)
