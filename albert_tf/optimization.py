@@ -122,7 +122,7 @@ class _AdamBase(keras.optimizers.Optimizer):
 
     def _clip_gradients(self, grads):
         if self.global_clipnorm:
-            return super()._clip_gradients(grads)  # Done after the cross-replica sum, in _all_reduce_sum_gradients.
+            return grads  # Done after the cross-replica sum, in _all_reduce_sum_gradients.
         return super()._clip_gradients(grads)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
