@@ -162,6 +162,26 @@ def test_global_norm_clipping():
     assert max(np.abs(a - b).max() for a, b in zip(clipped, unclipped)) > 1e-3
 
 
+def test_sparse_gradients_equal_their_dense_sum():
+    rng = np.random.default_rng(4)
+    table = rng.normal(size=(5, 3)).astype("float32")
+    rows = rng.normal(size=(3, 3)).astype("float32") * 2.0
+    indices = tf.constant([1, 3, 1])  # a repeated row sums, as in an embedding lookup
+    dense = tf.math.unsorted_segment_sum(rows, indices, 5)
+    results = []
+    for grad in (tf.IndexedSlices(tf.constant(rows), indices, tf.constant([5, 3])), dense):
+        for clip in (1.0, None):
+            with keras.name_scope("embeddings"):
+                var = keras.Variable(table, name="word_embeddings")
+            opt = Lamb(0.05, global_clipnorm=clip)
+            opt.apply_gradients([(tf.fill((5, 3), 0.01), var)])  # so that step 2's scale counts
+            opt.apply_gradients([(grad, var)])
+            results.append(var.numpy())
+    np.testing.assert_allclose(results[0], results[2], atol=1e-6)
+    np.testing.assert_allclose(results[1], results[3], atol=1e-6)
+    assert np.abs(results[0] - results[1]).max() > 1e-3  # clipping was active
+
+
 def test_schedule_values_match_original_and_never_go_negative():
     sched = WarmupPolynomialDecay(1e-3, num_train_steps=1000, num_warmup_steps=100)
     expected = {0: 0.0, 50: 5e-4, 99: 9.9e-4, 100: 9e-4, 550: 4.5e-4, 1000: 0.0, 2000: 0.0}
