@@ -182,7 +182,7 @@ def build_shard(shard_index, input_path, outputs, options):
                  len(corpus.tokens), time.time() - start)
 
     document_order = list(range(corpus.num_documents))
-    random.Random(_seed(options.random_seed, shard_index, 0).generate_state(1)[0]).shuffle(
+    random.Random(int(_seed(options.random_seed, shard_index, 0).generate_state(1)[0])).shuffle(
         document_order)
     masking = pretraining.MaskingOptions(
         vocab_size=sp_model.get_piece_size(), mask_id=ids["[MASK]"],
