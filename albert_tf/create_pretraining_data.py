@@ -125,7 +125,7 @@ def read_corpus(path, encoder, do_lower_case):
 
     lines = [preprocess_text(line, lower=do_lower_case) for line in read_lines(path)]
     texts = [line for line in lines if line]
-    ids, forced = encoder.encode_lines(texts)
+    ids = encoder.encode_lines(texts)
     sentence_lengths, doc_sizes = [], [0]
     k = 0
     for line in lines:
@@ -143,13 +143,7 @@ def read_corpus(path, encoder, do_lower_case):
         raise InputError(f"Input file {path} has no text that tokenizes to any piece")
     tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32,
                          count=sum(len(x) for x in ids))
-    starts = encoder.start_table[tokens]
-    offset = 0
-    for line_ids, line_forced in zip(ids, forced):
-        if line_forced is not None:
-            starts[offset:offset + len(line_ids)] |= np.asarray(line_forced, dtype=bool)
-        offset += len(line_ids)
-    return Corpus(tokens, starts,
+    return Corpus(tokens, encoder.start_table[tokens],
                   np.concatenate([[0], np.cumsum(sentence_lengths)]).astype(np.int64),
                   np.concatenate([[0], np.cumsum(doc_sizes)]).astype(np.int64))
 

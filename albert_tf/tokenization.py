@@ -135,11 +135,10 @@ class FullTokenizer:
 
 
 class FastEncoder:
-    """Batch ids for preprocessed lines (same ids as `encode_ids`), plus word-start flags.
+    """Batch ids for preprocessed lines (the same ids as `encode_ids`) and word-start flags.
 
-    Used by the data builder: ids come from SentencePiece in one C++ call; the digit-comma
-    rule is applied by a table over the vocabulary. Pieces made by that rule are word starts,
-    as they were (bytes) in the original builder.
+    Used by the data builder: ids come from SentencePiece in one C++ call and the digit-comma
+    rule is applied through a table over the vocabulary.
     """
 
     def __init__(self, sp_model):
@@ -153,37 +152,16 @@ class FastEncoder:
         self.unk_id = self.sp_model.unk_id()
 
     def encode_lines(self, lines):
-        """Returns (ids per line as lists, forced-start flags per line or None)."""
-        out_ids, out_forced = [], []
+        """Ids of each preprocessed line, as lists."""
+        out = []
         split, unk = self.split_table, self.unk_id
         for line, ids in zip(lines, self.sp_model.encode(lines)):
-            forced = None
-            if unk in ids:  # rare: follow the piece route exactly.
-                pieces = self.sp_model.encode_as_pieces(line)
-                new_ids, forced = [], []
-                for piece in pieces:
-                    if _needs_comma_split(piece):
-                        sub = _comma_split(self.sp_model, piece)
-                        new_ids.extend(self.sp_model.piece_to_id(q) for q in sub)
-                        forced.extend([True] * len(sub))
-                    else:
-                        new_ids.append(self.sp_model.piece_to_id(piece))
-                        forced.append(False)
-                ids = new_ids
+            if unk in ids:  # an unknown piece keeps its surface text: follow the piece route
+                ids = encode_ids(self.sp_model, line)
             elif split and not split.keys().isdisjoint(ids):
-                new_ids, forced = [], []
-                for i in ids:
-                    sub = split.get(i)
-                    if sub is None:
-                        new_ids.append(i)
-                        forced.append(False)
-                    else:
-                        new_ids.extend(sub)
-                        forced.extend([True] * len(sub))
-                ids = new_ids
-            out_ids.append(ids)
-            out_forced.append(forced)
-        return out_ids, out_forced
+                ids = [j for i in ids for j in split.get(i, (i,))]
+            out.append(ids)
+        return out
 
 
 # ----------------------------------------------------------------------------------------
