@@ -92,10 +92,12 @@ def _varint_bytes(values):
         nbytes += more
     first = np.cumsum(nbytes) - nbytes
     out = np.empty(int(nbytes.sum()), dtype=np.uint8)
-    out[first] = (v & 0x7F) | ((nbytes > 1) << 7)
+    seven, low = v.dtype.type(7), v.dtype.type(0x7F)
+    out[first] = (v & low).astype(np.uint8) | ((nbytes > 1).astype(np.uint8) << 7)
     for k in range(1, int(nbytes.max(initial=1))):
         sel = np.nonzero(nbytes > k)[0]
-        out[first[sel] + k] = ((v[sel] >> (7 * k)) & 0x7F) | ((nbytes[sel] > k + 1) << 7)
+        group = ((v[sel] >> (seven * v.dtype.type(k))) & low).astype(np.uint8)
+        out[first[sel] + k] = group | ((nbytes[sel] > k + 1).astype(np.uint8) << 7)
     return out, nbytes.reshape(values.shape)
 
 
