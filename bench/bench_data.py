@@ -40,15 +40,19 @@ WORDS = (
     "experience whether perhaps something nothing everything although certainly immediately "
     "particularly understanding conversation acquaintance disappointment recollection "
     "satisfaction consideration circumstances neighbourhood agreeable excellent").split()
-SYLLABLES = "ka lo mi ne ru ta vo si de pa gra ston ber lin mor vel tan dor quin ash".split()
+LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
+LETTER_WEIGHTS = [12.7, 9.1, 8.2, 7.5, 7.0, 6.7, 6.3, 6.1, 6.0, 4.3, 4.0, 2.8, 2.8, 2.4, 2.4,
+                  2.2, 2.0, 2.0, 1.9, 1.5, 1.0, 0.8, 0.2, 0.2, 0.1, 0.1]
 
 
 def generate_corpus(path, megabytes, seed=12345):
-    """Writes an English-like corpus: Zipfian common words, rare made-up words, numbers with
+    """Writes an English-like corpus: Zipfian common words, Zipfian made-up words, numbers with
     commas and decimals, sentences of 4-40 words, documents of 2-60 sentences."""
     rng = random.Random(seed)
     weights = [1.0 / (i + 1) for i in range(len(WORDS))]
-    rare = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))) for _ in range(3000)]
+    rare = ["".join(rng.choices(LETTERS, LETTER_WEIGHTS, k=rng.randint(3, 12)))
+            for _ in range(30000)]
+    rare_weights = [1.0 / (i + 1) ** 0.8 for i in range(len(rare))]
     target = int(megabytes * 1_000_000)
     size = 0
     with open(path, "w", encoding="utf-8") as f:
@@ -59,8 +63,8 @@ def generate_corpus(path, megabytes, seed=12345):
                 words = rng.choices(WORDS, weights, k=n)
                 for k in range(n):
                     r = rng.random()
-                    if r < 0.08:
-                        words[k] = rng.choice(rare)
+                    if r < 0.25:
+                        words[k] = rng.choices(rare, rare_weights)[0]
                     elif r < 0.10:
                         words[k] = f"{rng.randint(1, 2000)}.{rng.randint(0, 9)},"
                     elif r < 0.16:
