@@ -208,10 +208,13 @@ def build_shard(shard_index, input_path, outputs, options):
                     options.max_seq_length, ids["[CLS]"], ids["[SEP]"], masking, np_rng)
                 if shard_index == 0 and total == 0:
                     _log_example(sp_model, features)
-                batch = serializer.serialize(features)
+                batch = serializer.serialize_batch(features)
                 for w, writer in enumerate(writers):
-                    first = (w - total) % len(writers)
-                    writer.write_batch(batch[first::len(writers)])
+                    if len(writers) == 1:
+                        writer.write_batch(batch)
+                    else:  # round-robin across the outputs, as the original
+                        first = (w - total) % len(writers)
+                        writer.write_batch(batch.take(np.arange(first, len(batch), len(writers))))
                 total += len(batch)
             logging.info("Shard %d: dupe %d/%d, %d instances so far, %.2f MB/s of text copies",
                          shard_index, dupe + 1, options.dupe_factor, total,

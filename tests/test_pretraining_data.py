@@ -115,6 +115,23 @@ def test_serializer_equals_protobuf():
         assert tf.train.Example.FromString(raw) == expected
 
 
+def test_tfrecord_framing_equals_tensorflow_writer(tmp_path):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    payloads = [rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+                for n in [0, 1, 2, 3, 4, 5, 7, 8, 9, 100, 1023, 4096] + list(range(10, 40))]
+    with tf.io.TFRecordWriter(str(tmp_path / "tf")) as w:
+        for p in payloads:
+            w.write(p)
+    assert records.frame_records(payloads) == (tmp_path / "tf").read_bytes()
+    crc = records.masked_crc32c([b"123456789"])[0]  # crc32c check value 0xE3069283, masked
+    raw = 0xE3069283
+    assert crc == ((((raw >> 15) | (raw << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    batch = records.Batch.from_list(payloads)
+    assert batch.take(np.array([3, 1, 10])).to_list() == [payloads[3], payloads[1], payloads[10]]
+
+
 def test_instance_layout(built):
     _, f = built
     ids, mask, seg, tb = f["input_ids"], f["input_mask"], f["segment_ids"], f["token_boundary"]
@@ -399,8 +416,8 @@ def test_failed_run_leaves_no_output(data, tmp_path, monkeypatch):
             raise RuntimeError("killed")
         return original(self, features)
 
-    original = records.ExampleSerializer.serialize
-    monkeypatch.setattr(records.ExampleSerializer, "serialize", failing)
+    original = records.ExampleSerializer.serialize_batch
+    monkeypatch.setattr(records.ExampleSerializer, "serialize_batch", failing)
     monkeypatch.setattr(cpd, "BATCH_SIZE", 64)
     with pytest.raises(RuntimeError, match="killed"):
         cpd.build(corpus, str(tmp_path / "out.tfrecord"), options(model))

@@ -78,130 +78,219 @@ class _EntryHeaders:
         return h
 
 
-def _varint_bytes(values):
-    """Varint encoding of a non-negative int matrix: (flat uint8 bytes in row order, bytes per value)."""
-    if values.size and values.min() < 0:
-        raise ValueError("negative values cannot be serialized as features here")
-    v = values.ravel()
-    v = v.astype(np.uint32 if (not v.size or v.max() < 2**32) else np.uint64)
-    nbytes = np.ones(v.shape, dtype=np.int32)
+def _varint_matrix(values):
+    """Varint bytes of a non-negative int matrix: (groups [..., width] uint8, bytes per value)."""
+    v = values.astype(np.uint64)
+    nbytes = np.ones(v.shape, dtype=np.int64)
     for k in range(1, 10):
-        more = v >= (1 << (7 * k))
+        more = v >= np.uint64(1 << (7 * k))
         if not more.any():
             break
         nbytes += more
-    first = np.cumsum(nbytes) - nbytes
-    out = np.empty(int(nbytes.sum()), dtype=np.uint8)
-    seven, low = v.dtype.type(7), v.dtype.type(0x7F)
-    out[first] = (v & low).astype(np.uint8) | ((nbytes > 1).astype(np.uint8) << 7)
-    for k in range(1, int(nbytes.max(initial=1))):
-        sel = np.nonzero(nbytes > k)[0]
-        group = ((v[sel] >> (seven * v.dtype.type(k))) & low).astype(np.uint8)
-        out[first[sel] + k] = group | ((nbytes[sel] > k + 1).astype(np.uint8) << 7)
-    return out, nbytes.reshape(values.shape)
+    width = int(nbytes.max(initial=1))
+    groups = np.empty(v.shape + (width,), dtype=np.uint8)
+    for k in range(width):
+        low = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+        groups[..., k] = low | ((nbytes > k + 1).astype(np.uint8) << 7)
+    return groups, nbytes
+
+
+def _scatter(out, dst_starts, src, src_starts, lengths):
+    """Copies variable-length segments src[src_start:+len] to out[dst_start:+len], all at once."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return
+    rel = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[np.repeat(dst_starts, lengths) + rel] = src[np.repeat(src_starts, lengths) + rel]
+
+
+class Batch:
+    """Serialized records of a batch as one uint8 buffer; record i is buffer[offsets[i]:offsets[i+1]]."""
+
+    def __init__(self, buffer, offsets):
+        self.buffer, self.offsets = buffer, offsets
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def to_list(self):
+        data = self.buffer.tobytes()
+        o = self.offsets.tolist()
+        return [data[o[i]:o[i + 1]] for i in range(len(self))]
+
+    def take(self, index):
+        """The records at `index` (an int array), as a new Batch."""
+        lengths = np.diff(self.offsets)[index]
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        buffer = np.empty(int(offsets[-1]), dtype=np.uint8)
+        _scatter(buffer, offsets[:-1], self.buffer, self.offsets[:-1][index], lengths)
+        return Batch(buffer, offsets)
+
+    @classmethod
+    def from_list(cls, records):
+        lengths = [len(r) for r in records]
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return cls(np.frombuffer(b"".join(records), dtype=np.uint8), offsets)
 
 
 class ExampleSerializer:
-    """Serializes batches of fixed-length features into tf.train.Example bytes."""
+    """Serializes batches of fixed-length features into tf.train.Example bytes, vectorised."""
 
     def __init__(self, lengths):
         self.lengths = dict(lengths)
         self.headers = {name: _EntryHeaders(name, 0x12 if dtype == "float32" else 0x1A)
                         for name, (dtype, _) in self.lengths.items()}
 
-    def serialize(self, features):
-        """features: {name: array [batch, length]} → list of serialized Examples."""
+    def _payload_block(self, name, x):
+        """(bytes [batch, width], valid [batch, width] or None) of one feature's packed values."""
+        dtype, length = self.lengths[name]
+        batch = len(x)
+        if dtype == "float32":
+            return np.ascontiguousarray(x, dtype="<f4").view(np.uint8).reshape(batch, -1), None
+        if x.size and (x.min() < 0 or x.max() >= 128):
+            groups, nbytes = _varint_matrix(x)
+            width = groups.shape[-1]
+            valid = np.arange(width)[None, None, :] < nbytes[..., None]
+            return groups.reshape(batch, -1), valid.reshape(batch, -1)
+        return np.ascontiguousarray(x, dtype=np.uint8), None  # every value is one byte
+
+    def serialize_batch(self, features):
+        """features: {name: array [batch, length]} → a `Batch` of serialized Examples.
+
+        Every part of every record is laid out in one padded matrix; a validity mask then
+        compresses it into the concatenated records in a single pass.
+        """
         names = list(self.lengths)
         batch = len(features[names[0]])
-        columns = []  # per feature: (flat bytes, per-row offsets as a list)
+        blocks = []  # (bytes [batch, width], valid [batch, width] or None)
+        body = np.zeros(batch, dtype=np.int64)
         for n in names:
-            dtype, length = self.lengths[n]
             x = np.asarray(features[n])
-            if x.shape != (batch, length):
-                raise ValueError(f"feature {n} has shape {x.shape}, expected {(batch, length)}")
-            if dtype == "float32":
-                flat = np.ascontiguousarray(x, dtype="<f4").tobytes()
-                offsets = range(0, 4 * length * (batch + 1), 4 * length)
-            elif x.size and (x.min() < 0 or x.max() >= 128):
-                flat, nbytes = _varint_bytes(x)
-                flat = flat.tobytes()
-                offsets = np.concatenate([[0], np.cumsum(nbytes.sum(1))]).tolist()
-            else:  # every value is one byte
-                flat = np.ascontiguousarray(x, dtype=np.uint8).tobytes()
-                offsets = range(0, length * (batch + 1), length)
-            columns.append((self.headers[n], flat, offsets))
-        out = []
-        for b in range(batch):
-            parts = []
-            for header, flat, offsets in columns:
-                lo, hi = offsets[b], offsets[b + 1]
-                parts.append(header(hi - lo))
-                parts.append(flat[lo:hi])
-            body = b"".join(parts)
-            out.append(_len_field(0x0A, len(body)) + body)
-        return out
+            if x.shape != (batch, self.lengths[n][1]):
+                raise ValueError(f"feature {n} has shape {x.shape}, "
+                                 f"expected {(batch, self.lengths[n][1])}")
+            payload, valid = self._payload_block(n, x)
+            if valid is None:
+                sizes = np.full(batch, payload.shape[1], dtype=np.int64)
+                unique, keys = sizes[:1], np.zeros(batch, dtype=np.int64)
+            else:
+                sizes = valid.sum(1)
+                unique, keys = np.unique(sizes, return_inverse=True)
+            headers = [self.headers[n](int(u)) for u in unique]
+            width = max(len(h) for h in headers)
+            table = np.zeros((len(headers), width), dtype=np.uint8)
+            for i, h in enumerate(headers):
+                table[i, :len(h)] = np.frombuffer(h, dtype=np.uint8)
+            header_len = np.array([len(h) for h in headers], dtype=np.int64)[keys]
+            blocks.append((table[keys], np.arange(width)[None, :] < header_len[:, None]))
+            blocks.append((payload, valid))
+            body += header_len + sizes
+        outer_len = 2 + sum((body >= (1 << (7 * k))).astype(np.int64) for k in range(1, 5))
+        outer = np.zeros((batch, 6), dtype=np.uint8)
+        outer[:, 0] = 0x0A
+        for k in range(5):
+            more = (outer_len - 1 > k + 1).astype(np.uint8) << 7
+            outer[:, k + 1] = ((body >> (7 * k)) & 0x7F).astype(np.uint8) | more
+        blocks.insert(0, (outer, np.arange(6)[None, :] < outer_len[:, None]))
+        matrix = np.concatenate([blk for blk, _ in blocks], axis=1)
+        valid = np.concatenate([np.ones(blk.shape, bool) if v is None else v
+                                for blk, v in blocks], axis=1)
+        sizes = outer_len + body
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return Batch(matrix[valid], offsets)
+
+    def serialize(self, features):
+        """features: {name: array [batch, length]} → list of serialized Examples (bytes)."""
+        return self.serialize_batch(features).to_list()
 
 
 # ----------------------------------------------------------------------------------------
 # TFRecord framing: uint64 length, masked crc32c(length), data, masked crc32c(data).
 
 
-def _crc32c_table():
-    table = np.zeros(256, dtype=np.uint32)
+def _crc32c_tables():
+    t0 = np.zeros(256, dtype=np.uint32)
     for i in range(256):
         c = i
         for _ in range(8):
             c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table[i] = c
-    return table
+        t0[i] = c
+    tables = [t0]
+    for _ in range(3):
+        prev = tables[-1]
+        tables.append((prev >> np.uint32(8)) ^ t0[prev & 0xFF])
+    return tables
 
 
-_CRC_TABLE = _crc32c_table()
+_CRC_TABLES = _crc32c_tables()
 
 
-def masked_crc32c(records):
-    """Masked CRC32C of each bytes object, computed for the whole batch at once."""
-    lengths = np.array([len(r) for r in records], dtype=np.int64)
-    width = int(lengths.max()) if len(records) else 0
-    data = np.zeros((len(records), width), dtype=np.uint8)
-    flat = np.frombuffer(b"".join(records), dtype=np.uint8)
-    mask = np.arange(width)[None, :] < lengths[:, None]
-    data[mask] = flat
-    crc = np.full(len(records), 0xFFFFFFFF, dtype=np.uint32)
-    # Columns are processed together; rows shorter than a column keep their CRC.
-    order = np.argsort(-lengths, kind="stable")
-    columns = np.ascontiguousarray(data[order].T)
+def _masked_crc32c_batch(batch):
+    """Masked CRC32C of every record of a `Batch`, four bytes per step for all rows together."""
+    n = len(batch)
+    lengths = np.diff(batch.offsets)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint32)
+    order = np.argsort(-lengths, kind="stable")  # active rows are a prefix at every step
     sorted_len = lengths[order]
-    active = len(records)
-    table = _CRC_TABLE
-    c = crc
-    for j in range(width):
-        while active and sorted_len[active - 1] <= j:
+    width = (int(sorted_len[0]) + 3) // 4 * 4
+    data = np.zeros((n, width), dtype=np.uint8)
+    data[np.arange(width)[None, :] < lengths[:, None]] = batch.buffer
+    data = data[order]
+    words = np.ascontiguousarray(data.view("<u4").T)  # [width / 4, n]
+    t0, t1, t2, t3 = _CRC_TABLES
+    crc = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
+    full_words = sorted_len // 4
+    active = n
+    m8, m16, m24 = np.uint32(8), np.uint32(16), np.uint32(24)
+    for j in range(width // 4):
+        while active and full_words[active - 1] <= j:
             active -= 1
-        cj = c[:active]
-        c[:active] = table[(cj ^ columns[j, :active]) & 0xFF] ^ (cj >> np.uint32(8))
-    c = c ^ np.uint32(0xFFFFFFFF)
-    result = np.empty_like(c)
-    result[order] = c
-    rotated = ((result >> np.uint32(15)) | (result << np.uint32(17))) & np.uint32(0xFFFFFFFF)
+        if not active:
+            break
+        c = crc[:active] ^ words[j, :active]
+        crc[:active] = (t3[c & 0xFF] ^ t2[(c >> m8) & 0xFF] ^ t1[(c >> m16) & 0xFF]
+                        ^ t0[c >> m24])
+    for t in range(3):  # the last 1-3 bytes
+        rows = np.nonzero(sorted_len % 4 > t)[0]
+        if len(rows):
+            byte = data[rows, full_words[rows] * 4 + t]
+            c = crc[rows]
+            crc[rows] = t0[(c ^ byte) & 0xFF] ^ (c >> m8)
+    crc ^= np.uint32(0xFFFFFFFF)
+    result = np.empty_like(crc)
+    result[order] = crc
+    rotated = (result >> np.uint32(15)) | (result << np.uint32(17))
     return (rotated + np.uint32(0xA282EAD8)).astype(np.uint32)
 
 
+def masked_crc32c(records):
+    """Masked CRC32C (the TFRecord checksum) of each bytes object."""
+    return _masked_crc32c_batch(Batch.from_list(list(records)))
+
+
+def frame_batch(batch):
+    """TFRecord file bytes (uint8 array) for a `Batch` of serialized records."""
+    n = len(batch)
+    lengths = np.diff(batch.offsets)
+    width = int(lengths.max(initial=0))
+    frame = np.zeros((n, 12 + width + 4), dtype=np.uint8)
+    frame[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(n, 8)
+    len_batch = Batch(frame[:, :8].ravel().copy(), np.arange(n + 1, dtype=np.int64) * 8)
+    frame[:, 8:12] = _masked_crc32c_batch(len_batch).astype("<u4").view(np.uint8).reshape(n, 4)
+    cols = np.arange(width)[None, :]
+    data_valid = cols < lengths[:, None]
+    frame[:, 12:12 + width][data_valid] = batch.buffer
+    frame[:, 12 + width:] = _masked_crc32c_batch(batch).astype("<u4").view(np.uint8).reshape(n, 4)
+    valid = np.ones(frame.shape, dtype=bool)
+    valid[:, 12:12 + width] = data_valid
+    return frame[valid]
+
+
 def frame_records(records):
-    """TFRecord bytes for a batch of serialized records."""
-    if not records:
-        return b""
-    lengths = np.array([len(r) for r in records], dtype="<u8")
-    length_bytes = [x.tobytes() for x in lengths]
-    len_crc = masked_crc32c(length_bytes).astype("<u4")
-    data_crc = masked_crc32c(records).astype("<u4")
-    parts = []
-    for lb, lc, rec, dc in zip(length_bytes, len_crc.tolist(), records, data_crc.tolist()):
-        parts.append(lb)
-        parts.append(lc.to_bytes(4, "little"))
-        parts.append(rec)
-        parts.append(dc.to_bytes(4, "little"))
-    return b"".join(parts)
+    """TFRecord file bytes for a list of serialized records."""
+    return frame_batch(Batch.from_list(list(records))).tobytes() if records else b""
 
 
 class AtomicTFRecordWriter:
@@ -216,10 +305,14 @@ class AtomicTFRecordWriter:
         self.bytes = 0
 
     def write_batch(self, records):
-        data = frame_records(records)
-        self._file.write(data)
-        self.count += len(records)
-        self.bytes += len(data)
+        """Writes a `Batch` or a list of serialized records."""
+        if not isinstance(records, Batch):
+            records = Batch.from_list(list(records))
+        if len(records):
+            data = frame_batch(records)
+            self._file.write(data.data)
+            self.count += len(records)
+            self.bytes += data.nbytes
 
     def close(self):
         self._file.close()
