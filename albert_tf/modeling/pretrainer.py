@@ -1,6 +1,7 @@
 """AlbertPretrainer: the encoder with the masked-LM and sentence-order heads."""
 
 import keras
+import tensorflow as tf
 
 from albert_tf.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
@@ -15,7 +16,7 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     `mlm_logits` [batch, P, vocab] and `sop_logits` [batch, 2], both float32.
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, sop_weight=1.0, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
         super().__init__(**kwargs)
         if isinstance(config, dict):
@@ -27,9 +28,11 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
                                       name="cls_predictions", dtype=policy)
         self.sentence_order = SentenceOrderHead(config, name="cls_seq_relationship",
                                                 dtype=policy)
+        self.sop_weight = float(sop_weight)
+        self._trackers = {name: keras.metrics.Mean(name=name) for name in METRIC_NAMES}
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "sop_weight": self.sop_weight, "name": self.name}
 
     @classmethod
     def from_config(cls, config):
@@ -45,6 +48,26 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
         return outputs
 
+    @property
+    def metrics(self):
+        return list(self._trackers.values())
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """MLM + sop_weight × SOP from the record features in `x`; `compile` needs no loss."""
+        sums = pretraining_loss_sums(x, y_pred)
+        mlm_loss = sums["mlm_loss_sum"] / (sums["mlm_weight_sum"] + 1e-5)
+        sop_loss = sums["sop_loss_sum"] / sums["sop_count"]
+        stats = {"masked_lm_loss": mlm_loss, "sentence_order_loss": sop_loss,
+                 "masked_lm_accuracy": sums["mlm_correct_sum"] / (sums["mlm_weight_sum"] + 1e-5),
+                 "sentence_order_accuracy": sums["sop_correct_sum"] / sums["sop_count"]}
+        stats["loss"] = mlm_loss + self.sop_weight * sop_loss
+        for name, value in stats.items():
+            self._trackers[name].update_state(value)
+        return stats["loss"]
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return {name: tracker.result() for name, tracker in self._trackers.items()}
+
     def tf1_weights(self):
         """Encoder weights plus the heads under their original `cls/...` names."""
         out = self.encoder.tf1_weights()
@@ -59,3 +82,30 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
             "cls/seq_relationship/output_bias": sop.output_bias,
         })
         return out
+
+
+METRIC_NAMES = ("loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
+                "sentence_order_loss")
+
+
+def pretraining_loss_sums(features, outputs):
+    """Sums behind the original losses and accuracies, so that any split of a global batch
+    (replicas, accumulation steps) can be normalised exactly: the MLM loss is
+    Σ w·nll / Σ w over masked positions, the SOP loss a mean over sequences."""
+    weights = tf.cast(features["masked_lm_weights"], tf.float32)
+    mlm_ids = tf.cast(features["masked_lm_ids"], tf.int32)
+    mlm_logits = outputs["mlm_logits"]
+    mlm_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=mlm_ids, logits=mlm_logits)
+    mlm_hit = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), mlm_ids),
+                      tf.float32)
+    sop_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+    sop_logits = outputs["sop_logits"]
+    sop_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=sop_labels, logits=sop_logits)
+    sop_hit = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), sop_labels),
+                      tf.float32)
+    return {"mlm_loss_sum": tf.reduce_sum(mlm_nll * weights),
+            "mlm_correct_sum": tf.reduce_sum(mlm_hit * weights),
+            "mlm_weight_sum": tf.reduce_sum(weights),
+            "sop_loss_sum": tf.reduce_sum(sop_nll),
+            "sop_correct_sum": tf.reduce_sum(sop_hit),
+            "sop_count": tf.cast(tf.size(sop_labels), tf.float32)}
