@@ -11,7 +11,6 @@ processed on its own (memory bounded by one shard) into its own output file, wri
 import concurrent.futures
 import dataclasses
 import glob
-import itertools
 import multiprocessing
 import os
 import random
@@ -118,31 +117,34 @@ def read_lines(path):
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def read_corpus(path, encoder, do_lower_case):
+def read_corpus(path, encoder, do_lower_case, chunk_lines=20000):
     """Tokenizes one text file into a `Corpus` (documents split at blank lines)."""
     from albert_tf.data.pretraining import Corpus
     from albert_tf.tokenization import preprocess_text
 
-    lines = [preprocess_text(line, lower=do_lower_case) for line in read_lines(path)]
-    texts = [line for line in lines if line]
-    ids = encoder.encode_lines(texts)
-    sentence_lengths, doc_sizes = [], [0]
-    k = 0
-    for line in lines:
-        if not line:
-            if doc_sizes[-1]:
-                doc_sizes.append(0)
-            continue
-        n = len(ids[k])
-        k += 1
-        if n:
-            sentence_lengths.append(n)
-            doc_sizes[-1] += 1
+    lines = read_lines(path)
+    token_chunks, sentence_lengths, doc_sizes = [], [], [0]
+    for first in range(0, len(lines), chunk_lines):  # bounded lists of Python ints
+        chunk = [preprocess_text(line, lower=do_lower_case)
+                 for line in lines[first:first + chunk_lines]]
+        ids = iter(encoder.encode_lines([line for line in chunk if line]))
+        flat = []
+        for line in chunk:
+            if not line:
+                if doc_sizes[-1]:
+                    doc_sizes.append(0)
+                continue
+            line_ids = next(ids)
+            if line_ids:
+                flat.extend(line_ids)
+                sentence_lengths.append(len(line_ids))
+                doc_sizes[-1] += 1
+        token_chunks.append(np.array(flat, dtype=np.int32))
+    del lines
     doc_sizes = [d for d in doc_sizes if d]
     if not doc_sizes:
         raise InputError(f"Input file {path} has no text that tokenizes to any piece")
-    tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32,
-                         count=sum(len(x) for x in ids))
+    tokens = np.concatenate(token_chunks)
     return Corpus(tokens, encoder.start_table[tokens],
                   np.concatenate([[0], np.cumsum(sentence_lengths)]).astype(np.int64),
                   np.concatenate([[0], np.cumsum(doc_sizes)]).astype(np.int64))
