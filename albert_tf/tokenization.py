@@ -194,62 +194,69 @@ def _regexes():
     return _char_class(space), _char_class(combining)
 
 
-class InGraphTokenizer:
-    """The `FullTokenizer` in TensorFlow ops: `tokenize(strings) -> tf.RaggedTensor[int32]`.
+def _in_graph_tokenizer_class():
+    """Defines InGraphTokenizer on first use, so that importing this module needs no TensorFlow."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
 
-    Same preprocessing (whitespace collapsing, NFKD, combining marks dropped, lowercasing)
-    and the digit-comma rule by a per-id replacement table, so ids match `FullTokenizer.encode`.
-    Known limit: NFKD and lowercasing use ICU inside TensorFlow; characters whose Unicode data
-    differs between ICU and this Python's `unicodedata` may give different ids.
-    """
+    class InGraphTokenizer(tf.Module):
+        """The `FullTokenizer` in TensorFlow ops: `tokenize(strings) -> tf.RaggedTensor[int32]`.
 
-    def __init__(self, model, do_lower_case=True):
-        import tensorflow as tf
-        import tensorflow_text as tf_text
+        Same preprocessing (whitespace collapsing, NFKD, combining marks dropped, lowercasing)
+        and the digit-comma rule by a per-id replacement table, so ids match `FullTokenizer.encode`.
+        Known limit: NFKD and lowercasing use ICU inside TensorFlow; characters whose Unicode data
+        differs between ICU and this Python's `unicodedata` may give different ids.
+        """
 
-        if not isinstance(model, (bytes, bytearray)):
-            path = os.fspath(model)
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"SentencePiece model not found: {path}")
-            with open(path, "rb") as f:
-                model = f.read()
-        self.model_proto = bytes(model)
-        sp_model = load_sp_model(self.model_proto)
-        self.do_lower_case = do_lower_case
-        self.vocab_size = sp_model.get_piece_size()
-        ids = special_ids(sp_model)
-        self.pad_id, self.unk_id = ids[PAD], ids[UNK]
-        self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
-        self._space, self._combining = _regexes()
+        def __init__(self, model, do_lower_case=True, name="in_graph_tokenizer"):
+            super().__init__(name=name)
+            if not isinstance(model, (bytes, bytearray)):
+                path = os.fspath(model)
+                if not os.path.isfile(path):
+                    raise FileNotFoundError(f"SentencePiece model not found: {path}")
+                with open(path, "rb") as f:
+                    model = f.read()
+            self.model_proto = bytes(model)
+            sp_model = load_sp_model(self.model_proto)
+            self.do_lower_case = do_lower_case
+            self.vocab_size = sp_model.get_piece_size()
+            ids = special_ids(sp_model)
+            self.pad_id, self.unk_id = ids[PAD], ids[UNK]
+            self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
+            self._space, self._combining = _regexes()
 
-        split = FastEncoder(sp_model).split_table
-        rows = [split.get(i, [i]) for i in range(self.vocab_size)]
-        self._needs_split = bool(split)
-        self._replacements = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
-        self._sp = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+            split = FastEncoder(sp_model).split_table
+            rows = [split.get(i, [i]) for i in range(self.vocab_size)]
+            self._needs_split = bool(split)
+            self._replacements = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+            self._sp = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
 
-    def preprocess(self, strings):
-        """`preprocess_text` on a tf.string tensor."""
-        import tensorflow as tf
-        import tensorflow_text as tf_text
+        def preprocess(self, strings):
+            """`preprocess_text` on a tf.string tensor."""
+            x = tf.strings.regex_replace(strings, self._space + "+", " ")
+            x = tf.strings.regex_replace(x, "^ | $", "")
+            x = tf_text.normalize_utf8(x, "NFKD")
+            x = tf.strings.regex_replace(x, self._combining, "")
+            if self.do_lower_case:
+                x = tf.strings.lower(x, encoding="utf-8")
+            return x
 
-        x = tf.strings.regex_replace(strings, self._space + "+", " ")
-        x = tf.strings.regex_replace(x, "^ | $", "")
-        x = tf_text.normalize_utf8(x, "NFKD")
-        x = tf.strings.regex_replace(x, self._combining, "")
-        if self.do_lower_case:
-            x = tf.strings.lower(x, encoding="utf-8")
-        return x
+        def tokenize(self, strings):
+            """Ids for a batch of raw strings, as a RaggedTensor [batch, (tokens)] of int32."""
+            strings = tf.convert_to_tensor(strings, dtype=tf.string)
+            ids = self._sp.tokenize(self.preprocess(strings))
+            if not self._needs_split:
+                return ids
+            pieces = tf.gather(self._replacements, ids)  # [batch, (tokens), (pieces)]
+            return pieces.merge_dims(1, 2)
 
-    def tokenize(self, strings):
-        """Ids for a batch of raw strings, as a RaggedTensor [batch, (tokens)] of int32."""
-        import tensorflow as tf
+        __call__ = tokenize
 
-        strings = tf.convert_to_tensor(strings, dtype=tf.string)
-        ids = self._sp.tokenize(self.preprocess(strings))
-        if not self._needs_split:
-            return ids
-        pieces = tf.gather(self._replacements, ids)  # [batch, (tokens), (pieces)]
-        return pieces.merge_dims(1, 2)
+    return InGraphTokenizer
 
-    __call__ = tokenize
+
+def __getattr__(name):
+    if name == "InGraphTokenizer":
+        cls = globals()["InGraphTokenizer"] = _in_graph_tokenizer_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -175,3 +175,17 @@ def test_train_vocab_settings(model_path):
     assert spec.character_coverage == pytest.approx(0.99995)
     assert spec.shuffle_input_sentence
     assert np.all([p.piece == p.piece.lower() for p in proto.pieces if p.type == 1])
+
+
+def test_in_graph_tokenizer_in_a_saved_model(model_path, tokenizer, tmp_path):
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.tokenizer = tokenization.InGraphTokenizer(model_path)
+    module.ids = tf.function(lambda s: module.tokenizer.tokenize(s).to_tensor(-1),
+                             input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    texts = ["It cost 3.0, ok", "Café naïve 12,"]
+    got = loaded.ids(tf.constant(texts)).numpy().tolist()
+    assert [[i for i in row if i >= 0] for row in got] == [tokenizer.encode(t) for t in texts]
