@@ -86,7 +86,8 @@ class BuildOptions:
             raise InputError(f"--max_seq_length={self.max_seq_length} is too small: an instance "
                              "needs [CLS], [SEP], [SEP] and at least one token per segment (>= 5)")
         if self.max_predictions_per_seq < 1:
-            raise InputError(f"--max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
+            raise InputError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
         if self.ngram < 1:
             raise InputError(f"--ngram={self.ngram} must be >= 1")
         if self.dupe_factor < 1:
@@ -103,7 +104,7 @@ def _seed(*parts):
 
 
 def read_lines(path):
-    """Lines of a UTF-8 text file (universal newlines); clear errors for empty or non-UTF-8 files."""
+    """Lines of a UTF-8 text file (universal newlines); clear errors if empty or not UTF-8."""
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():

@@ -1,4 +1,4 @@
-"""ALBERT tokenization: the original text preprocessing, SentencePiece pieces and ids, in-graph twin.
+"""ALBERT tokenization: the original preprocessing, SentencePiece pieces and ids, in-graph twin.
 
 `FullTokenizer` gives the same pieces as the original `tokenization.py` on any text;
 `InGraphTokenizer` gives the same ids inside a TensorFlow graph (tensorflow-text).
@@ -146,9 +146,10 @@ class FastEncoder:
         size = self.sp_model.get_piece_size()
         pieces = [self.sp_model.id_to_piece(i) for i in range(size)]
         self.start_table = np.array([is_start_piece(p) for p in pieces], dtype=bool)
-        self.split_table = {i: [self.sp_model.piece_to_id(q) for q in _comma_split(self.sp_model, p)]
+        sp = self.sp_model
+        self.split_table = {i: [sp.piece_to_id(q) for q in _comma_split(sp, p)]
                             for i, p in enumerate(pieces)
-                            if _needs_comma_split(p) and not self.sp_model.is_unknown(i)}
+                            if _needs_comma_split(p) and not sp.is_unknown(i)}
         self.unk_id = self.sp_model.unk_id()
 
     def encode_lines(self, lines):

@@ -57,8 +57,10 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """The entry point's flags (defined on demand so that importing this module is free)."""
-    flags.DEFINE_string("input_file", None, "Text file(s), comma-separated globs, one sentence a line.")
-    flags.DEFINE_string("model_prefix", None, "Writes <model_prefix>.model and <model_prefix>.vocab.")
+    flags.DEFINE_string("input_file", None,
+                        "Text file(s), comma-separated globs, one sentence a line.")
+    flags.DEFINE_string("model_prefix", None,
+                        "Writes <model_prefix>.model and <model_prefix>.vocab.")
     flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.")
     flags.DEFINE_bool("do_lower_case", True,
                       "Lowercase the text (with the builder's preprocess_text) before training.")

@@ -1,4 +1,4 @@
-"""The pretraining data builder: record schema, SOP pairs, masking statistics, determinism, errors."""
+"""The pretraining data builder: schema, SOP pairs, masking statistics, determinism, errors."""
 
 import os
 import random
@@ -33,7 +33,8 @@ def write_corpus(path, documents=60, seed=0):
         for _ in range(rng.randint(1, 25)):
             words = rng.choices(WORDS, weights, k=rng.randint(3, 30))
             if rng.random() < 0.2:
-                words.insert(rng.randint(0, len(words)), f"{rng.randint(1, 99)}.{rng.randint(0, 9)},")
+                number = f"{rng.randint(1, 99)}.{rng.randint(0, 9)},"
+                words.insert(rng.randint(0, len(words)), number)
             words[0] = words[0].capitalize()
             sentences.append(" ".join(words) + ".")
         docs.append("\n".join(sentences))

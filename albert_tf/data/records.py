@@ -106,7 +106,7 @@ def _scatter(out, dst_starts, src, src_starts, lengths):
 
 
 class Batch:
-    """Serialized records of a batch as one uint8 buffer; record i is buffer[offsets[i]:offsets[i+1]]."""
+    """Serialized records as one uint8 buffer; record i is buffer[offsets[i]:offsets[i + 1]]."""
 
     def __init__(self, buffer, offsets):
         self.buffer, self.offsets = buffer, offsets
