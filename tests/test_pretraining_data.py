@@ -310,6 +310,27 @@ def test_sop_pairs(data):
     assert ((a_start >= a0) & (a_start + a_len <= a1)).all()
 
 
+def test_nsp_mode_and_masking_options(data):
+    d, corpus, _, model = data
+    sp_model, _ = cpd.load_model(options(model))
+    c = cpd.read_corpus(corpus, tokenization.FastEncoder(sp_model), True)
+    a0, a1, b0, b1, label = pretraining.segment_pairs(
+        c, range(c.num_documents), 128, 0.1, random.Random(0), random_next_sentence=True)
+    assert ((label == 0) == (a1 == b0)).all()  # NSP: label 0 is the actual next segment
+    assert ((label == 1) & (b1 == a0)).mean() < 0.01  # no swaps in NSP mode
+    assert label.mean() > 0.5
+    pairs = (*pretraining.truncate_pairs(a0, a1, b0, b1, 125, np.random.default_rng(0)), label)
+    n = pairs[1] + pairs[3] + 3
+    budget = np.minimum(20, np.maximum(1, np.rint(n * 0.15)))
+    # Every piece its own word: the budget is always filled exactly.
+    piecewise = pretraining.MaskingOptions(vocab_size=600, mask_id=4, do_whole_word_mask=False)
+    f = pretraining.build_features(c, pairs, 128, 2, 3, piecewise, np.random.default_rng(0))
+    assert (f["masked_lm_weights"].sum(1) == budget).all()
+    none = pretraining.MaskingOptions(vocab_size=600, mask_id=4, masked_lm_prob=0.0)
+    f = pretraining.build_features(c, pairs, 128, 2, 3, none, np.random.default_rng(0))
+    assert f["masked_lm_weights"].sum() == 0 and (f["input_ids"] != 4).all()
+
+
 def test_sop_random_negatives_flag(data, tmp_path):
     _, corpus, _, model = data
     cpd.build(corpus, str(tmp_path / "a"), options(model, sop_random_negatives=False))
