@@ -18,6 +18,7 @@ setup(
         # tensorflow-hub 0.16 imports pkg_resources, which setuptools 81 removed.
         "setuptools<81",
         "absl-py>=2.0",
+        "tensorboard>=2.20",
         "numpy>=1.26",
         "safetensors>=0.4",
     ],

@@ -54,16 +54,39 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """MLM + sop_weight × SOP from the record features in `x`; `compile` needs no loss."""
-        sums = pretraining_loss_sums(x, y_pred)
-        mlm_loss = sums["mlm_loss_sum"] / (sums["mlm_weight_sum"] + 1e-5)
-        sop_loss = sums["sop_loss_sum"] / sums["sop_count"]
-        stats = {"masked_lm_loss": mlm_loss, "sentence_order_loss": sop_loss,
-                 "masked_lm_accuracy": sums["mlm_correct_sum"] / (sums["mlm_weight_sum"] + 1e-5),
-                 "sentence_order_accuracy": sums["sop_correct_sum"] / sums["sop_count"]}
-        stats["loss"] = mlm_loss + self.sop_weight * sop_loss
-        for name, value in stats.items():
+        sums = self.loss_sums(x, y_pred)
+        for name, value in self.metrics_from_sums(sums).items():
             self._trackers[name].update_state(value)
-        return stats["loss"]
+        return self.replica_loss(sums, sums)
+
+    # The trainer's task protocol: sums that add up across replicas and micro-batches.
+    LOSS_SUM_NAMES = ("mlm_loss_sum", "mlm_correct_sum", "mlm_weight_sum", "sop_loss_sum",
+                      "sop_correct_sum", "sop_count")
+
+    def denominators(self, features):
+        """What the loss divides by, computable from the batch alone (all-reduced by the trainer)."""
+        return {"mlm_weight_sum": tf.reduce_sum(tf.cast(features["masked_lm_weights"],
+                                                        tf.float32)),
+                "sop_count": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)}
+
+    def loss_sums(self, features, outputs):
+        return pretraining_loss_sums(features, outputs)
+
+    def replica_loss(self, sums, denominators):
+        """This batch's share of the loss of the whole (global) batch the denominators describe:
+        the original MLM loss Σ w·nll / (Σ w + 1e-5) plus sop_weight × the mean SOP loss."""
+        mlm = sums["mlm_loss_sum"] / (denominators["mlm_weight_sum"] + 1e-5)
+        return mlm + self.sop_weight * sums["sop_loss_sum"] / denominators["sop_count"]
+
+    def metrics_from_sums(self, sums):
+        """Loss and metrics with the original names, from sums over any number of batches."""
+        mlm_weights = sums["mlm_weight_sum"] + 1e-5
+        out = {"masked_lm_loss": sums["mlm_loss_sum"] / mlm_weights,
+               "masked_lm_accuracy": sums["mlm_correct_sum"] / mlm_weights,
+               "sentence_order_loss": sums["sop_loss_sum"] / sums["sop_count"],
+               "sentence_order_accuracy": sums["sop_correct_sum"] / sums["sop_count"]}
+        out["loss"] = out["masked_lm_loss"] + self.sop_weight * out["sentence_order_loss"]
+        return out
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         return {name: tracker.result() for name, tracker in self._trackers.items()}

@@ -1,0 +1,109 @@
+"""tf.distribute strategy and mixed-precision policy from the scripts' flags."""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+from absl import flags, logging
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("auto", "none", "bfloat16", "float16")
+
+
+def define_flags():
+    """The distribution and precision flags shared by every training script."""
+    flags.DEFINE_enum("strategy", "auto", STRATEGIES,
+                      "tf.distribute strategy; auto: tpu with --use_tpu, multi_worker_mirrored "
+                      "when TF_CONFIG names several workers, mirrored with several GPUs, else "
+                      "one_device.")
+    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --strategy=tpu).")
+    flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
+    flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
+    flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.")
+    flags.DEFINE_string("master", None, "TensorFlow master address (TPU).")
+    flags.DEFINE_enum("mixed_precision", "auto", PRECISIONS,
+                      "Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and "
+                      "on CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+
+
+def _num_workers_in_tf_config():
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None,
+                 master=None):
+    """Builds the tf.distribute strategy named by the flags."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"--strategy={strategy!r}: use one of {', '.join(STRATEGIES)}")
+    if strategy == "auto":
+        if use_tpu:
+            strategy = "tpu"
+        elif _num_workers_in_tf_config() > 1:
+            strategy = "multi_worker_mirrored"
+        elif len(tf.config.list_logical_devices("GPU")) > 1:
+            strategy = "mirrored"
+        else:
+            strategy = "one_device"
+    if strategy == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu_name or master, zone=tpu_zone, project=gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        result = tf.distribute.TPUStrategy(resolver)
+    elif strategy == "multi_worker_mirrored":
+        result = tf.distribute.MultiWorkerMirroredStrategy()
+    elif strategy == "mirrored":
+        result = tf.distribute.MirroredStrategy()
+    else:
+        gpus = tf.config.list_logical_devices("GPU")
+        result = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    logging.info("Strategy %s with %d replicas", type(result).__name__,
+                 result.num_replicas_in_sync)
+    return result
+
+
+def _cpu_has_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return any(flag in text for flag in (" avx512_bf16", " amx_bf16"))
+
+
+def resolve_precision(precision, strategy):
+    """The concrete precision for `auto`, from the strategy's devices."""
+    if precision != "auto":
+        return precision
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return "bfloat16"
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        major = tf.config.experimental.get_device_details(gpus[0]).get(
+            "compute_capability", (0, 0))[0]
+        return "bfloat16" if major >= 8 else "float16"
+    return "bfloat16" if _cpu_has_bf16() else "none"
+
+
+def set_precision_policy(precision):
+    """Sets the global Keras policy; returns its name."""
+    policy = {"none": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+    if precision not in policy:
+        raise ValueError(f"--mixed_precision={precision!r}: use one of {', '.join(PRECISIONS)}")
+    keras.mixed_precision.set_global_policy(policy[precision])
+    return policy[precision]
+
+
+def is_chief(strategy):
+    """Whether this process writes checkpoints, summaries and results."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type is None or (task_type == "worker" and task_id == 0 and
+                             "chief" not in resolver.cluster_spec().as_dict()):
+        return True
+    return task_type == "chief"

@@ -1,0 +1,131 @@
+"""ALBERT pretraining (MLM + sentence-order prediction) with the original flags.
+
+  python -m albert_tf.run_pretraining --albert_config_file=configs/albert_base_v2.json \
+      --input_file='data/train-*.tfrecord' --output_dir=out --train_batch_size=4096 \
+      --num_train_steps=125000 --num_warmup_steps=3125 --learning_rate=0.00176
+
+Rerunning the same command after a crash resumes from the last checkpoint in --output_dir.
+"""
+
+import os
+
+from absl import app, flags, logging
+
+from albert_tf import distribution
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model to train.")
+flags.DEFINE_string("input_file", None, "Training TFRecords: comma-separated globs.")
+flags.DEFINE_string("eval_input_file", None,
+                    "Held-out TFRecords for --do_eval; defaults to --input_file (the original "
+                    "evaluated on its training files).")
+flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results.txt.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initial weights: an original release, a Hugging Face directory or one of "
+                    "our checkpoints. Ignored when --output_dir already holds a checkpoint.")
+flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the records.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
+flags.DEFINE_bool("do_train", True, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate (after each checkpoint when training).")
+flags.DEFINE_integer("train_batch_size", 4096, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch size.")
+flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "Optimizer.")
+flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
+flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
+flags.DEFINE_integer("num_train_steps", 125000, "Training steps (global batches).")
+flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup steps.")
+flags.DEFINE_integer("start_warmup_step", 0, "Step at which the warmup starts.")
+flags.DEFINE_integer("save_checkpoints_steps", 5000, "Steps between checkpoints.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints to keep (the best is kept apart).")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Accepted for compatibility; see "
+                     "--steps_per_execution.")
+flags.DEFINE_integer("max_eval_steps", 100, "Eval batches per evaluation.")
+flags.DEFINE_bool("init_from_group0", False,
+                  "Initialise groups missing from --init_checkpoint from group 0 (warm start "
+                  "of a deeper or more-grouped model).")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU strategy "
+                     "discovers its cores.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                     "Split each replica's batch into this many micro-batches and sum their "
+                     "gradients: the same update with less memory.")
+flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.")
+flags.DEFINE_float("sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.")
+flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the input shuffling.")
+distribution.define_flags()
+
+
+def _dataset_fn(patterns, global_batch, is_training, flag):
+    from albert_tf.data.pipeline import pretraining_dataset
+
+    def fn(input_context):
+        return pretraining_dataset(
+            patterns, input_context.get_per_replica_batch_size(global_batch),
+            FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, is_training=is_training,
+            input_context=input_context, seed=FLAGS.random_seed, flag=flag)
+    return fn
+
+
+def main(_):
+    from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+    from albert_tf.data.pipeline import expand_file_patterns
+    from albert_tf.training import Trainer
+
+    if not (FLAGS.do_train or FLAGS.do_eval):
+        raise app.UsageError("at least one of --do_train and --do_eval must be true")
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise app.UsageError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
+                             f"max_position_embeddings={config.max_position_embeddings}")
+    expand_file_patterns(FLAGS.input_file)  # fail early on a wrong glob
+    strategy = distribution.get_strategy(
+        FLAGS.strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
+        FLAGS.master)
+    precision = distribution.resolve_precision(FLAGS.mixed_precision, strategy)
+    logging.info("Mixed precision policy: %s", distribution.set_precision_policy(precision))
+
+    trainer = Trainer(
+        strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),
+        lambda: create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
+                                 FLAGS.num_warmup_steps, FLAGS.optimizer,
+                                 poly_power=FLAGS.poly_power,
+                                 start_warmup_step=FLAGS.start_warmup_step),
+        FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        steps_per_execution=FLAGS.steps_per_execution, jit_compile=FLAGS.jit_compile,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+    if trainer.chief:
+        config.to_json_file(os.path.join(FLAGS.output_dir, "albert_config.json"))
+    restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
+                                             allow_missing=("cls/",))
+
+    eval_files = FLAGS.eval_input_file or FLAGS.input_file
+    eval_fn = _dataset_fn(eval_files, FLAGS.eval_batch_size, False, "eval_input_file")
+
+    def evaluate(path, step):
+        result = trainer.evaluate(eval_fn, FLAGS.max_eval_steps)
+        trainer.record_eval(result, path, "masked_lm_accuracy")
+
+    try:
+        if FLAGS.do_train:
+            trainer.train(_dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True,
+                                      "input_file"),
+                          FLAGS.num_train_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+                          log_steps=FLAGS.log_steps,
+                          on_checkpoint=evaluate if FLAGS.do_eval else None)
+        elif FLAGS.do_eval:
+            if restored is None:
+                raise app.UsageError(f"--do_eval without --do_train needs a checkpoint in "
+                                     f"--output_dir={FLAGS.output_dir}")
+            evaluate(restored, trainer.step)
+    finally:
+        trainer.close()
+
+
+def run():
+    flags.mark_flags_as_required(["albert_config_file", "input_file", "output_dir"])
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,281 @@
+"""One custom training loop for every tf.distribute strategy (one device, mirrored, multi-worker,
+TPU): distributed steps with gradient accumulation, checkpoints that resume exactly, evaluation
+that keeps the best checkpoint, TensorBoard summaries and progress logs.
+
+The model is also the task: it provides `denominators(features)`, `loss_sums(features,
+outputs)`, `replica_loss(sums, denominators)` and `metrics_from_sums(sums)`. Loss terms are
+divided by denominators all-reduced over the whole global batch, so every split of a batch
+(replicas, micro-batches) gives the gradient of the same global loss.
+"""
+
+import math
+import os
+import re
+import shutil
+import time
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.checkpoints import named_weights_checkpoint
+from albert_tf.config import atomic_write_text
+from albert_tf.distribution import is_chief
+
+CHECKPOINT_NAME = "model.ckpt"
+BEST_NAME = "model.ckpt-best"
+SUM = tf.distribute.ReduceOp.SUM
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or infinite loss."""
+
+
+def _to_dense(grad, variable):
+    if grad is None:
+        return tf.zeros_like(variable)
+    return tf.convert_to_tensor(grad)
+
+
+class Trainer:
+    """Builds model and optimizer under `strategy`, then trains, checkpoints and evaluates."""
+
+    def __init__(self, strategy, model_fn, optimizer_fn, output_dir, *, global_batch_size,
+                 gradient_accumulation_steps=1, steps_per_execution=1, jit_compile=False,
+                 keep_checkpoint_max=5):
+        self.strategy = strategy
+        self.output_dir = output_dir
+        self.global_batch_size = global_batch_size
+        self.accumulation = int(gradient_accumulation_steps)
+        self.steps_per_execution = max(1, int(steps_per_execution))
+        replicas = strategy.num_replicas_in_sync
+        per_replica, rest = divmod(global_batch_size, replicas)
+        if rest or per_replica % self.accumulation:
+            raise ValueError(f"the global batch size {global_batch_size} must divide into "
+                             f"{replicas} replicas × {self.accumulation} accumulation steps")
+        self.chief = is_chief(strategy)
+        # Every worker takes part in saving (it is collective), but only the chief keeps files.
+        self.write_dir = output_dir if self.chief else os.path.join(
+            output_dir, f".worker-{strategy.cluster_resolver.task_id}-tmp")
+        tf.io.gfile.makedirs(self.write_dir)
+        with strategy.scope():
+            self.model = model_fn()
+            self.optimizer = optimizer_fn()
+            if keras.mixed_precision.global_policy().name == "mixed_float16":
+                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
+            self.optimizer.build(self.model.trainable_variables)
+        self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
+                                              optimizer=self.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.write_dir, max_to_keep=keep_checkpoint_max,
+            checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
+        self._grad_fn = tf.function(self._gradients, jit_compile=jit_compile)
+        self._train_fn = tf.function(self._train_steps)
+        self._eval_fn = tf.function(self._eval_step)
+        self._writers = {}
+
+    # ---- state ---------------------------------------------------------------------------
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def restore_or_initialize(self, init_checkpoint=None, init_from_group0=False,
+                              allow_missing=()):
+        """Resumes from the latest checkpoint in output_dir, else loads `init_checkpoint`."""
+        latest = tf.train.latest_checkpoint(self.output_dir)
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("Resumed from %s at step %d", latest, self.step)
+            return latest
+        if init_checkpoint:
+            self.model.load_checkpoint(init_checkpoint, init_from_group0=init_from_group0,
+                                       allow_missing=allow_missing)
+            logging.info("Initialised weights from %s", init_checkpoint)
+        return None
+
+    def save(self):
+        path = self.manager.save(checkpoint_number=self.step)
+        if not self.chief:
+            return None
+        logging.info("Saved checkpoint %s", path)
+        return path
+
+    # ---- steps ---------------------------------------------------------------------------
+
+    def _gradients(self, features, denominators):
+        with tf.GradientTape() as tape:
+            outputs = self.model(features, training=True)
+            sums = self.model.loss_sums(features, outputs)
+            loss = self.model.replica_loss(sums, denominators)
+            scaled = self.optimizer.scale_loss(loss)
+        variables = self.model.trainable_variables
+        grads = tape.gradient(scaled, variables)
+        return [_to_dense(g, v) for g, v in zip(grads, variables)], sums
+
+    def _replica_step(self, features):
+        context = tf.distribute.get_replica_context()
+        denominators = context.all_reduce(SUM, self.model.denominators(features))
+        if self.accumulation == 1:
+            grads, sums = self._grad_fn(features, denominators)
+        else:
+            k = self.accumulation
+            micro = {name: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], 0))
+                     for name, value in features.items()}
+            grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
+            sums = self._zero_sums()
+            for i in tf.range(k):
+                g, s = self._grad_fn({n: v[i] for n, v in micro.items()}, denominators)
+                grads = [a + b for a, b in zip(grads, g)]
+                sums = {n: sums[n] + s[n] for n in sums}
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return sums
+
+    def _zero_sums(self):
+        return {name: tf.zeros([]) for name in self.model.LOSS_SUM_NAMES}
+
+    def _train_steps(self, iterator, num_steps):
+        totals = self._zero_sums()
+        for _ in tf.range(num_steps):
+            per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+            totals = {n: totals[n] + self.strategy.reduce(SUM, per_replica[n], axis=None)
+                      for n in totals}
+        return totals
+
+    def _eval_step(self, features):
+        def replica(batch):
+            return self.model.loss_sums(batch, self.model(batch, training=False))
+        per_replica = self.strategy.run(replica, args=(features,))
+        return {n: self.strategy.reduce(SUM, v, axis=None) for n, v in per_replica.items()}
+
+    # ---- loops ---------------------------------------------------------------------------
+
+    def _writer(self, name):
+        if name not in self._writers:
+            path = os.path.join(self.write_dir, name) if self.chief else os.path.join(
+                self.write_dir, "unused")
+            self._writers[name] = tf.summary.create_file_writer(path)
+        return self._writers[name]
+
+    def _learning_rate(self):
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        lr = optimizer._learning_rate
+        value = lr(optimizer.iterations) if callable(lr) else lr
+        return float(tf.convert_to_tensor(value).numpy())
+
+    def train(self, dataset_fn, num_train_steps, *, save_checkpoints_steps, log_steps=100,
+              on_checkpoint=None):
+        """Trains up to `num_train_steps` (global steps), saving every `save_checkpoints_steps`.
+
+        dataset_fn(input_context) returns the per-replica batches. `on_checkpoint(path, step)`
+        runs after each save (the pretraining script evaluates there). A non-finite loss stops
+        training before anything is saved.
+        """
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        iterator = iter(dataset)
+        last_saved = tf.train.latest_checkpoint(self.output_dir)
+        if self.step >= num_train_steps:
+            logging.info("Step %d already reaches num_train_steps=%d", self.step, num_train_steps)
+            return self.step
+        writer = self._writer("train")
+        window, window_start, window_steps = None, time.perf_counter(), 0
+        while self.step < num_train_steps:
+            step = self.step
+            boundaries = [num_train_steps, _next_multiple(step, save_checkpoints_steps),
+                          _next_multiple(step, log_steps)]
+            chunk = min(self.steps_per_execution, min(boundaries) - step)
+            sums = self._train_fn(iterator, tf.constant(chunk))
+            sums = {n: float(v.numpy()) for n, v in sums.items()}
+            metrics = {n: float(v) for n, v in self.model.metrics_from_sums(sums).items()}
+            if not math.isfinite(metrics["loss"]):
+                raise NonFiniteLossError(
+                    f"loss became {metrics['loss']} in the steps {step + 1}..{step + chunk}; "
+                    f"nothing was saved after it. Last good checkpoint: {last_saved or 'none'}. "
+                    f"Lower --learning_rate or check the data.")
+            window = sums if window is None else {n: window[n] + sums[n] for n in sums}
+            window_steps += chunk
+            step = self.step
+            if step % log_steps == 0 or step >= num_train_steps:
+                elapsed = time.perf_counter() - window_start
+                metrics = {n: float(v) for n, v in self.model.metrics_from_sums(window).items()}
+                metrics["learning_rate"] = self._learning_rate()
+                metrics["examples_per_second"] = window_steps * self.global_batch_size / elapsed
+                logging.info("step %d/%d  " % (step, num_train_steps) + "  ".join(
+                    f"{n} {v:.4g}" for n, v in metrics.items()))
+                with writer.as_default(step=step):
+                    for name, value in metrics.items():
+                        tf.summary.scalar(name, value)
+                writer.flush()
+                window, window_start, window_steps = None, time.perf_counter(), 0
+            if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+                path = self.save()
+                last_saved = path or last_saved
+                if on_checkpoint is not None:
+                    on_checkpoint(path, step)
+        return self.step
+
+    def evaluate(self, dataset_fn, max_steps=None):
+        """Metrics over the eval data (up to `max_steps` global batches)."""
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        totals, batches = None, 0
+        for features in dataset:
+            if max_steps and batches >= max_steps:
+                break
+            sums = {n: float(v.numpy()) for n, v in self._eval_fn(features).items()}
+            totals = sums if totals is None else {n: totals[n] + sums[n] for n in sums}
+            batches += 1
+        if totals is None:
+            raise ValueError("the eval data yielded no complete batch; lower --eval_batch_size")
+        result = {n: float(v) for n, v in self.model.metrics_from_sums(totals).items()}
+        result["global_step"] = self.step
+        return result
+
+    def record_eval(self, result, checkpoint_path, best_metric, higher_is_better=True):
+        """Writes eval_results.txt and summaries; copies the best checkpoint to model.ckpt-best.
+
+        Returns True when `checkpoint_path` is the new best.
+        """
+        if not self.chief:
+            return False
+        step = result["global_step"]
+        with self._writer("eval").as_default(step=step):
+            for name, value in result.items():
+                if name != "global_step":
+                    tf.summary.scalar(name, value)
+        write_eval_results(os.path.join(self.output_dir, "eval_results.txt"), result)
+        logging.info("Eval at step %d: %s", step, "  ".join(
+            f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step"))
+        best_file = os.path.join(self.output_dir, "best_checkpoint.txt")
+        value = result[best_metric]
+        if tf.io.gfile.exists(best_file):
+            with tf.io.gfile.GFile(best_file) as f:
+                previous = float(re.search(r"value = (\S+)", f.read()).group(1))
+            if (value <= previous) if higher_is_better else (value >= previous):
+                return False
+        copy_checkpoint(checkpoint_path, os.path.join(self.output_dir, BEST_NAME))
+        atomic_write_text(best_file, f"global_step = {step}\nmetric = {best_metric}\n"
+                                     f"value = {value}\ncheckpoint = {checkpoint_path}\n")
+        logging.info("New best %s %.4g at step %d: %s", best_metric, value, step, BEST_NAME)
+        return True
+
+    def close(self):
+        for writer in self._writers.values():
+            writer.close()
+        if not self.chief:
+            shutil.rmtree(self.write_dir, ignore_errors=True)
+
+
+def copy_checkpoint(prefix, target_prefix):
+    """Copies a checkpoint's files to a new prefix: data files first, the index last."""
+    for path in sorted(tf.io.gfile.glob(prefix + ".data-*")):
+        tf.io.gfile.copy(path, target_prefix + path[len(prefix):], overwrite=True)
+    tf.io.gfile.copy(prefix + ".index", target_prefix + ".index", overwrite=True)
+
+
+def _next_multiple(step, every):
+    return (step // every + 1) * every
+
+
+def write_eval_results(path, result):
+    """The original eval_results.txt format: `key = value` lines, sorted."""
+    atomic_write_text(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))
