@@ -27,6 +27,8 @@ setup(
             "pytest>=8",
             "tf-keras==2.21.*",
             "transformers>=4.45",
+            # The original tokenization.py (2019), for the tokenizer parity test.
+            "albert-tensorflow==1.1",
             # CPU build on local disk; a looser pin would pull a multi-GB CUDA build.
             "torch==2.13.0",
         ],

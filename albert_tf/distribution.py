@@ -60,7 +60,7 @@ def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, g
     else:
         gpus = tf.config.list_logical_devices("GPU")
         result = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
-    logging.info("Strategy %s with %d replicas", type(result).__name__,
+    logging.info("Strategy %s (%s) with %d replicas", strategy, type(result).__name__,
                  result.num_replicas_in_sync)
     return result
 

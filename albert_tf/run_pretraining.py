@@ -7,8 +7,7 @@
 Rerunning the same command after a crash resumes from the last checkpoint in --output_dir.
 """
 
-import os
-
+import keras
 from absl import app, flags, logging
 
 from albert_tf import distribution
@@ -51,7 +50,8 @@ flags.DEFINE_integer("gradient_accumulation_steps", 1,
 flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.")
 flags.DEFINE_float("sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.")
 flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the input shuffling.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the weight initialisation, dropout and "
+                     "input shuffling.")
 distribution.define_flags()
 
 
@@ -78,6 +78,7 @@ def main(_):
         raise app.UsageError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
                              f"max_position_embeddings={config.max_position_embeddings}")
     expand_file_patterns(FLAGS.input_file)  # fail early on a wrong glob
+    keras.utils.set_random_seed(FLAGS.random_seed)
     strategy = distribution.get_strategy(
         FLAGS.strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
         FLAGS.master)
@@ -94,8 +95,6 @@ def main(_):
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         steps_per_execution=FLAGS.steps_per_execution, jit_compile=FLAGS.jit_compile,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max)
-    if trainer.chief:
-        config.to_json_file(os.path.join(FLAGS.output_dir, "albert_config.json"))
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 

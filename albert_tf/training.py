@@ -64,6 +64,8 @@ class Trainer:
             if keras.mixed_precision.global_policy().name == "mixed_float16":
                 self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
+        if self.chief:  # so that output_dir is itself a from_pretrained source
+            self.model.config.to_json_file(os.path.join(output_dir, "albert_config.json"))
         self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
                                               optimizer=self.optimizer)
         self.manager = tf.train.CheckpointManager(

@@ -60,3 +60,35 @@ def torch_outputs(model, batch):
     return {"sequence_output": base.last_hidden_state.numpy(),
             "pooled_output": base.pooler_output.numpy(), "mlm_logits": mlm,
             "sop_logits": full.sop_logits.numpy()}
+
+
+def write_pretraining_records(path, num, seq=16, preds=4, vocab=60, seed=0):
+    """Random records in the original pretraining schema (int64 lists, float weights)."""
+    import tensorflow as tf
+    rng = np.random.default_rng(seed)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num):
+            length = int(rng.integers(seq // 2, seq + 1))
+            ids = np.zeros(seq, np.int64)
+            ids[:length] = rng.integers(5, vocab, length)
+            ids[0], ids[length - 1] = 2, 3
+            mask = (np.arange(seq) < length).astype(np.int64)
+            segment = ((np.arange(seq) >= length // 2) & (mask == 1)).astype(np.int64)
+            n = int(rng.integers(1, preds + 1))
+            positions = np.zeros(preds, np.int64)
+            positions[:n] = np.sort(rng.choice(np.arange(1, length - 1), n, replace=False))
+            labels = np.where(np.arange(preds) < n, ids[positions], 0)
+            weights = (np.arange(preds) < n).astype(np.float32)
+            feature = {"input_ids": ints(ids), "input_mask": ints(mask),
+                       "segment_ids": ints(segment), "token_boundary": ints(mask),
+                       "masked_lm_positions": ints(positions), "masked_lm_ids": ints(labels),
+                       "masked_lm_weights": tf.train.Feature(
+                           float_list=tf.train.FloatList(value=weights)),
+                       "next_sentence_labels": ints([rng.integers(0, 2)])}
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=feature)).SerializeToString())
+    return str(path)

@@ -1,0 +1,216 @@
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.training import NonFiniteLossError, Trainer
+from conftest import TINY, write_pretraining_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    return write_pretraining_records(tmp_path_factory.mktemp("rec") / "train.tfrecord", 256)
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "albert_config.json"
+    AlbertConfig(**TINY).to_json_file(str(path))
+    return str(path)
+
+
+def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+                   lambda: create_optimizer(lr, steps, 2, "lamb"), str(output_dir),
+                   global_batch_size=batch, gradient_accumulation_steps=accumulation,
+                   steps_per_execution=steps_per_execution)
+
+
+def _dataset_fn(records, batch=8, seed=3):
+    return lambda ctx: pretraining_dataset(records, ctx.get_per_replica_batch_size(batch), 16, 4,
+                                           is_training=True, input_context=ctx, seed=seed)
+
+
+def _weights(model):
+    return {n: v.numpy() for n, v in model.tf1_weights().items()}
+
+
+def test_train_checkpoint_and_resume_state(records, tmp_path):
+    trainer = _trainer(tmp_path, steps_per_execution=3)
+    assert trainer.train(_dataset_fn(records), 7, save_checkpoints_steps=4, log_steps=2) == 7
+    saved = sorted(f for f in os.listdir(tmp_path) if f.endswith(".index"))
+    assert saved == ["model.ckpt-4.index", "model.ckpt-7.index"]
+    slots = [v.numpy() for v in trainer.optimizer.variables]
+    weights = _weights(trainer.model)
+    again = _trainer(tmp_path, steps_per_execution=3)
+    assert again.restore_or_initialize().endswith("model.ckpt-7")
+    assert again.step == 7
+    assert again._learning_rate() == pytest.approx(1e-3 * (1 - 7 / 100), rel=1e-5)
+    assert len(again.optimizer.variables) == len(slots)
+    for v, saved in zip(again.optimizer.variables, slots):
+        np.testing.assert_array_equal(v.numpy(), saved, err_msg=v.path)
+    for name, value in _weights(again.model).items():
+        np.testing.assert_array_equal(value, weights[name])
+    # The checkpoint directory is also a from_pretrained source.
+    loaded = AlbertPretrainer.from_pretrained(str(tmp_path))
+    np.testing.assert_array_equal(_weights(loaded)["cls/predictions/output_bias"],
+                                  weights["cls/predictions/output_bias"])
+    assert any(f.startswith("events") for f in os.listdir(tmp_path / "train"))
+
+
+def test_gradient_accumulation_gives_the_same_update(records, tmp_path):
+    results = []
+    for k in (1, 2, 4):
+        trainer = _trainer(tmp_path / f"acc{k}", accumulation=k)
+        init = trainer.model
+        if results:
+            for name, variable in init.tf1_weights().items():
+                variable.assign(results[0][0][name])
+        start = _weights(init)
+        trainer.train(_dataset_fn(records), 2, save_checkpoints_steps=100, log_steps=1)
+        results.append((start, _weights(trainer.model)))
+    for start, end in results[1:]:
+        for name in end:
+            np.testing.assert_allclose(end[name], results[0][1][name], atol=2e-5, err_msg=name)
+
+
+def test_non_finite_loss_stops_before_saving(records, tmp_path):
+    trainer = _trainer(tmp_path, lr=1e30)
+    with pytest.raises(NonFiniteLossError) as err:
+        trainer.train(_dataset_fn(records), 50, save_checkpoints_steps=1, log_steps=1)
+    match = re.search(r"loss became (nan|inf) in the steps (\d+)\.\.\d+; nothing was saved "
+                      r"after it\. Last good checkpoint: (\S+)\.", str(err.value))
+    assert match, str(err.value)
+    bad_step, last_good = int(match.group(2)), match.group(3)
+    assert last_good == str(tmp_path / f"model.ckpt-{bad_step - 1}")
+    assert tf.train.latest_checkpoint(str(tmp_path)) == last_good
+    assert np.isfinite(AlbertPretrainer.from_pretrained(last_good).get_weights()[0]).all()
+
+
+def test_batch_must_divide(tmp_path):
+    with pytest.raises(ValueError, match="must divide into 1 replicas × 3 accumulation steps"):
+        _trainer(tmp_path, accumulation=3, batch=8)
+
+
+def _run(args, **kwargs):
+    return subprocess.run([sys.executable] + args, cwd=ROOT, capture_output=True, text=True,
+                          **kwargs)
+
+
+def _pretrain_flags(config_file, records, output_dir, **extra):
+    flags = dict(albert_config_file=config_file, input_file=records, output_dir=output_dir,
+                 max_seq_length=16, max_predictions_per_seq=4, train_batch_size=8,
+                 num_train_steps=6, num_warmup_steps=2, learning_rate=1e-3,
+                 save_checkpoints_steps=3, log_steps=1, mixed_precision="none")
+    flags.update(extra)
+    return [f"--{k}={v}" for k, v in flags.items()]
+
+
+def _logged_losses(stderr):
+    return [float(x) for x in re.findall(r"step \d+/\d+ .*?  loss (\S+)", stderr)]
+
+
+def test_mirrored_two_devices_equal_one_device(config_file, records, tmp_path):
+    one = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, tmp_path / "one",
+                                                        strategy="one_device"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = _run(["tests/helpers/run_with_cpu_devices.py", "2", "albert_tf.run_pretraining"]
+               + _pretrain_flags(config_file, records, tmp_path / "two", strategy="mirrored"))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "Strategy mirrored (MirroredStrategy) with 2 replicas" in two.stderr
+    losses_one, losses_two = _logged_losses(one.stderr), _logged_losses(two.stderr)
+    assert len(losses_one) == len(losses_two) == 6
+    np.testing.assert_allclose(losses_two, losses_one, rtol=1e-4)
+    a = _weights(AlbertPretrainer.from_pretrained(str(tmp_path / "one")))
+    b = _weights(AlbertPretrainer.from_pretrained(str(tmp_path / "two")))
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_multi_worker_mirrored_two_processes(config_file, records, tmp_path):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "run_pretraining.py"] + _pretrain_flags(
+                config_file, records, tmp_path / "mw", strategy="multi_worker_mirrored"),
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-3000:]
+    assert "Strategy multi_worker_mirrored (CollectiveAllReduceStrategy) with 2 replicas" in outputs[0][1]
+    files = sorted(os.listdir(tmp_path / "mw"))
+    assert [f for f in files if f.endswith(".index")] == ["model.ckpt-3.index",
+                                                          "model.ckpt-6.index"]
+    assert not [f for f in files if f.startswith(".worker")]
+
+
+def test_killed_run_resumes_to_the_end(config_file, records, tmp_path):
+    out = tmp_path / "run"
+    flags = _pretrain_flags(config_file, records, out, num_train_steps=3000,
+                            save_checkpoints_steps=20, log_steps=20, steps_per_execution=1)
+    proc = subprocess.Popen([sys.executable, "run_pretraining.py"] + flags, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "model.ckpt-40.index").exists():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = tf.train.latest_checkpoint(str(out))
+    step = int(killed_at.rsplit("-", 1)[1])
+    assert 40 <= step < 3000
+    again = _run(["run_pretraining.py"] + _pretrain_flags(
+        config_file, records, out, num_train_steps=step + 40, save_checkpoints_steps=20,
+        log_steps=20))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"Resumed from {killed_at} at step {step}" in again.stderr
+    # The schedule continues from the restored step: lr at step+20 of a 1e-3 peak decaying to 0.
+    lr = float(re.search(rf"step {step + 20}/{step + 40} .*learning_rate (\S+)",
+                         again.stderr).group(1))
+    assert lr == pytest.approx(1e-3 * (1 - (step + 20) / (step + 40)), rel=1e-3)
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{step + 40}")
+
+
+def test_eval_writes_original_format_and_keeps_best(config_file, records, tmp_path):
+    result = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, tmp_path,
+                                                           do_eval="true", max_eval_steps=4))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (tmp_path / "eval_results.txt").read_text().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == [
+        "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+        "sentence_order_accuracy", "sentence_order_loss"]
+    assert lines[0] == "global_step = 6"
+    assert (tmp_path / "model.ckpt-best.index").exists()
+    best = (tmp_path / "best_checkpoint.txt").read_text()
+    assert "metric = masked_lm_accuracy" in best
+    # Eval only, from the checkpoint in output_dir.
+    again = _run(["run_pretraining.py"] + _pretrain_flags(
+        config_file, records, tmp_path, do_train="false", do_eval="true", max_eval_steps=2))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Eval at step 6" in again.stderr
