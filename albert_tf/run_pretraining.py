@@ -52,17 +52,28 @@ flags.DEFINE_float("sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only
 flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the weight initialisation, dropout and "
                      "input shuffling.")
+flags.DEFINE_bool("dynamic_masking", False,
+                  "Draw new masks for every batch from the records' token_boundary (the "
+                  "original n-gram rule) instead of using the records' static masks.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: masked fraction of tokens.")
+flags.DEFINE_integer("ngram", 3, "With --dynamic_masking: longest masked span, in words.")
+flags.DEFINE_bool("favor_shorter_ngram", True,
+                  "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
+flags.DEFINE_integer("mask_token_id", 4, "With --dynamic_masking: the id of [MASK].")
 distribution.define_flags()
 
 
-def _dataset_fn(patterns, global_batch, is_training, flag):
+def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
     from albert_tf.data.pipeline import pretraining_dataset
 
     def fn(input_context):
         return pretraining_dataset(
             patterns, input_context.get_per_replica_batch_size(global_batch),
             FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, is_training=is_training,
-            input_context=input_context, seed=FLAGS.random_seed, flag=flag)
+            input_context=input_context, seed=FLAGS.random_seed, flag=flag,
+            dynamic_masking=FLAGS.dynamic_masking, vocab_size=vocab_size,
+            masked_lm_prob=FLAGS.masked_lm_prob, ngram=FLAGS.ngram,
+            favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=FLAGS.mask_token_id)
     return fn
 
 
@@ -99,7 +110,8 @@ def main(_):
                                              allow_missing=("cls/",))
 
     eval_files = FLAGS.eval_input_file or FLAGS.input_file
-    eval_fn = _dataset_fn(eval_files, FLAGS.eval_batch_size, False, "eval_input_file")
+    eval_fn = _dataset_fn(eval_files, FLAGS.eval_batch_size, False, "eval_input_file",
+                          config.vocab_size)
 
     def evaluate(path, step):
         result = trainer.evaluate(eval_fn, FLAGS.max_eval_steps)
@@ -108,7 +120,7 @@ def main(_):
     try:
         if FLAGS.do_train:
             trainer.train(_dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True,
-                                      "input_file"),
+                                      "input_file", config.vocab_size),
                           FLAGS.num_train_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                           log_steps=FLAGS.log_steps,
                           on_checkpoint=evaluate if FLAGS.do_eval else None)

@@ -1,7 +1,11 @@
 """tf.data input pipelines: pretraining TFRecords → batches of model features."""
 
+import random
+
 import tensorflow as tf
 
+from albert_tf.data.dynamic_masking import batch_seed, dynamic_mask, restore_original_tokens
+from albert_tf.data.pretraining import MaskingOptions
 from albert_tf.data.records import pretraining_feature_lengths, pretraining_feature_spec
 
 # Record feature names (the original schema) → the model's input names (the TF-Hub names).
@@ -55,11 +59,14 @@ def check_record_lengths(path, max_seq_length, max_predictions_per_seq):
 
 def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training=True, input_context=None, seed=None, shuffle_buffer=1000,
-                        flag="input_file"):
+                        flag="input_file", dynamic_masking=False, vocab_size=None,
+                        masked_lm_prob=0.15, ngram=3, favor_shorter_ngram=True, mask_id=4):
     """Batches of pretraining features under the model's input names, int32 ids.
 
     Training: files are sharded per input pipeline (worker), shuffled, read interleaved,
     repeated, shuffled again and batched with drop_remainder; eval reads each record once.
+    With `dynamic_masking` every batch gets new masks (the original n-gram rule, keyed by
+    `seed`, the worker and the batch index) instead of the records' static ones.
     """
     files = expand_file_patterns(input_patterns, flag)
     check_record_lengths(files[0], max_seq_length, max_predictions_per_seq)
@@ -69,6 +76,22 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     if "token_boundary" in first.features.feature:
         spec["token_boundary"] = pretraining_feature_spec(
             max_seq_length, max_predictions_per_seq)["token_boundary"]
+    elif dynamic_masking:
+        raise ValueError(f"{files[0]}: records have no 'token_boundary', which --dynamic_masking "
+                         f"needs; build them with albert_tf.create_pretraining_data")
+    if dynamic_masking:
+        if not vocab_size:
+            raise ValueError("dynamic masking needs vocab_size (the config's vocab_size)")
+        if ngram < 1 or not 0 <= masked_lm_prob <= 1 or not 0 <= mask_id < vocab_size:
+            raise ValueError(f"dynamic masking: need --ngram >= 1 (got {ngram}), "
+                             f"0 <= --masked_lm_prob <= 1 (got {masked_lm_prob}) and "
+                             f"0 <= --mask_token_id < vocab_size (got {mask_id}, {vocab_size})")
+        options = MaskingOptions(vocab_size=vocab_size, mask_id=mask_id,
+                                 masked_lm_prob=masked_lm_prob,
+                                 max_predictions_per_seq=max_predictions_per_seq, ngram=ngram,
+                                 favor_shorter_ngram=favor_shorter_ngram)
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**31)
 
     pipelines = input_context.num_input_pipelines if input_context else 1
     index = input_context.input_pipeline_id if input_context else 0
@@ -91,6 +114,13 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
                                         else value)
                 for name, value in parsed.items()}
 
+    def parse_and_mask(step, serialized):
+        batch = restore_original_tokens(parse(serialized))
+        return dynamic_mask(batch, batch_seed(seed, index, step), options)
+
     ds = ds.batch(batch_size, drop_remainder=True)
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if dynamic_masking:
+        ds = ds.enumerate().map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
