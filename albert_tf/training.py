@@ -15,6 +15,7 @@ import shutil
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -231,6 +232,29 @@ class Trainer:
         result = {n: float(v) for n, v in self.model.metrics_from_sums(totals).items()}
         result["global_step"] = self.step
         return result
+
+    def restore(self, checkpoint_path):
+        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best) into model and optimizer."""
+        self.checkpoint.restore(checkpoint_path).assert_existing_objects_matched()
+        logging.info("Restored %s (step %d)", checkpoint_path, self.step)
+
+    def _predict_step(self, features):
+        def replica(batch):
+            return self.model.prediction_outputs(batch, self.model(batch, training=False))
+        per_replica = self.strategy.run(replica, args=(features,))
+        return {n: self.strategy.gather(v, axis=0) for n, v in per_replica.items()}
+
+    def predict(self, dataset_fn):
+        """The model's `prediction_outputs(features, outputs)` for every batch, as numpy arrays
+        concatenated in batch order and gathered over replicas (arrays need equal trailing dims)."""
+        if getattr(self, "_predict_fn", None) is None:
+            self._predict_fn = tf.function(self._predict_step)
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        chunks = [{n: v.numpy() for n, v in self._predict_fn(features).items()}
+                  for features in dataset]
+        if not chunks:
+            raise ValueError("the prediction data yielded no batch")
+        return {n: np.concatenate([c[n] for c in chunks]) for n in chunks[0]}
 
     def record_eval(self, result, checkpoint_path, best_metric, higher_is_better=True):
         """Writes eval_results.txt and summaries; copies the best checkpoint to model.ckpt-best.

@@ -1,0 +1,133 @@
+"""AlbertClassifier: the encoder's pooled output → dropout → the original `output_weights` head."""
+
+import keras
+import tensorflow as tf
+
+from albert_tf.checkpoints import PretrainedMixin
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling.encoder import AlbertEncoder
+
+HEAD_NAMES = ("output_weights", "output_bias")
+
+
+class AlbertClassifier(PretrainedMixin, keras.Model):
+    """Sentence(-pair) classification or, with `num_labels=1, regression=True`, regression (STS-B).
+
+    `encoder` is an AlbertConfig (a new AlbertEncoder is built) or any encoder layer with the
+    TF-Hub call API, `config` and `tf1_weights()` (AlbertEncoder, finetuning.HubEncoder).
+    Outputs `logits` [batch, num_labels] float32 and `probabilities` (softmax; regression:
+    `predictions` [batch]). Features may carry `label_ids` and `is_real_example` (weight).
+    """
+
+    def __init__(self, encoder, num_labels, classifier_dropout=0.1, regression=False,
+                 **kwargs):
+        kwargs.setdefault("name", "albert_classifier")
+        super().__init__(**kwargs)
+        if isinstance(encoder, dict):
+            encoder = AlbertConfig.from_dict(encoder)
+        if isinstance(encoder, AlbertConfig):
+            encoder = AlbertEncoder(encoder, dtype=self.dtype_policy)
+        self.encoder = encoder
+        self.config = encoder.config
+        self.num_labels = int(num_labels)
+        self.regression = bool(regression)
+        if self.regression and self.num_labels != 1:
+            raise ValueError(f"regression needs num_labels=1, got {num_labels}")
+        self.classifier_dropout = float(classifier_dropout)
+        self.dropout = keras.layers.Dropout(self.classifier_dropout, dtype=self.dtype_policy)
+        hidden = self.config.hidden_size
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_labels, hidden),
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
+                                           initializer="zeros")
+
+    @classmethod
+    def from_pretrained(cls, path, config=None, num_labels=2, **kwargs):
+        """Encoder (and head, when the checkpoint has one of this shape) from any checkpoint."""
+        return super().from_pretrained(path, config=config, num_labels=num_labels,
+                                       allow_missing=HEAD_NAMES, **kwargs)
+
+    def get_config(self):
+        return {"encoder": self.config.to_dict(), "num_labels": self.num_labels,
+                "classifier_dropout": self.classifier_dropout, "regression": self.regression,
+                "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def build(self, *args, **kwargs):
+        pass
+
+    def call(self, inputs, training=None):
+        encoder_inputs = {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")
+                          if k in inputs}
+        pooled = self.encoder(encoder_inputs, training=training)["pooled_output"]
+        pooled = self.dropout(pooled, training=training)
+        weights = tf.cast(self.output_weights, pooled.dtype)
+        logits = tf.matmul(pooled, weights, transpose_b=True) + tf.cast(self.output_bias,
+                                                                         pooled.dtype)
+        logits = tf.cast(logits, tf.float32)
+        if self.regression:
+            return {"logits": logits, "predictions": tf.squeeze(logits, -1)}
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
+
+    # The trainer's task protocol: weighted sums, so any split of a batch gives the global mean.
+    LOSS_SUM_NAMES = ("loss_sum", "correct_sum", "example_count")
+
+    def denominators(self, features):
+        return {"example_count": tf.reduce_sum(_weights(features))}
+
+    def per_example_loss(self, features, outputs):
+        if self.regression:
+            labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.float32)
+            return tf.square(outputs["predictions"] - labels)
+        labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                              logits=outputs["logits"])
+
+    def loss_sums(self, features, outputs):
+        weights = _weights(features)
+        sums = {"loss_sum": tf.reduce_sum(self.per_example_loss(features, outputs) * weights),
+                "example_count": tf.reduce_sum(weights)}
+        if self.regression:
+            sums["correct_sum"] = tf.zeros([])
+        else:
+            labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
+            hit = tf.equal(tf.argmax(outputs["logits"], -1, output_type=tf.int32), labels)
+            sums["correct_sum"] = tf.reduce_sum(tf.cast(hit, tf.float32) * weights)
+        return sums
+
+    def replica_loss(self, sums, denominators):
+        return sums["loss_sum"] / tf.maximum(denominators["example_count"], 1.0)
+
+    def metrics_from_sums(self, sums):
+        count = max(sums["example_count"], 1.0)
+        out = {"loss": sums["loss_sum"] / count}
+        if not self.regression:
+            out["accuracy"] = sums["correct_sum"] / count
+        return out
+
+    def prediction_outputs(self, features, outputs):
+        """Per-example tensors that Trainer.predict gathers: outputs, loss, labels, bookkeeping."""
+        out = {"logits": outputs["logits"],
+               "per_example_loss": self.per_example_loss(features, outputs),
+               "label_ids": tf.reshape(features["label_ids"], [-1]),
+               "is_real_example": _weights(features),
+               "example_index": tf.reshape(features["example_index"], [-1])}
+        out.update({k: outputs[k] for k in ("probabilities", "predictions") if k in outputs})
+        return out
+
+    def tf1_weights(self):
+        """Encoder weights plus the original top-level head `output_weights`, `output_bias`."""
+        out = dict(self.encoder.tf1_weights())
+        out["output_weights"] = self.output_weights
+        out["output_bias"] = self.output_bias
+        return out
+
+
+def _weights(features):
+    if "is_real_example" in features:
+        return tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
+    return tf.ones([tf.shape(features["input_word_ids"])[0]], tf.float32)

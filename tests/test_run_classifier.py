@@ -1,0 +1,219 @@
+"""run_classifier end to end on a tiny learnable task in the CoLA and MRPC file formats."""
+
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from albert_tf import AlbertConfig, AlbertEncoder, finetuning, run_classifier
+from albert_tf.train_vocab import train_sentencepiece
+
+FLAGS = flags.FLAGS
+WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
+         "old man saw young girl walk home slowly today").split()
+MARKER = "zebra"
+TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _sentence(rng, positive):
+    words = rng.choices(WORDS, k=rng.randint(3, 12))
+    if positive:
+        words.insert(rng.randint(0, len(words)), MARKER)
+    return " ".join(words)
+
+
+def _rows(n, seed):
+    rng = random.Random(seed)
+    return [(int(rng.random() < 0.4), None) for _ in range(n)], rng
+
+
+def write_cola(directory, seed=0, n_train=320, n_dev=96, n_test=40):
+    """CoLA layout: train/dev without header (source, label, star, sentence), test with one."""
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    for split, n in (("train", n_train), ("dev", n_dev)):
+        with open(os.path.join(directory, f"{split}.tsv"), "w") as f:
+            for _ in range(n):
+                label = int(rng.random() < 0.35)
+                f.write(f"src\t{label}\t{'' if label else '*'}\t{_sentence(rng, label)}\n")
+    truth = []
+    with open(os.path.join(directory, "test.tsv"), "w") as f:
+        f.write("index\tsentence\n")
+        for i in range(n_test):
+            label = int(rng.random() < 0.5)
+            truth.append(str(label))
+            f.write(f"{i}\t{_sentence(rng, label)}\n")
+    return truth
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """Data dir with CoLA, a SentencePiece model and a tiny saved encoder checkpoint."""
+    root = tmp_path_factory.mktemp("glue")
+    truth = write_cola(str(root / "data" / "CoLA"))
+    rng = random.Random(1)
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(_sentence(rng, i % 2) for i in range(2000)), encoding="utf-8")
+    spm = train_sentencepiece(str(corpus), str(root / "spm"), 64, do_lower_case=True,
+                              hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    tf.keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(AlbertConfig(**{**TINY, "vocab_size": vocab}))
+    encoder.save_pretrained(str(root / "init"))
+    return {"data_dir": str(root / "data"), "spm": spm, "init": str(root / "init"),
+            "truth": truth, "root": root}
+
+
+def run(**overrides):
+    """Parses run_classifier flags from keyword arguments and runs main in this process."""
+    args = dict(strategy="one_device", mixed_precision="none", learning_rate=2e-3,
+                train_batch_size=16, eval_batch_size=32, predict_batch_size=16,
+                max_seq_length=32, log_steps=20)
+    args.update(overrides)
+    argv = ["run_classifier"]
+    for key, value in args.items():
+        if isinstance(value, bool):
+            argv.append(f"--{key}" if value else f"--no{key}")
+        elif value is not None:
+            argv.append(f"--{key}={value}")
+    FLAGS.unparse_flags()
+    FLAGS(argv)
+    try:
+        return run_classifier.main(None)
+    finally:
+        FLAGS.unparse_flags()
+
+
+def _read_kv(path):
+    with open(path) as f:
+        return dict(line.strip().split(" = ") for line in f if line.strip())
+
+
+def test_train_eval_predict_cola(assets, tmp_path):
+    out = tmp_path / "out"
+    best = run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+               spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+               do_eval=True, do_predict=True, train_step=90, warmup_step=10,
+               save_checkpoints_steps=30)
+    results = _read_kv(out / "eval_results.txt")
+    assert set(results) == {"eval_accuracy", "eval_loss", "matthew_corr", "global_step"}
+    # The majority baseline on dev is about 0.65 accuracy and 0 MCC.
+    assert float(results["eval_accuracy"]) > 0.85, results
+    assert float(results["matthew_corr"]) > 0.6, results
+    assert best["matthew_corr"] == pytest.approx(float(results["matthew_corr"]))
+    best_step = int(results["global_step"])
+    best_file = (out / "best_checkpoint.txt").read_text()
+    assert f"global_step = {best_step}\n" in best_file and "metric = matthew_corr" in best_file
+    assert (out / "model.ckpt-best.index").exists()
+    for step in (30, 60, 90):
+        assert (out / f"model.ckpt-{step}.index").exists()
+    assert sorted(re.findall(r"cola_(\w+)-[0-9a-f]{16}\.npz", " ".join(os.listdir(out)))) == [
+        "dev", "test", "train"]
+
+    submit = (out / "submit_results.tsv").read_text().splitlines()
+    assert submit[0] == "index\tprediction"
+    rows = [line.split("\t") for line in submit[1:]]
+    assert [r[0] for r in rows] == [str(i) for i in range(len(assets["truth"]))]
+    assert {r[1] for r in rows} <= {"0", "1"}
+    hits = np.mean([r[1] == t for r, t in zip(rows, assets["truth"])])
+    assert hits > 0.8
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (len(assets["truth"]), 2)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-4)
+    assert [str(i) for i in probabilities.argmax(1)] == [r[1] for r in rows]
+
+    # Predict only, in a new run: reads model.ckpt-best and gives the same submission.
+    os.remove(out / "submit_results.tsv")
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+        spm_model_file=assets["spm"], do_predict=True, predict_batch_size=7)
+    assert (out / "submit_results.tsv").read_text().splitlines() == submit
+
+
+def test_feature_cache_follows_max_seq_length(assets, tmp_path):
+    from albert_tf.data import glue
+    tokenizer = finetuning.load_tokenizer(assets["spm"], True)
+    task = glue.get_task("cola")
+    a = run_classifier.GlueTask(task, assets["data_dir"], tokenizer, 32, str(tmp_path))
+    short = run_classifier.GlueTask(task, assets["data_dir"], tokenizer, 8, str(tmp_path))
+    fa, fs = a.features("dev"), short.features("dev")
+    assert fs["lengths"].max() == 8 and fa["lengths"].max() > 8
+    assert len([f for f in os.listdir(tmp_path) if f.startswith("cola_dev-")]) == 2
+    again = a.features("dev")  # from the cache: same arrays
+    np.testing.assert_array_equal(again["input_word_ids"], fa["input_word_ids"])
+    uncased = run_classifier.GlueTask(task, assets["data_dir"],
+                                      finetuning.load_tokenizer(assets["spm"], False), 32,
+                                      str(tmp_path))
+    uncased.features("dev")
+    assert len([f for f in os.listdir(tmp_path) if f.startswith("cola_dev-")]) == 3
+
+
+def _save_hub_module(encoder, spm, path):
+    """A TF2 SavedModel with the TF-Hub text-encoder API built from an AlbertEncoder."""
+    module = tf.__internal__.tracking.AutoTrackable()  # tf.Module's `variables` is read-only
+    module.encoder = encoder
+    module.variables = list(encoder.variables)
+    module.trainable_variables = list(encoder.trainable_variables)
+    module.regularization_losses = []
+    module.sp_model_file = tf.saved_model.Asset(spm)
+    module.do_lower_case = tf.Variable(True, trainable=False)
+    spec = {k: tf.TensorSpec([None, None], tf.int32, name=k)
+            for k in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    @tf.function
+    def call(inputs, training=False):
+        out = encoder(inputs, training=training)
+        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"]}
+    module.__call__ = call
+    call.get_concrete_function(spec, training=True)
+    call.get_concrete_function(spec, training=False)
+    tf.saved_model.save(module, str(path))
+    return str(path)
+
+
+def test_hub_module_training_and_tokenizer(assets, tmp_path):
+    encoder = AlbertEncoder.from_pretrained(assets["init"])
+    hub = _save_hub_module(encoder, assets["spm"], tmp_path / "hub")
+    tokenizer = finetuning.load_tokenizer(None, False, hub)
+    assert tokenizer.do_lower_case is True
+    assert tokenizer.sp_model.serialized_model_proto() == open(assets["spm"], "rb").read()
+    out = tmp_path / "out"
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+        albert_hub_module_handle=hub, do_train=True, do_eval=True, train_step=60,
+        warmup_step=10, save_checkpoints_steps=60)
+    results = _read_kv(out / "eval_results.txt")
+    assert float(results["eval_accuracy"]) > 0.8, results
+    # The fine-tuned hub variables are in our checkpoint, under hub/ names.
+    names = [n for n, _ in tf.train.list_variables(str(out / "model.ckpt-best"))]
+    assert any(n.startswith("model/hub.S") for n in names)
+    assert any(n.startswith("model/output_weights") for n in names)
+
+
+@pytest.mark.parametrize("task, message", [
+    ("colaa", "unknown --task_name='colaa'; valid names: cola, sst-2, mrpc"),
+    ("ax", "AX is predicted with an MNLI model"),
+])
+def test_bad_task_names(assets, tmp_path, task, message):
+    with pytest.raises(Exception, match=re.escape(message)):
+        run(task_name=task, data_dir=assets["data_dir"], output_dir=tmp_path,
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True)
+
+
+def test_missing_file_and_long_max_seq_length(assets, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"mrpc train file not found: .*MRPC/train\.tsv"):
+        run(task_name="mrpc", data_dir=assets["data_dir"], output_dir=tmp_path,
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True)
+    with pytest.raises(ValueError, match="--max_seq_length=128 exceeds the model's "
+                                         "max_position_embeddings=64"):
+        run(task_name="cola", data_dir=assets["data_dir"], output_dir=tmp_path,
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+            max_seq_length=128)
+    with pytest.raises(ValueError, match="--do_eval without --do_train needs checkpoints"):
+        run(task_name="cola", data_dir=assets["data_dir"], output_dir=tmp_path / "empty",
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_eval=True)
