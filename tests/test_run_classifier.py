@@ -217,3 +217,54 @@ def test_missing_file_and_long_max_seq_length(assets, tmp_path):
     with pytest.raises(ValueError, match="--do_eval without --do_train needs checkpoints"):
         run(task_name="cola", data_dir=assets["data_dir"], output_dir=tmp_path / "empty",
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_eval=True)
+
+
+def _write_tsv(path, header, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("".join("\t".join(map(str, r)) + "\n" for r in [header] + rows))
+
+
+def test_stsb_regression_metrics(assets, tmp_path):
+    rng = random.Random(5)
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score"]
+    for split, n in (("train", 320), ("dev", 64)):
+        rows = []
+        for i in range(n):
+            positive = rng.random() < 0.5
+            score = round((4.0 if positive else 1.0) + rng.uniform(-0.5, 0.5), 3)
+            rows.append([i, "g", "f", "y", i, "s", "s", _sentence(rng, positive),
+                         _sentence(rng, False), score])
+        _write_tsv(str(tmp_path / "data" / "STS-B" / f"{split}.tsv"), header, rows)
+    out = tmp_path / "out"
+    run(task_name="sts-b", data_dir=tmp_path / "data", output_dir=out,
+        spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+        do_eval=True, train_step=150, warmup_step=10, save_checkpoints_steps=75)
+    results = _read_kv(out / "eval_results.txt")
+    assert set(results) == {"pearson", "spearman", "MSE", "eval_loss", "global_step"}
+    assert float(results["pearson"]) > 0.8, results
+    assert "metric = pearson" in (out / "best_checkpoint.txt").read_text()
+
+
+def test_mnli_predicts_matched_mismatched_and_ax(assets, tmp_path):
+    data = tmp_path / "data"
+    mnli = ["index", "promptID", "pairID", "genre", "s1b", "s2b", "s1p", "s2p", "sentence1",
+            "sentence2"]
+    rng = random.Random(7)
+    for name, n in (("test_matched", 5), ("test_mismatched", 3)):
+        _write_tsv(str(data / "MNLI" / f"{name}.tsv"), mnli,
+                   [[i, 1, 1, "g", "x", "y", "x", "y", _sentence(rng, 0), _sentence(rng, 1)]
+                    for i in range(n)])
+    _write_tsv(str(data / "diagnostic" / "diagnostic.tsv"), ["index", "sentence1", "sentence2"],
+               [[i, _sentence(rng, 0), _sentence(rng, 1)] for i in range(4)])
+    run(task_name="mnli", data_dir=data, output_dir=tmp_path / "out",
+        spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_predict=True)
+    labels = {"contradiction", "entailment", "neutral"}
+    for suffix, n in (("", 5), ("_mismatched", 3), ("_ax", 4)):
+        lines = (tmp_path / "out" / f"submit_results{suffix}.tsv").read_text().splitlines()
+        assert lines[0] == "index\tprediction" and len(lines) == n + 1
+        assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(n)]
+        assert {line.split("\t")[1] for line in lines[1:]} <= labels
+        probabilities = np.loadtxt(tmp_path / "out" / f"test_results{suffix}.tsv", ndmin=2)
+        assert probabilities.shape == (n, 3)

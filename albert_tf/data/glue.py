@@ -115,7 +115,10 @@ def read_examples(data_dir, task, split):
         raise FileNotFoundError(f"{task.name} {split} file not found: {path} (--data_dir should "
                                 f"hold {task.directory}/{spec.filename})")
     needed = [c for c in (spec.text_a, spec.text_b, spec.label, spec.guid) if c is not None]
-    width = max(max(c + 1 if c >= 0 else -c for c in needed), 1)
+    # Columns counted from the end come after those counted from the start.
+    width = max(c + 1 for c in needed if c >= 0)
+    if any(c < 0 for c in needed):
+        width = max(width + 1, max(-c for c in needed if c < 0))
     examples = []
     with open(path, encoding="utf-8", newline="") as f:
         try:
