@@ -12,6 +12,8 @@ import math
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 
 import keras
@@ -182,39 +184,47 @@ class Trainer:
             return self.step
         writer = self._writer("train")
         window, window_start, window_steps = None, time.perf_counter(), 0
-        while self.step < num_train_steps:
-            step = self.step
-            boundaries = [num_train_steps, _next_multiple(step, save_checkpoints_steps),
-                          _next_multiple(step, log_steps)]
-            chunk = min(self.steps_per_execution, min(boundaries) - step)
-            sums = self._train_fn(iterator, tf.constant(chunk))
-            sums = {n: float(v.numpy()) for n, v in sums.items()}
-            metrics = {n: float(v) for n, v in self.model.metrics_from_sums(sums).items()}
-            if not math.isfinite(metrics["loss"]):
-                raise NonFiniteLossError(
-                    f"loss became {metrics['loss']} in the steps {step + 1}..{step + chunk}; "
-                    f"nothing was saved after it. Last good checkpoint: {last_saved or 'none'}. "
-                    f"Lower --learning_rate or check the data.")
-            window = sums if window is None else {n: window[n] + sums[n] for n in sums}
-            window_steps += chunk
-            step = self.step
-            if step % log_steps == 0 or step >= num_train_steps:
-                elapsed = time.perf_counter() - window_start
-                metrics = {n: float(v) for n, v in self.model.metrics_from_sums(window).items()}
-                metrics["learning_rate"] = self._learning_rate()
-                metrics["examples_per_second"] = window_steps * self.global_batch_size / elapsed
-                logging.info("step %d/%d  " % (step, num_train_steps) + "  ".join(
-                    f"{n} {v:.4g}" for n, v in metrics.items()))
-                with writer.as_default(step=step):
-                    for name, value in metrics.items():
-                        tf.summary.scalar(name, value)
-                writer.flush()
-                window, window_start, window_steps = None, time.perf_counter(), 0
-            if step % save_checkpoints_steps == 0 or step >= num_train_steps:
-                path = self.save()
-                last_saved = path or last_saved
-                if on_checkpoint is not None:
-                    on_checkpoint(path, step)
+        stop = _StopRequest()
+        try:
+            while self.step < num_train_steps and not stop.requested:
+                step = self.step
+                boundaries = [num_train_steps, _next_multiple(step, save_checkpoints_steps),
+                              _next_multiple(step, log_steps)]
+                chunk = min(self.steps_per_execution, min(boundaries) - step)
+                sums = self._train_fn(iterator, tf.constant(chunk))
+                sums = {n: float(v.numpy()) for n, v in sums.items()}
+                metrics = {n: float(v) for n, v in self.model.metrics_from_sums(sums).items()}
+                if not math.isfinite(metrics["loss"]):
+                    raise NonFiniteLossError(
+                        f"loss became {metrics['loss']} in the steps {step + 1}..{step + chunk}; "
+                        f"nothing was saved after it. Last good checkpoint: {last_saved or 'none'}. "
+                        f"Lower --learning_rate or check the data.")
+                window = sums if window is None else {n: window[n] + sums[n] for n in sums}
+                window_steps += chunk
+                step = self.step
+                if step % log_steps == 0 or step >= num_train_steps:
+                    elapsed = time.perf_counter() - window_start
+                    metrics = {n: float(v) for n, v in self.model.metrics_from_sums(window).items()}
+                    metrics["learning_rate"] = self._learning_rate()
+                    metrics["examples_per_second"] = window_steps * self.global_batch_size / elapsed
+                    logging.info("step %d/%d  " % (step, num_train_steps) + "  ".join(
+                        f"{n} {v:.4g}" for n, v in metrics.items()))
+                    with writer.as_default(step=step):
+                        for name, value in metrics.items():
+                            tf.summary.scalar(name, value)
+                    writer.flush()
+                    window, window_start, window_steps = None, time.perf_counter(), 0
+                if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+                    path = self.save()
+                    last_saved = path or last_saved
+                    if on_checkpoint is not None:
+                        on_checkpoint(path, step)
+        finally:
+            stop.restore()
+        if stop.requested and self.step < num_train_steps:
+            logging.warning("Stopping at step %d on %s; rerun the same command to resume",
+                            self.step, stop.requested)
+            self.save()
         return self.step
 
     def evaluate(self, dataset_fn, max_steps=None):
@@ -289,6 +299,24 @@ class Trainer:
             writer.close()
         if not self.chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)
+
+
+class _StopRequest:
+    """Turns SIGTERM/SIGINT into a request to stop after the current steps and save."""
+
+    def __init__(self):
+        self.requested = None
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        self.requested = signal.Signals(signum).name
+
+    def restore(self):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 def copy_checkpoint(prefix, target_prefix):

@@ -214,3 +214,20 @@ def test_eval_writes_original_format_and_keeps_best(config_file, records, tmp_pa
         config_file, records, tmp_path, do_train="false", do_eval="true", max_eval_steps=2))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Eval at step 6" in again.stderr
+
+
+def test_sigterm_saves_before_exit(config_file, records, tmp_path):
+    out = tmp_path / "run"
+    flags = _pretrain_flags(config_file, records, out, num_train_steps=100000,
+                            save_checkpoints_steps=20, log_steps=20)
+    proc = subprocess.Popen([sys.executable, "run_pretraining.py"] + flags, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "model.ckpt-20.index").exists():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    stopped = int(re.search(r"Stopping at step (\d+) on SIGTERM", stderr).group(1))
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{stopped}")
