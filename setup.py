@@ -32,5 +32,7 @@ setup(
             # CPU build on local disk; a looser pin would pull a multi-GB CUDA build.
             "torch==2.13.0",
         ],
+        # The peers that bench/ compares against.
+        "bench": ["keras-hub==0.32.*", "transformers>=4.45", "torch==2.13.0"],
     },
 )

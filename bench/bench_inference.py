@@ -1,0 +1,115 @@
+"""Inference latency and throughput of the ALBERT-base encoder against KerasHub and transformers.
+
+  python bench/bench_inference.py --rounds=3
+Batch 1 (latency) and batch 32 (throughput) at seq 128, fp32 and bf16, every peer built first
+and then timed in interleaved rounds in this one process.
+"""
+
+import argparse
+import json
+import os
+import platform
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from bench_pretraining import BASE, gemm_gflops, with_policy  # noqa: E402
+
+
+def inputs(batch, seq, seed=0):
+    ids = np.random.default_rng(seed).integers(5, BASE["vocab_size"], (batch, seq))
+    return {"input_word_ids": ids.astype(np.int32), "input_mask": np.ones_like(ids, np.int32),
+            "input_type_ids": np.zeros_like(ids, np.int32)}
+
+
+def ours(x, precision):
+    from albert_tf import AlbertConfig, AlbertEncoder
+    policy = "mixed_bfloat16" if precision == "bf16" else "float32"
+    model = with_policy(policy, lambda: AlbertEncoder(AlbertConfig(**BASE)))
+    x = {k: tf.constant(v) for k, v in x.items()}
+    fn = tf.function(lambda: model(x, training=False)["pooled_output"])
+    return lambda: fn().numpy()
+
+
+def kerashub(x, precision):
+    import keras_hub
+    policy = "mixed_bfloat16" if precision == "bf16" else "float32"
+    model = with_policy(policy, lambda: keras_hub.models.AlbertBackbone(
+        vocabulary_size=BASE["vocab_size"], num_layers=12, num_heads=12, embedding_dim=128,
+        hidden_dim=768, intermediate_dim=3072, dropout=0.0))
+    x = {"token_ids": tf.constant(x["input_word_ids"]),
+         "segment_ids": tf.constant(x["input_type_ids"]),
+         "padding_mask": tf.constant(x["input_mask"])}
+    fn = tf.function(lambda: model(x, training=False)["pooled_output"])
+    return lambda: fn().numpy()
+
+
+def transformers_torch(x, precision):
+    import torch
+    import transformers
+    model = transformers.AlbertModel(transformers.AlbertConfig(**BASE)).eval()
+    t = {"input_ids": torch.tensor(x["input_word_ids"], dtype=torch.long),
+         "attention_mask": torch.tensor(x["input_mask"]),
+         "token_type_ids": torch.tensor(x["input_type_ids"], dtype=torch.long)}
+
+    def run():
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                    enabled=precision == "bf16"):
+            return model(**t).pooler_output.float().numpy()
+    return run
+
+
+PEERS = {"albert_tf": ours, "kerashub": kerashub, "transformers": transformers_torch}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch_sizes", default="1,32")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="calls per round at batch 1")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--peers", default=",".join(PEERS))
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; tf {tf.__version__}, "
+          f"keras {keras.__version__}; seq {args.seq_length}")
+    runs = {}
+    for batch in map(int, args.batch_sizes.split(",")):
+        x = inputs(batch, args.seq_length)
+        for precision in args.precisions.split(","):
+            for peer in args.peers.split(","):
+                runs[(peer, precision, batch)] = fn = PEERS[peer](x, precision)
+                fn()
+                fn()
+    results = {key: [] for key in runs}
+    for round_idx in range(args.rounds):
+        print(f"round {round_idx}: GEMM calibration {gemm_gflops():.0f} GFLOP/s fp32", flush=True)
+        for (peer, precision, batch), fn in runs.items():
+            repeats = args.repeats if batch == 1 else 1
+            start = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            seconds = (time.perf_counter() - start) / repeats
+            results[(peer, precision, batch)].append(seconds)
+            print(f"  {peer:13s} {precision} batch {batch:3d}: {seconds * 1000:8.1f} ms  "
+                  f"{batch / seconds:7.2f} seq/s", flush=True)
+    print("\nmedian over rounds (ratio = best peer time / albert_tf time):")
+    summary = {}
+    for (peer, precision, batch), times in results.items():
+        summary.setdefault(f"{precision} batch {batch}", {})[peer] = float(np.median(times))
+    for key, times in summary.items():
+        peers = {p: t for p, t in times.items() if p != "albert_tf"}
+        best = min(peers, key=peers.get) if peers else None
+        ratio = peers[best] / times["albert_tf"] if best and "albert_tf" in times else None
+        print(f"  {key}: " + ", ".join(f"{p} {t * 1000:.1f} ms" for p, t in times.items())
+              + (f"  → {ratio:.2f}x {best}" if ratio else ""))
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
