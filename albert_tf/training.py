@@ -244,7 +244,7 @@ class Trainer:
         return result
 
     def restore(self, checkpoint_path):
-        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best) into model and optimizer."""
+        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model and optimizer."""
         self.checkpoint.restore(checkpoint_path).assert_existing_objects_matched()
         logging.info("Restored %s (step %d)", checkpoint_path, self.step)
 

@@ -1,4 +1,4 @@
-"""GLUE tasks: the original processors (files, columns, labels) and [CLS] A [SEP] B [SEP] features."""
+"""GLUE tasks: the original processors (files, columns, labels) and [CLS] A [SEP] B [SEP] ids."""
 
 import csv
 import dataclasses

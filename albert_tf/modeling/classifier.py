@@ -1,4 +1,4 @@
-"""AlbertClassifier: the encoder's pooled output → dropout → the original `output_weights` head."""
+"""AlbertClassifier: pooled output → dropout → the original output_weights/output_bias head."""
 
 import keras
 import tensorflow as tf
