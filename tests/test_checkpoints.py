@@ -223,3 +223,18 @@ def test_convert_checkpoint_command(hf_albert, batch, tmp_path):
     back = convert(str(out), str(tmp_path / "hf"), "hf")
     assert isinstance(back, AlbertPretrainer)
     _assert_matches_torch(AlbertPretrainer.from_pretrained(str(tmp_path / "hf")), batch, expected)
+
+
+def test_pytorch_bin_and_bare_albert_model(hf_albert, batch, tmp_path):
+    torch_model, _ = hf_albert
+    import torch
+    torch_model.config.save_pretrained(str(tmp_path / "bin"))
+    torch.save(torch_model.state_dict(), str(tmp_path / "bin" / "pytorch_model.bin"))
+    expected = torch_outputs(torch_model, batch)
+    _assert_matches_torch(AlbertPretrainer.from_pretrained(str(tmp_path / "bin")), batch,
+                          expected)
+    # A bare AlbertModel checkpoint stores its keys without the "albert." prefix.
+    torch_model.albert.save_pretrained(str(tmp_path / "bare"))
+    encoder = AlbertEncoder.from_pretrained(str(tmp_path / "bare"))
+    np.testing.assert_allclose(encoder(batch)["sequence_output"], expected["sequence_output"],
+                               atol=1e-4)
