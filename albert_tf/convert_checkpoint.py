@@ -18,7 +18,6 @@ flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                   "What to convert; auto keeps the MLM/SOP heads when the input has them.")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy beside the output.")
 flags.DEFINE_bool("init_from_group0", False, "Fill groups missing from the input from group 0.")
-flags.mark_flags_as_required(["input", "output_dir"])
 
 
 def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
@@ -47,5 +46,10 @@ def main(_):
             FLAGS.spm_model_file, FLAGS.init_from_group0)
 
 
-if __name__ == "__main__":
+def run():
+    flags.mark_flags_as_required(["input", "output_dir"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    run()
