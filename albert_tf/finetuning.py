@@ -13,6 +13,8 @@ A script hands `run_finetuning` a task object with:
   write_predictions(name, features, outputs, output_dir)
 Features are a dict of numpy arrays: flat token arrays (SEQUENCE_KEYS) cut into examples by
 `lengths`, plus one value per example (`label_ids`, ...; string arrays stay on the host).
+Multiple choice: `lengths` [examples, choices] cuts each example into that many sequences,
+which reach the model as [batch, choices, length].
 """
 
 import hashlib
@@ -302,7 +304,7 @@ def _tensor_slices(features, pad_to=None):
     """(ragged sequences, per-example values) with example_index and is_real_example added;
     `pad_to` appends weight-0 copies of example 0 up to that many examples."""
     n = num_examples(features)
-    lengths = features["lengths"].astype(np.int64)
+    lengths = features["lengths"].astype(np.int64)  # [n] or [n, choices]
     per_example = {k: v for k, v in features.items()
                    if k not in SEQUENCE_KEYS and k != "lengths" and v.dtype.kind not in "US"}
     per_example["example_index"] = np.arange(n, dtype=np.int32)
@@ -310,35 +312,42 @@ def _tensor_slices(features, pad_to=None):
     sequences = {k: features[k] for k in SEQUENCE_KEYS if k in features}
     extra = (pad_to or n) - n
     if extra > 0:
-        first = int(lengths[0])
+        first = int(lengths[0].sum())
         sequences = {k: np.concatenate([v, np.tile(v[:first], extra)])
                      for k, v in sequences.items()}
-        lengths = np.concatenate([lengths, np.full(extra, first, np.int64)])
+        lengths = np.concatenate([lengths, np.repeat(lengths[:1], extra, axis=0)])
         per_example = {k: np.concatenate([v, np.repeat(v[:1], extra, axis=0)])
                        for k, v in per_example.items()}
         per_example["example_index"][n:] = -1
         per_example["is_real_example"][n:] = 0.0
-    ragged = {k: tf.RaggedTensor.from_row_lengths(v.astype(np.int32), lengths)
+    ragged = {k: tf.RaggedTensor.from_row_lengths(v.astype(np.int32), lengths.reshape(-1))
               for k, v in sequences.items()}
+    if lengths.ndim == 2:
+        ragged = {k: tf.RaggedTensor.from_uniform_row_length(v, lengths.shape[1])
+                  for k, v in ragged.items()}
     return tf.data.Dataset.from_tensor_slices((ragged, per_example))
 
 
 def _merge(sequences, per_example):
     out = dict(per_example)
+    mask = tf.ones_like(sequences["input_word_ids"])
+    if isinstance(mask, tf.RaggedTensor):  # choices: pad each example to its longest choice
+        sequences = {k: v.to_tensor() for k, v in sequences.items()}
+        mask = mask.to_tensor()
     out.update(sequences)
-    out["input_mask"] = tf.ones_like(sequences["input_word_ids"])
+    out["input_mask"] = mask
     return out
 
 
 def _round_up_fn(multiple, max_seq_length):
     """Pads a batch's sequence axis up to a multiple (capped at max_seq_length) with zeros."""
     def fn(batch):
-        length = tf.shape(batch["input_word_ids"])[1]
+        length = tf.shape(batch["input_word_ids"])[-1]
         target = tf.minimum((length + multiple - 1) // multiple * multiple, max_seq_length)
         out = {}
         for k, v in batch.items():
             if k in SEQUENCE_KEYS or k == "input_mask":
-                v = tf.pad(v, [[0, 0], [0, target - length]])
+                v = tf.pad(v, [[0, 0]] * (v.shape.rank - 1) + [[0, target - length]])
             out[k] = v
         return out
     return fn
@@ -366,8 +375,9 @@ def make_dataset(features, global_batch_size, max_seq_length, *, is_training,
     pad_to = None if is_training else math.ceil(n / global_batch_size) * global_batch_size
     dataset = _tensor_slices(features, pad_to).map(_merge)
     padded_length = max_seq_length if padding == "max_length" else None
-    shapes = {k: [padded_length] if k in SEQUENCE_KEYS or k == "input_mask" else []
-              for k in dataset.element_spec}
+    shapes = {k: spec.shape[:-1].as_list() + [padded_length]
+              if k in SEQUENCE_KEYS or k == "input_mask" else []
+              for k, spec in dataset.element_spec.items()}
     if is_training:
         if pipelines > 1:
             dataset = dataset.shard(pipelines, pipeline_id)
@@ -376,7 +386,7 @@ def make_dataset(features, global_batch_size, max_seq_length, *, is_training,
             m = pad_to_multiple_of
             boundaries = list(range(m + 1, max_seq_length + 1, m))
             dataset = dataset.bucket_by_sequence_length(
-                lambda f: tf.shape(f["input_word_ids"])[0], boundaries,
+                lambda f: tf.shape(f["input_word_ids"])[-1], boundaries,
                 [batch] * (len(boundaries) + 1), padded_shapes=shapes, drop_remainder=True)
         else:
             dataset = dataset.padded_batch(batch, padded_shapes=shapes, drop_remainder=True)
