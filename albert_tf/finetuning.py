@@ -15,6 +15,8 @@ Features are a dict of numpy arrays: flat token arrays (SEQUENCE_KEYS) cut into 
 `lengths`, plus one value per example (`label_ids`, ...; string arrays stay on the host).
 Multiple choice: `lengths` [examples, choices] cuts each example into that many sequences,
 which reach the model as [batch, choices, length].
+Keys starting with `host_` (any shape, e.g. per-token maps for post-processing) also stay on
+the host: they are cached but never fed to the model.
 """
 
 import hashlib
@@ -33,6 +35,7 @@ from albert_tf import distribution
 from albert_tf.config import AlbertConfig
 
 SEQUENCE_KEYS = ("input_word_ids", "input_type_ids", "p_mask")
+HOST_PREFIX = "host_"
 CACHE_VERSION = 1
 PADDINGS = ("bucket", "batch", "max_length")
 
@@ -306,7 +309,8 @@ def _tensor_slices(features, pad_to=None):
     n = num_examples(features)
     lengths = features["lengths"].astype(np.int64)  # [n] or [n, choices]
     per_example = {k: v for k, v in features.items()
-                   if k not in SEQUENCE_KEYS and k != "lengths" and v.dtype.kind not in "US"}
+                   if k not in SEQUENCE_KEYS and k != "lengths" and v.dtype.kind not in "US"
+                   and not k.startswith(HOST_PREFIX)}
     per_example["example_index"] = np.arange(n, dtype=np.int32)
     per_example["is_real_example"] = np.ones(n, np.float32)
     sequences = {k: features[k] for k in SEQUENCE_KEYS if k in features}
