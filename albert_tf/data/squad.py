@@ -1,0 +1,381 @@
+"""SQuAD v1.1/v2.0: reading the JSON, aligning SentencePiece pieces to the characters of the
+original context, doc-stride windows `[CLS] query [SEP] doc [SEP]`, and turning per-feature
+logits back into answer texts."""
+
+import dataclasses
+import difflib
+import json
+import unicodedata
+
+import numpy as np
+from absl import logging
+
+from albert_tf.tokenization import SPIECE_UNDERLINE, encode_pieces, preprocess_text
+
+
+@dataclasses.dataclass
+class Question:
+    qas_id: str
+    question: str
+    context: str
+    paragraph: int            # index of the paragraph in the file (questions share contexts)
+    answers: list             # every gold answer text ([] when unanswerable)
+    answer_start: int = -1    # character offset of the training answer, -1 if none
+    answer_text: str = ""
+    is_impossible: bool = False
+
+
+@dataclasses.dataclass
+class ReadStats:
+    questions: int = 0
+    misaligned: int = 0       # training answers not found at answer_start (skipped)
+
+
+def read_squad(path, is_training, version_2_with_negative):
+    """Questions of a SQuAD JSON file, with clear errors naming the file and question id.
+
+    Training keeps one answer per question; an answer whose text is not at its answer_start is
+    skipped with a warning and counted in the returned ReadStats.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"SQuAD file not found: {path}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text: {e}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise ValueError(f"{path}: expected a SQuAD JSON object with a 'data' list of articles")
+    questions, stats, paragraph = [], ReadStats(), -1
+    for a, article in enumerate(data["data"]):
+        where = f"{path}: article {a}"
+        for p, para in enumerate(_get(article, "paragraphs", list, where)):
+            paragraph += 1
+            where = f"{path}: article {a}, paragraph {p}"
+            context = _get(para, "context", str, where)
+            for q, qa in enumerate(_get(para, "qas", list, where)):
+                qid = _get(qa, "id", (str, int), f"{where}, question {q}")
+                question = _parse_question(qa, str(qid), context, paragraph, is_training,
+                                           version_2_with_negative, f"{path}: question {qid!r}")
+                if question is None:
+                    stats.misaligned += 1
+                    continue
+                questions.append(question)
+    stats.questions = len(questions)
+    if stats.misaligned:
+        logging.warning("%s: skipped %d training questions whose answer text is not at its "
+                        "answer_start", path, stats.misaligned)
+    if not questions:
+        raise ValueError(f"{path} holds no usable questions")
+    return questions, stats
+
+
+def _get(obj, key, kind, where):
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: expected a JSON object, found {type(obj).__name__}")
+    if key not in obj:
+        raise ValueError(f"{where}: missing key {key!r}")
+    if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ValueError(f"{where}: {key!r} should be a {names}, found "
+                         f"{type(obj[key]).__name__}")
+    return obj[key]
+
+
+def _parse_question(qa, qid, context, paragraph, is_training, version_2, where):
+    text = _get(qa, "question", str, where)
+    impossible = qa.get("is_impossible", False)
+    if not isinstance(impossible, bool):
+        raise ValueError(f"{where}: 'is_impossible' should be true or false, found {impossible!r}")
+    if impossible and not version_2:
+        raise ValueError(f"{where} is marked is_impossible, which needs "
+                         f"--version_2_with_negative")
+    raw = qa.get("answers", [])
+    if not isinstance(raw, list):
+        raise ValueError(f"{where}: 'answers' should be a list")
+    answers = []
+    for i, answer in enumerate(raw):
+        answers.append((_get(answer, "text", str, f"{where}, answer {i}"),
+                        _get(answer, "answer_start", int, f"{where}, answer {i}")))
+    if impossible:
+        answers = []  # the official v2.0 script treats these as unanswerable whatever is listed
+    question = Question(qid, text, context, paragraph, [a for a, _ in answers],
+                        is_impossible=impossible)
+    if not is_training or impossible:
+        return question
+    if not answers:
+        raise ValueError(f"{where} has no answer; training needs one"
+                         + ("" if version_2 else " (or --version_2_with_negative with "
+                                                  "is_impossible)"))
+    answer, start = answers[0]
+    stripped = answer.strip()
+    start += len(answer) - len(answer.lstrip())
+    if not stripped or start < 0 or context[start:start + len(stripped)] != stripped:
+        logging.warning("%s: answer %r is not at answer_start %d of the context; skipped",
+                        where, answer, answers[0][1])
+        return None
+    question.answer_start, question.answer_text = start, stripped
+    return question
+
+
+# ---- SentencePiece pieces ↔ characters of the original context -------------------------------
+
+def _preprocessed_with_index(text, lower):
+    """preprocess_text(text) built character by character, plus each output character's index
+    in `text` (a collapsed whitespace run maps to its first character)."""
+    out, index, space_at = [], [], -1
+    for i, c in enumerate(text):
+        if c.isspace():
+            if out and space_at < 0:
+                space_at = i
+            continue
+        if space_at >= 0:
+            out.append(" ")
+            index.append(space_at)
+            space_at = -1
+        if not c.isascii():
+            c = "".join(x for x in unicodedata.normalize("NFKD", c)
+                        if not unicodedata.combining(x))
+        if lower:
+            c = c.lower()
+        out.extend(c)
+        index.extend([i] * len(c))
+    return "".join(out), index
+
+
+def _char_map(source, target):
+    """For each character of `target`, the index of the same character in `source` or -1.
+
+    Walks both strings, letting either side have extra spaces; anything else (a rare
+    context-dependent lowercase, an unknown piece) falls back to difflib's matching blocks.
+    """
+    out = [-1] * len(target)
+    i = j = 0
+    while i < len(source) and j < len(target):
+        if source[i] == target[j]:
+            out[j] = i
+            i += 1
+            j += 1
+        elif target[j] == " ":
+            j += 1
+        elif source[i] == " ":
+            i += 1
+        else:
+            break
+    if all(c == " " for c in target[j:]):
+        return out
+    out = [-1] * len(target)
+    matcher = difflib.SequenceMatcher(None, source, target, autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        out[b:b + size] = range(a, a + size)
+    return out
+
+
+def align_pieces(context, pieces, lower):
+    """(start, end) character offsets (inclusive) in `context` of each piece.
+
+    `pieces` are those of preprocess_text(context): whitespace collapsed, NFKD without
+    combining marks, maybe lowercased. A piece made only of a space maps to the whitespace it
+    stands for (or, with none, to the end of the piece before it).
+    """
+    rebuilt, index = _preprocessed_with_index(context, lower)
+    processed = preprocess_text(context, lower=lower)
+    if rebuilt != processed:
+        to_rebuilt = _char_map(rebuilt, processed)
+        index = [index[k] if k >= 0 else -1 for k in to_rebuilt]
+    text = "".join(pieces).replace(SPIECE_UNDERLINE, " ")
+    to_processed = _char_map(processed, text)
+    starts, ends = np.zeros(len(pieces), np.int32), np.zeros(len(pieces), np.int32)
+    position, previous_end = 0, 0
+    for k, piece in enumerate(pieces):
+        mapped = [(text[c] == " ", index[to_processed[c]])
+                  for c in range(position, position + len(piece))
+                  if to_processed[c] >= 0 and index[to_processed[c]] >= 0]
+        chars = [i for space, i in mapped if not space] or [i for _, i in mapped]
+        position += len(piece)
+        if chars:
+            starts[k], ends[k] = min(chars), max(chars)
+            previous_end = ends[k]
+        else:
+            starts[k] = ends[k] = previous_end
+    return starts, ends
+
+
+# ---- features ----------------------------------------------------------------------------------
+
+def windows(num_tokens, max_tokens, doc_stride):
+    """(start, length) of the doc-stride windows over `num_tokens` document tokens."""
+    spans, start = [], 0
+    while True:
+        length = min(num_tokens - start, max_tokens)
+        spans.append((start, length))
+        if start + length >= num_tokens:
+            return spans
+        start += min(length, doc_stride)
+
+
+def max_context(spans, position):
+    """Index of the window where `position` has the most context: min(left, right) + 0.01·len."""
+    best, best_score = None, None
+    for w, (start, length) in enumerate(spans):
+        if not start <= position < start + length:
+            continue
+        score = min(position - start, start + length - 1 - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best, best_score = w, score
+    return best
+
+
+def convert_questions(questions, tokenizer, max_seq_length, doc_stride, max_query_length,
+                      is_training):
+    """Features (finetuning's layout): [CLS] query [SEP] doc [SEP] per window, p_mask, and
+    either training labels or host_ maps from tokens back to context characters."""
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError(f"--max_seq_length={max_seq_length} must exceed --max_query_length="
+                         f"{max_query_length} + 3")
+    if doc_stride < 1:
+        raise ValueError(f"--doc_stride must be positive, got {doc_stride}")
+    ids = tokenizer.special_ids()
+    cls_id, sep_id = ids["[CLS]"], ids["[SEP]"]
+    sp = tokenizer.sp_model
+    contexts = {}
+    out = {k: [] for k in ("input_word_ids", "input_type_ids", "p_mask", "lengths",
+                           "start_positions", "end_positions", "is_impossible",
+                           "host_question", "host_start_char", "host_end_char",
+                           "host_max_context")}
+    unmappable = 0
+    for qi, q in enumerate(questions):
+        if q.paragraph not in contexts:
+            pieces = encode_pieces(sp, tokenizer.preprocess(q.context))
+            contexts[q.paragraph] = (np.asarray(tokenizer.convert_tokens_to_ids(pieces), np.int32),
+                                     *align_pieces(q.context, pieces, tokenizer.do_lower_case))
+        doc_ids, starts, ends = contexts[q.paragraph]
+        query = tokenizer.encode(q.question)[:max_query_length]
+        tok_start = tok_end = 0
+        if is_training and not q.is_impossible:
+            last = q.answer_start + len(q.answer_text) - 1
+            inside = np.nonzero((ends >= q.answer_start) & (starts <= last))[0]
+            if not len(inside):
+                unmappable += 1
+                continue
+            tok_start, tok_end = int(inside[0]), int(inside[-1])
+        spans = windows(len(doc_ids), max_seq_length - len(query) - 3, doc_stride)
+        offset = len(query) + 2
+        for w, (start, length) in enumerate(spans):
+            seq = [cls_id] + query + [sep_id] + doc_ids[start:start + length].tolist() + [sep_id]
+            out["input_word_ids"].extend(seq)
+            out["input_type_ids"].extend([0] * offset + [1] * (length + 1))
+            out["p_mask"].extend([0] + [1] * (offset - 1) + [0] * length + [1])
+            out["lengths"].append(len(seq))
+            if is_training:
+                impossible = q.is_impossible or not (
+                    start <= tok_start and tok_end < start + length)
+                out["is_impossible"].append(int(impossible))
+                out["start_positions"].append(0 if impossible else tok_start - start + offset)
+                out["end_positions"].append(0 if impossible else tok_end - start + offset)
+            else:
+                out["host_question"].append(qi)
+                doc = slice(start, start + length)
+                out["host_start_char"].extend([-1] * offset + starts[doc].tolist() + [-1])
+                out["host_end_char"].extend([-1] * offset + ends[doc].tolist() + [-1])
+                out["host_max_context"].extend(
+                    [0] * offset + [int(max_context(spans, p) == w) for p in range(start, start +
+                                                                                  length)] + [0])
+    if unmappable:
+        logging.warning("skipped %d training questions whose answer covers no document token",
+                        unmappable)
+    if not out["lengths"]:
+        raise ValueError("no features were built (every question was skipped)")
+    dtypes = {"input_type_ids": np.int8, "p_mask": np.int8, "host_max_context": np.int8}
+    keep = (("start_positions", "end_positions", "is_impossible") if is_training else
+            ("host_question", "host_start_char", "host_end_char", "host_max_context"))
+    return {k: np.asarray(v, dtypes.get(k, np.int32)) for k, v in out.items()
+            if k in keep or k in ("input_word_ids", "input_type_ids", "p_mask", "lengths")}
+
+
+# ---- answers from logits -------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Candidate:
+    score: float
+    start_logit: float
+    end_logit: float
+    start_char: int
+    end_char: int
+
+
+def _feature_offsets(features):
+    return np.concatenate([[0], np.cumsum(features["lengths"])[:-1]]).astype(np.int64)
+
+
+def _candidates(features, f, offset, pairs, max_answer_length):
+    """Valid spans of feature f: both ends on document tokens, start at its max context,
+    start <= end and at most max_answer_length tokens."""
+    length = int(features["lengths"][f])
+    start_char, end_char = features["host_start_char"], features["host_end_char"]
+    found = []
+    for s, e, s_score, e_score in pairs:
+        if not (0 <= s < length and 0 <= e < length) or e < s or e - s + 1 > max_answer_length:
+            continue
+        if start_char[offset + s] < 0 or end_char[offset + e] < 0:
+            continue
+        if not features["host_max_context"][offset + s]:
+            continue
+        found.append(_Candidate(s_score + e_score, s_score, e_score,
+                                int(start_char[offset + s]), int(end_char[offset + e])))
+    return found
+
+
+def _nbest(question, candidates, n_best_size):
+    """De-duplicated n-best (text, probability, logits), best first; [""] when none."""
+    seen, best = set(), []
+    for c in sorted(candidates, key=lambda c: -c.score):
+        text = question.context[c.start_char:c.end_char + 1].strip()
+        if text in seen:
+            continue
+        seen.add(text)
+        best.append((text, c))
+        if len(best) >= n_best_size:
+            break
+    if not best:
+        best = [("", _Candidate(0.0, 0.0, 0.0, -1, -1))]
+    scores = np.array([c.score for _, c in best], np.float64)
+    probs = np.exp(scores - scores.max())
+    probs /= probs.sum()
+    return [{"text": t, "probability": float(p), "start_logit": float(c.start_logit),
+             "end_logit": float(c.end_logit)} for (t, c), p in zip(best, probs)]
+
+
+def postprocess(questions, features, outputs, n_best_size, max_answer_length,
+                version_2_with_negative):
+    """(predictions {qid: best non-null text}, nbest {qid: [...]}, null_odds {qid: score} or
+    None) from per-feature top-k outputs of AlbertSquad (outputs sorted by feature)."""
+    offsets = _feature_offsets(features)
+    by_question = {}
+    for f, qi in enumerate(features["host_question"]):
+        by_question.setdefault(int(qi), []).append(f)
+    predictions, nbest, null_odds = {}, {}, {} if version_2_with_negative else None
+    for qi, q in enumerate(questions):
+        candidates, null = [], []
+        for f in by_question.get(qi, []):
+            if version_2_with_negative:
+                k2 = outputs["end_top_index"].shape[1] // outputs["start_top_index"].shape[1]
+                pairs = [(int(s), int(outputs["end_top_index"][f, i * k2 + j]),
+                          float(outputs["start_top_log_probs"][f, i]),
+                          float(outputs["end_top_log_probs"][f, i * k2 + j]))
+                         for i, s in enumerate(outputs["start_top_index"][f]) for j in range(k2)]
+                null.append(float(outputs["cls_logits"][f]))
+            else:
+                pairs = [(int(s), int(e), float(ss), float(es))
+                         for s, ss in zip(outputs["start_top_index"][f],
+                                          outputs["start_top_logits"][f])
+                         for e, es in zip(outputs["end_top_index"][f],
+                                          outputs["end_top_logits"][f])]
+            candidates += _candidates(features, f, offsets[f], pairs, max_answer_length)
+        nbest[q.qas_id] = _nbest(q, candidates, n_best_size)
+        predictions[q.qas_id] = nbest[q.qas_id][0]["text"]
+        if version_2_with_negative:
+            null_odds[q.qas_id] = min(null) if null else 0.0
+    return predictions, nbest, null_odds

@@ -1,0 +1,243 @@
+"""AlbertSquad: the original SQuAD heads on the sequence output.
+
+v1: `cls/squad/output_weights` [2, H] / `output_bias` [2] give start and end logits.
+v2: the original's answerability head: start logits; end logits from concat(h_t, h_start)
+(the gold start in training, each of the top `start_n_top` starts at inference, keeping the
+top `end_n_top` ends of each); `cls_logits` from concat(Σ softmax(start)·h, h_CLS).
+Positions that cannot hold an answer (query, [SEP], padding: `p_mask` or `input_mask`) are
+masked in both versions; [CLS] stays available as the no-answer position.
+"""
+
+import keras
+import tensorflow as tf
+
+from albert_tf.checkpoints import PretrainedMixin, assign_weights, read_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling.encoder import AlbertEncoder
+
+V1_HEAD = ("cls/squad/",)
+V2_HEAD = ("start_logits/", "end_logits/", "answer_class/")
+NEG_INF = -1e30
+
+
+class AlbertSquad(PretrainedMixin, keras.Model):
+    """Span extraction for SQuAD v1.1 (`version_2=False`) or v2.0 (`version_2=True`).
+
+    Training outputs: v1 `start_logits`/`end_logits` [B, T]; v2 `start_log_probs`,
+    `end_log_probs` (given `start_positions`) and `cls_logits` [B]. Inference adds the
+    fixed-size top-k outputs that `prediction_outputs` returns.
+    """
+
+    def __init__(self, encoder, version_2=False, n_best_size=20, start_n_top=5, end_n_top=5,
+                 dropout_prob=0.1, **kwargs):
+        kwargs.setdefault("name", "albert_squad")
+        super().__init__(**kwargs)
+        if isinstance(encoder, dict):
+            encoder = AlbertConfig.from_dict(encoder)
+        if isinstance(encoder, AlbertConfig):
+            encoder = AlbertEncoder(encoder, dtype=self.dtype_policy)
+        self.encoder = encoder
+        self.config = encoder.config
+        self.version_2 = bool(version_2)
+        self.n_best_size, self.start_n_top, self.end_n_top = n_best_size, start_n_top, end_n_top
+        self.dropout_prob = float(dropout_prob)
+        h = self.config.hidden_size
+        self._head = {}
+        if not self.version_2:
+            self._add("cls/squad/output_weights", (2, h))
+            self._add("cls/squad/output_bias", (2,), "zeros")
+            return
+        self._add("start_logits/dense/kernel", (h, 1))
+        self._add("start_logits/dense/bias", (1,), "zeros")
+        self._add("end_logits/dense_0/kernel", (2 * h, h))
+        self._add("end_logits/dense_0/bias", (h,), "zeros")
+        self._add("end_logits/LayerNorm/gamma", (h,), "ones")
+        self._add("end_logits/LayerNorm/beta", (h,), "zeros")
+        self._add("end_logits/dense_1/kernel", (h, 1))
+        self._add("end_logits/dense_1/bias", (1,), "zeros")
+        self._add("answer_class/dense_0/kernel", (2 * h, h))
+        self._add("answer_class/dense_0/bias", (h,), "zeros")
+        self._add("answer_class/dense_1/kernel", (h, 1))
+        self.dropout = keras.layers.Dropout(self.dropout_prob)
+
+    def _add(self, name, shape, initializer=None):
+        initializer = initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+        self._head[name] = self.add_weight(name=name.replace("/", "_"), shape=shape,
+                                           initializer=initializer, dtype="float32")
+
+    @property
+    def head_names(self):
+        return V2_HEAD if self.version_2 else V1_HEAD
+
+    def get_config(self):
+        return {"encoder": self.config.to_dict(), "version_2": self.version_2,
+                "n_best_size": self.n_best_size, "start_n_top": self.start_n_top,
+                "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob,
+                "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    @classmethod
+    def from_pretrained(cls, path, config=None, **kwargs):
+        """Encoder (and head, when present) from any supported checkpoint."""
+        arrays, config_path, _ = read_checkpoint(path)
+        config = config or config_path
+        if config is None:
+            raise ValueError(f"no albert_config.json beside checkpoint {path}; pass config=")
+        if isinstance(config, str):
+            config = AlbertConfig.from_json_file(config)
+        model = cls(config, **kwargs)
+        model.load_checkpoint(path)
+        return model
+
+    def load_checkpoint(self, path, init_from_group0=False, allow_missing=()):
+        """Like PretrainedMixin's, ignoring the pretraining heads under cls/ and leaving an
+        absent SQuAD head at its initial values."""
+        arrays, _, fmt = read_checkpoint(path)
+        arrays = {k: v for k, v in arrays.items()
+                  if not k.startswith("cls/") or k.startswith("cls/squad/")}
+        return assign_weights(self, arrays, source=f"{fmt} checkpoint {path}",
+                              init_from_group0=init_from_group0,
+                              allow_missing=tuple(allow_missing) + self.head_names)
+
+    def build(self, *args, **kwargs):
+        pass
+
+    def tf1_weights(self):
+        out = dict(self.encoder.tf1_weights())
+        out.update(self._head)
+        return out
+
+    # ---- forward ------------------------------------------------------------------------
+
+    def call(self, inputs, training=None):
+        encoder_inputs = {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+        sequence = self.encoder(encoder_inputs, training=training)["sequence_output"]
+        sequence = tf.cast(sequence, tf.float32)
+        invalid = 1 - tf.cast(inputs["input_mask"], tf.float32)
+        if "p_mask" in inputs:
+            invalid = tf.maximum(invalid, tf.cast(inputs["p_mask"], tf.float32))
+        if not self.version_2:
+            return self._v1(sequence, invalid, training)
+        return self._v2(sequence, invalid, inputs.get("start_positions"), training)
+
+    def _v1(self, sequence, invalid, training):
+        logits = tf.einsum("bth,kh->btk", sequence, self._head["cls/squad/output_weights"])
+        logits += self._head["cls/squad/output_bias"]
+        out = {"start_logits": _masked(logits[..., 0], invalid),
+               "end_logits": _masked(logits[..., 1], invalid)}
+        if not training:
+            k = self.n_best_size
+            out["start_top_logits"], out["start_top_index"] = _top_k(out["start_logits"], k)
+            out["end_top_logits"], out["end_top_index"] = _top_k(out["end_logits"], k)
+        return out
+
+    def _dense(self, x, scope, activation=None):
+        x = tf.matmul(x, self._head[f"{scope}/kernel"])
+        if f"{scope}/bias" in self._head:
+            x += self._head[f"{scope}/bias"]
+        return activation(x) if activation else x
+
+    def _end_log_probs(self, sequence, starts, invalid):
+        """End log-probs given start features: starts [B, H] → [B, T]; [B, K, H] → [B, K, T]."""
+        if starts.shape.rank == 2:
+            seq, start = sequence, tf.broadcast_to(starts[:, None], tf.shape(sequence))
+        else:
+            shape = tf.concat([tf.shape(starts)[:2], tf.shape(sequence)[1:]], 0)
+            seq = tf.broadcast_to(sequence[:, None], shape)
+            start = tf.broadcast_to(starts[:, :, None], shape)
+            invalid = invalid[:, None, :]
+        x = self._dense(tf.concat([seq, start], -1), "end_logits/dense_0", tf.tanh)
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        x = (x - mean) * tf.math.rsqrt(variance + 1e-12)
+        x = x * self._head["end_logits/LayerNorm/gamma"] + self._head["end_logits/LayerNorm/beta"]
+        logits = tf.squeeze(self._dense(x, "end_logits/dense_1"), -1)
+        return tf.nn.log_softmax(_masked(logits, invalid), -1)
+
+    def _v2(self, sequence, invalid, start_positions, training):
+        start_logits = _masked(tf.squeeze(self._dense(sequence, "start_logits/dense"), -1),
+                               invalid)
+        out = {"start_log_probs": tf.nn.log_softmax(start_logits, -1)}
+        if start_positions is not None:
+            positions = tf.cast(tf.reshape(start_positions, [-1]), tf.int32)
+            gold = tf.gather(sequence, positions, batch_dims=1)
+            out["end_log_probs"] = self._end_log_probs(sequence, gold, invalid)
+        if not training:
+            top_lp, top_index = _top_k(out["start_log_probs"], self.start_n_top)
+            length = tf.shape(sequence)[1]
+            starts = tf.gather(sequence, tf.minimum(top_index, length - 1), batch_dims=1)
+            end_lp = self._end_log_probs(sequence, starts, invalid)
+            end_top_lp, end_top_index = _top_k(end_lp, self.end_n_top)  # [B, k1, k2]
+            k = self.start_n_top * self.end_n_top
+            out.update(start_top_log_probs=top_lp, start_top_index=top_index,
+                       end_top_log_probs=tf.reshape(end_top_lp, [-1, k]),
+                       end_top_index=tf.reshape(end_top_index, [-1, k]))
+        start_p = tf.nn.softmax(start_logits, -1)
+        start_feature = tf.einsum("bt,bth->bh", start_p, sequence)
+        x = self._dense(tf.concat([start_feature, sequence[:, 0]], -1), "answer_class/dense_0",
+                        tf.tanh)
+        x = self.dropout(x, training=training)
+        out["cls_logits"] = tf.squeeze(self._dense(x, "answer_class/dense_1"), -1)
+        return out
+
+    # ---- the trainer's task protocol ------------------------------------------------------
+
+    LOSS_SUM_NAMES = ("loss_sum", "example_count")
+
+    def denominators(self, features):
+        return {"example_count": tf.reduce_sum(_weights(features))}
+
+    def per_example_loss(self, features, outputs):
+        """v1: (CE_start + CE_end) / 2; v2: that plus 0.5 · sigmoid CE of cls_logits."""
+        starts = tf.cast(tf.reshape(features["start_positions"], [-1]), tf.int32)
+        ends = tf.cast(tf.reshape(features["end_positions"], [-1]), tf.int32)
+        if not self.version_2:
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits
+            return 0.5 * (ce(labels=starts, logits=outputs["start_logits"])
+                          + ce(labels=ends, logits=outputs["end_logits"]))
+        span = -0.5 * (tf.gather(outputs["start_log_probs"], starts, batch_dims=1)
+                       + tf.gather(outputs["end_log_probs"], ends, batch_dims=1))
+        labels = tf.cast(tf.reshape(features["is_impossible"], [-1]), tf.float32)
+        cls = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=outputs["cls_logits"])
+        return span + 0.5 * cls
+
+    def loss_sums(self, features, outputs):
+        weights = _weights(features)
+        return {"loss_sum": tf.reduce_sum(self.per_example_loss(features, outputs) * weights),
+                "example_count": tf.reduce_sum(weights)}
+
+    def replica_loss(self, sums, denominators):
+        return sums["loss_sum"] / tf.maximum(denominators["example_count"], 1.0)
+
+    def metrics_from_sums(self, sums):
+        return {"loss": sums["loss_sum"] / max(sums["example_count"], 1.0)}
+
+    def prediction_outputs(self, features, outputs):
+        """Fixed-size per-feature outputs: the top-k spans' scores (and v2 cls_logits)."""
+        keys = (("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
+                 "cls_logits") if self.version_2 else
+                ("start_top_logits", "start_top_index", "end_top_logits", "end_top_index"))
+        out = {k: outputs[k] for k in keys}
+        out["is_real_example"] = _weights(features)
+        out["example_index"] = tf.reshape(features["example_index"], [-1])
+        return out
+
+
+def _masked(logits, invalid):
+    return logits * (1 - invalid) + NEG_INF * invalid
+
+
+def _top_k(values, k):
+    """tf.math.top_k over the last axis, padded with NEG_INF when it is shorter than k."""
+    short = tf.maximum(k - tf.shape(values)[-1], 0)
+    paddings = tf.concat([tf.zeros([tf.rank(values) - 1, 2], tf.int32),
+                          [[0, short]]], 0)
+    return tf.math.top_k(tf.pad(values, paddings, constant_values=NEG_INF), k)
+
+
+def _weights(features):
+    if "is_real_example" in features:
+        return tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
+    return tf.ones([tf.shape(features["input_word_ids"])[0]], tf.float32)
