@@ -8,11 +8,11 @@ import os
 import tempfile
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.tokenization import InGraphTokenizer, load_sp_model
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
-SIGNATURE_OUTPUTS = ("pooled_output", "sequence_output", "default")
 _Trackable = tf.__internal__.tracking.AutoTrackable  # tf.Module's `variables` is read-only
 
 
@@ -50,10 +50,14 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0):
 
 
 def _save_atomically(root, export_dir, signatures):
-    """Saves to a temporary sibling directory, then renames it over `export_dir`."""
+    """Saves to a temporary sibling directory, then renames it over `export_dir` (local paths;
+    a gs:// path is written in place)."""
     export_dir = os.fspath(export_dir).rstrip("/")
     parent = os.path.dirname(os.path.abspath(export_dir))
     tf.io.gfile.makedirs(parent)
+    if "://" in export_dir:  # object stores cannot rename directories
+        tf.saved_model.save(root, export_dir, signatures=signatures)
+        return export_dir
     tmp = f"{export_dir}.tmp-{os.getpid()}"
     if tf.io.gfile.exists(tmp):
         tf.io.gfile.rmtree(tmp)
@@ -73,7 +77,11 @@ def _stage_assets(stage_dir, spm_model_file, config=None):
     spm_model_file = os.fspath(spm_model_file)
     if not tf.io.gfile.exists(spm_model_file):
         raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file}")
-    load_sp_model(tf.io.gfile.GFile(spm_model_file, "rb").read())  # fail early on a bad file
+    with tf.io.gfile.GFile(spm_model_file, "rb") as f:
+        pieces = load_sp_model(f.read()).get_piece_size()  # fails early on a bad file
+    if config is not None and pieces != config.vocab_size:
+        logging.warning("%s has %d pieces but the model's vocab_size is %d: is it the model's "
+                        "vocabulary?", spm_model_file, pieces, config.vocab_size)
     name = os.path.basename(spm_model_file)
     if not name.endswith(".model"):
         name += ".model"

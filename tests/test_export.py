@@ -199,6 +199,29 @@ def test_hub_keras_layer_fine_tunes_in_tf_keras(hub_dir, pretrainer):
     assert unchanged == ["key/bias:0"] * 4, unchanged
 
 
+def test_hub_keras_layers_from_strings_in_tf_keras(hub_dir, preprocessor_dir, pretrainer,
+                                                   tokenizer):
+    """The TF-Hub pattern: text → preprocessor (or tokenize + bert_pack_inputs) → encoder."""
+    import tensorflow_hub as hub
+    import tf_keras
+
+    encoder = hub.KerasLayer(hub_dir, trainable=True)
+    text = tf_keras.Input(shape=(), dtype=tf.string)
+    single = tf_keras.Model(text, encoder(hub.KerasLayer(preprocessor_dir)(text))["pooled_output"])
+    texts_a, texts_b = TEXTS, TEXTS[::-1]
+    expected = pretrainer.encoder(_pack(tokenizer, texts_a), training=False)["pooled_output"]
+    _close(single(tf.constant(texts_a)), expected)
+
+    preprocessor = hub.load(preprocessor_dir)
+    tokenize = hub.KerasLayer(preprocessor.tokenize)
+    pack = hub.KerasLayer(preprocessor.bert_pack_inputs, arguments=dict(seq_length=20))
+    a, b = tf_keras.Input(shape=(), dtype=tf.string), tf_keras.Input(shape=(), dtype=tf.string)
+    pair = tf_keras.Model([a, b], encoder(pack([tokenize(a), tokenize(b)]))["pooled_output"])
+    expected = pretrainer.encoder(_pack(tokenizer, texts_a, texts_b, 20),
+                                  training=False)["pooled_output"]
+    _close(pair([tf.constant(texts_a), tf.constant(texts_b)]), expected)
+
+
 def test_tfsm_layer_in_keras3(hub_dir, pretrainer):
     import keras
 
@@ -272,6 +295,10 @@ def test_preprocessor_ids_equal_full_tokenizer(preprocessor_dir, tokenizer):
         for k in expected:
             np.testing.assert_array_equal(packed[k].numpy(), expected[k],
                                           err_msg=f"{k} at {seq_length}")
+    words = tokens.with_values(tf.RaggedTensor.from_row_lengths(
+        tokens.values, tf.ones_like(tokens.values, tf.int64)))  # [batch, (words), (pieces)]
+    np.testing.assert_array_equal(pre.bert_pack_inputs([words], 16)["input_word_ids"].numpy(),
+                                  _pack(tokenizer, texts_a)["input_word_ids"])
     default = pre.bert_pack_inputs(segments)
     np.testing.assert_array_equal(default["input_type_ids"].numpy(),
                                   _pack(tokenizer, texts_a, texts_b)["input_type_ids"])
@@ -373,3 +400,15 @@ def test_export_cli_errors(pretrainer, spm, tmp_path):
     assert result.returncode != 0 and "checkpoint not found" in result.stderr
     assert "Traceback" not in result.stderr
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_save_replaces_an_existing_export(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "stale.txt").write_text("old")
+    module = tf.Module()
+    module.v = tf.Variable(3.0)
+    export._save_atomically(module, str(target), signatures=None)
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+    assert not (target / "stale.txt").exists()
+    assert float(tf.saved_model.load(str(target)).v.numpy()) == 3.0
