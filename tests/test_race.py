@@ -13,18 +13,20 @@ from albert_tf.data import race
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
-COLORS = ("red", "blue", "green", "yellow", "purple", "orange", "black", "white")
+COLORS = ("red", "blue", "green", "yellow", "purple", "orange")
+ANIMALS = ("cow", "pig", "hen", "fox", "owl", "rat")  # distractors, never in an article
 QUESTIONS = ("which color is in the story?", "the story talks about the color _ .")
 
 
 def make_article(rng, index, level, questions=2):
-    """An article naming one color; the right option of each question is that color."""
+    """An article naming one color; the right option of each question is that color, the
+    others are animals: learnable from the options in a few hundred tiny-model steps."""
     color = rng.choice(COLORS)
-    words = rng.choices(WORDS, k=rng.randint(6, 16))
+    words = rng.choices(WORDS, k=rng.randint(4, 10))
     words.insert(rng.randint(0, len(words)), color)
     options, answers = [], []
     for _ in range(questions):
-        choices = rng.sample([c for c in COLORS if c != color], 3)
+        choices = rng.sample(ANIMALS, 3)
         answer = rng.randrange(4)
         choices.insert(answer, color)
         options.append(choices)
@@ -52,7 +54,7 @@ def write_race(root, seed=0, sizes=None):
 
 
 def corpus_lines(rng, n=1500):
-    return [" ".join(rng.choices(WORDS + list(COLORS), k=rng.randint(4, 14))) + " "
+    return [" ".join(rng.choices(WORDS + list(COLORS + ANIMALS), k=rng.randint(4, 14))) + " "
             + rng.choice(QUESTIONS) for _ in range(n)]
 
 

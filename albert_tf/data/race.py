@@ -4,6 +4,7 @@ and the 4 × [CLS] article [SEP] question+option [SEP] features of each question
 import dataclasses
 import json
 import os
+import re
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def split_dir(data_dir, split):
 
 
 def read_examples(data_dir, split, high_only=False, middle_only=False):
-    """Every question of a split, middle before high, articles in file-name order.
+    """Every question of a split, middle before high, articles in natural file-name order.
 
     A level directory with all.txt is read as JSON lines (the original layout); otherwise every
     file in it is one article as released.
@@ -74,11 +75,18 @@ def _articles(directory):
             if line.strip():
                 yield _parse(line, f"{all_txt}:{number}"), f"{all_txt}:{number}"
         return
-    names = sorted(n for n in os.listdir(directory)
-                   if not n.startswith(".") and os.path.isfile(os.path.join(directory, n)))
+    names = sorted((n for n in os.listdir(directory)
+                    if not n.startswith(".") and os.path.isfile(os.path.join(directory, n))),
+                   key=_natural)
     for name in names:
         path = os.path.join(directory, name)
         yield _parse(_read_text(path), path), path
+
+
+def _natural(name):
+    """Sort key putting 2.txt before 10.txt, as the release numbers its articles."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", name)]
 
 
 def _read_text(path):

@@ -1,0 +1,134 @@
+"""run_race end to end on a tiny generated RACE tree in the released per-article layout."""
+
+import json
+import os
+import random
+import re
+
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from albert_tf import AlbertConfig, AlbertEncoder, run_race
+from albert_tf.train_vocab import train_sentencepiece
+from test_race import corpus_lines, write_race
+
+FLAGS = flags.FLAGS
+TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """A RACE tree, a SentencePiece model and a tiny saved encoder checkpoint."""
+    root = tmp_path_factory.mktemp("race")
+    data = write_race(str(root / "data"))
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(corpus_lines(random.Random(1))), encoding="utf-8")
+    spm = train_sentencepiece(str(corpus), str(root / "spm"), 64, do_lower_case=True,
+                              hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    tf.keras.utils.set_random_seed(0)
+    AlbertEncoder(AlbertConfig(**{**TINY, "vocab_size": vocab})).save_pretrained(
+        str(root / "init"))
+    return {"data_dir": str(root / "data"), "spm": spm, "init": str(root / "init"),
+            "data": data}
+
+
+def run(**overrides):
+    """Parses run_race flags from keyword arguments and runs main in this process."""
+    args = dict(run_race.RACE_DEFAULTS, strategy="one_device", mixed_precision="none",
+                learning_rate=3e-3, warmup_step=20, train_batch_size=16, eval_batch_size=16,
+                predict_batch_size=16, max_seq_length=48, max_qa_length=16, log_steps=50,
+                do_predict=False)
+    args.update(overrides)
+    argv = ["run_race"]
+    for key, value in args.items():
+        if isinstance(value, bool):
+            argv.append(f"--{key}" if value else f"--no{key}")
+        elif value is not None:
+            argv.append(f"--{key}={value}")
+    FLAGS.unparse_flags()
+    FLAGS(argv)
+    try:
+        return run_race.main(None)
+    finally:
+        FLAGS.unparse_flags()
+
+
+def _read_kv(path):
+    with open(path) as f:
+        return dict(line.strip().split(" = ") for line in f if line.strip())
+
+
+def test_train_eval_predict(assets, tmp_path):
+    out = tmp_path / "out"
+    best = run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+               init_checkpoint=assets["init"], train_step=200, save_checkpoints_steps=100,
+               do_predict=True)
+    results = _read_kv(out / "eval_results.txt")
+    assert set(results) == {"eval_accuracy", "eval_accuracy_middle", "eval_accuracy_high",
+                            "eval_loss", "global_step"}
+    # Chance is 0.25.
+    assert float(results["eval_accuracy"]) > 0.6, results
+    assert best["eval_accuracy"] == pytest.approx(float(results["eval_accuracy"]))
+    assert (out / "model.ckpt-best.index").exists()
+    assert "metric = eval_accuracy" in (out / "best_checkpoint.txt").read_text()
+    caches = sorted(re.findall(r"race_(\w+)-[0-9a-f]{16}\.npz", " ".join(os.listdir(out))))
+    assert caches == ["dev", "test", "train"]
+
+    predicted = _read_kv(out / "predict_results.txt")
+    assert set(predicted) == {"eval_accuracy", "eval_accuracy_middle", "eval_accuracy_high",
+                              "eval_loss"}
+    assert float(predicted["eval_accuracy"]) > 0.6, predicted
+    rows = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().split("\n")
+            if line]
+    test = assets["data"]["test"]
+    truth = [(a["id"] + f"-{i}", level, answer) for level in ("middle", "high")
+             for a in test[level] for i, answer in enumerate(a["answers"])]
+    assert [(r["id"], r["level"], r["answer"]) for r in rows] == truth
+    middle = [r["prediction"] == r["answer"] for r in rows if r["level"] == "middle"]
+    assert float(predicted["eval_accuracy_middle"]) == pytest.approx(sum(middle) / len(middle))
+
+    # Predict only, in a new run (no training, no TPU): the same accuracies from model.ckpt-best.
+    os.remove(out / "predict_results.txt")
+    run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+        do_train=False, do_eval=False, do_predict=True, predict_batch_size=5)
+    again = _read_kv(out / "predict_results.txt")
+    for key in ("eval_accuracy", "eval_accuracy_middle", "eval_accuracy_high"):
+        assert float(again[key]) == pytest.approx(float(predicted[key])), key
+
+
+def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path):
+    out = tmp_path / "out"
+    run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+        init_checkpoint=assets["init"], do_train=False, do_eval=False, do_predict=True,
+        high_only=True)
+    predicted = _read_kv(out / "predict_results.txt")
+    assert "eval_accuracy_middle" not in predicted
+    assert predicted["eval_accuracy_high"] == predicted["eval_accuracy"]
+    rows = (out / "test_predictions.jsonl").read_text().splitlines()
+    assert len(rows) == 24 and all('"level": "high"' in r for r in rows)
+    # Another max_qa_length builds new features; the same settings reuse the cache.
+    run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+        init_checkpoint=assets["init"], do_train=False, do_eval=False, do_predict=True,
+        high_only=True, max_qa_length=8)
+    run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+        init_checkpoint=assets["init"], do_train=False, do_eval=False, do_predict=True,
+        high_only=True)
+    assert len([f for f in os.listdir(out) if f.startswith("race_test_high-")]) == 2
+
+
+def test_flag_errors(assets, tmp_path):
+    from absl import app
+    common = dict(data_dir=assets["data_dir"], output_dir=tmp_path, spm_model_file=assets["spm"])
+    with pytest.raises(app.UsageError, match="exclude each other"):
+        run(**common, high_only=True, middle_only=True)
+    with pytest.raises(app.UsageError, match="only runs race"):
+        run(**common, task_name="mnli")
+    with pytest.raises(ValueError, match="max_qa_length=46 leaves no room"):
+        run(**common, max_qa_length=46)
+    with pytest.raises(FileNotFoundError, match="RACE train split not found"):
+        run(**{**common, "data_dir": str(tmp_path)}, init_checkpoint=assets["init"])
