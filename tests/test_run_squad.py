@@ -1,0 +1,212 @@
+"""run_squad end to end on tiny SQuAD v1.1 / v2.0 JSON files where the answer is the word after
+a marker, with a tiny ALBERT (hidden 32, 2 layers)."""
+
+import json
+import os
+import random
+import re
+
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from albert_tf import AlbertConfig, AlbertEncoder, run_squad
+from albert_tf.train_vocab import train_sentencepiece
+
+FLAGS = flags.FLAGS
+WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
+         "old man saw young girl walk home slowly today").split()
+NAMES = "anna boris carl dora emil fanny gus hilda ivan jules".split()
+MARKER = "zebra"
+QUESTION = "who came after zebra ?"
+TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _paragraph(rng, answerable):
+    """A context of common words; answerable ones hold 'zebra <name>' somewhere."""
+    words = [rng.choice(WORDS) for _ in range(rng.randint(6, 24))]
+    answer = None
+    if answerable:
+        answer = rng.choice(NAMES)
+        words[rng.randint(0, len(words) - 1):0] = [MARKER, answer]
+    text = " ".join(words).capitalize() + "."
+    if answer is None:
+        return text, None, None
+    return text, answer, text.lower().index(f"{MARKER} {answer}") + len(MARKER) + 1
+
+
+def write_squad(path, n, seed, version_2):
+    rng = random.Random(seed)
+    articles = []
+    for a in range(n // 2):
+        paragraphs = []
+        for p in range(2):
+            answerable = not version_2 or rng.random() < 0.5
+            context, answer, start = _paragraph(rng, answerable)
+            qa = {"id": f"q{seed}-{a}-{p}", "question": QUESTION,
+                  "answers": [] if answer is None else [
+                      {"text": context[start:start + len(answer)], "answer_start": start}]}
+            if version_2:
+                qa["is_impossible"] = answer is None
+            paragraphs.append({"context": context, "qas": [qa]})
+        articles.append({"title": f"a{a}", "paragraphs": paragraphs})
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"version": "2.0" if version_2 else "1.1", "data": articles}, f)
+    return path
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("squad")
+    rng = random.Random(1)
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join([_paragraph(rng, i % 2)[0] for i in range(1500)]
+                                + [QUESTION] * 50), encoding="utf-8")
+    spm = train_sentencepiece(str(corpus), str(root / "spm"), 80, do_lower_case=True,
+                              hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    tf.keras.utils.set_random_seed(0)
+    AlbertEncoder(AlbertConfig(**{**TINY, "vocab_size": vocab})).save_pretrained(
+        str(root / "init"))
+    files = {}
+    for version_2 in (False, True):
+        v = "v2" if version_2 else "v1"
+        files[v] = (write_squad(str(root / f"train-{v}.json"), 640, 0, version_2),
+                    write_squad(str(root / f"dev-{v}.json"), 80, 1, version_2))
+    return {"spm": spm, "init": str(root / "init"), "files": files}
+
+
+def run(**overrides):
+    """Parses run_squad flags from keyword arguments and runs main in this process."""
+    args = dict(strategy="one_device", mixed_precision="none", learning_rate=3e-3,
+                train_batch_size=32, eval_batch_size=32, predict_batch_size=32,
+                max_seq_length=40, doc_stride=16, max_query_length=12, log_steps=50)
+    args.update(overrides)
+    argv = ["run_squad"]
+    for key, value in args.items():
+        if isinstance(value, bool):
+            argv.append(f"--{key}" if value else f"--no{key}")
+        elif value is not None:
+            argv.append(f"--{key}={value}")
+    FLAGS.unparse_flags()
+    FLAGS(argv)
+    try:
+        return run_squad.main(None)
+    finally:
+        FLAGS.unparse_flags()
+
+
+def _read_kv(path):
+    with open(path) as f:
+        return {k: float(v) for k, v in (line.strip().split(" = ") for line in f if line.strip())}
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_v1_train_eval_predict_and_predict_only(assets, tmp_path):
+    train, dev = assets["files"]["v1"]
+    out = tmp_path / "v1"
+    best = run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
+               init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
+               train_step=200, warmup_step=20, save_checkpoints_steps=100)
+    results = _read_kv(out / "eval_results.txt")
+    assert set(results) == {"exact_match", "f1", "global_step"}
+    # A random span of the ~15-word context scores a few F1.
+    assert results["f1"] > 60, results
+    assert best["f1"] == pytest.approx(results["f1"])
+    assert "metric = f1" in (out / "best_checkpoint.txt").read_text()
+    predictions = _load(out / "predictions.json")
+    nbest = _load(out / "nbest_predictions.json")
+    gold = {qa["id"]: qa["answers"][0]["text"] for article in _load(dev)["data"]
+            for p in article["paragraphs"] for qa in p["qas"]}
+    assert set(predictions) == set(gold) == set(nbest)
+    assert not (out / "null_odds.json").exists()
+    for qid, entries in nbest.items():
+        assert entries[0]["text"] == predictions[qid]
+        assert sum(e["probability"] for e in entries) == pytest.approx(1.0, abs=1e-4)
+    # Answers are original characters: the capitalised first word keeps its capital.
+    hits = sum(predictions[q] == gold[q] for q in gold)
+    assert hits / len(gold) > 0.5
+    first = json.dumps(predictions, sort_keys=True)
+
+    # Predict only, into a fresh directory, from the fine-tuned checkpoint: no training at all.
+    again = tmp_path / "predict_only"
+    run(predict_file=dev, output_dir=again, spm_model_file=assets["spm"],
+        init_checkpoint=str(out / "model.ckpt-best"), albert_config_file=str(
+            out / "albert_config.json"), do_predict=True)
+    assert json.dumps(_load(again / "predictions.json"), sort_keys=True) == first
+    assert not list(again.glob("model.ckpt-*"))
+
+
+def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path):
+    train, dev = assets["files"]["v2"]
+    out = tmp_path / "v2"
+    run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
+        init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
+        version_2_with_negative=True, train_step=200, warmup_step=20,
+        save_checkpoints_steps=200)
+    results = _read_kv(out / "eval_results.txt")
+    for key in ("exact", "f1", "total", "HasAns_f1", "NoAns_f1", "null_score_diff_threshold",
+                "threshold_questions", "threshold_f1"):
+        assert key in results, results
+    questions = len(_load(out / "null_odds.json"))
+    # Half of the paragraphs choose the threshold, the other half are reported.
+    assert results["total"] + results["threshold_questions"] == questions
+    assert results["threshold_questions"] == pytest.approx(questions / 2, abs=1)
+    # Always answering "" scores the no-answer share (about 50 F1).
+    assert results["f1"] > 65, results
+    assert results["HasAns_f1"] > 40 and results["NoAns_f1"] > 40, results
+    predictions = _load(out / "predictions.json")
+    odds = _load(out / "null_odds.json")
+    threshold = results["null_score_diff_threshold"]
+    assert all(predictions[q] == "" for q in odds if odds[q] > threshold)
+    assert any(p == "" for p in predictions.values()) and any(predictions.values())
+
+    # A given threshold is used as is and everything is reported.
+    forced = tmp_path / "forced"
+    run(predict_file=dev, output_dir=forced, spm_model_file=assets["spm"],
+        init_checkpoint=str(out / "model.ckpt-best"),
+        albert_config_file=str(out / "albert_config.json"), do_predict=True,
+        version_2_with_negative=True, null_score_diff_threshold=-1e9)
+    assert all(p == "" for p in _load(forced / "predictions.json").values())
+
+
+def test_cache_keyed_by_sequence_length_and_stride(assets, tmp_path):
+    from albert_tf.tokenization import FullTokenizer
+    train, dev = assets["files"]["v2"]
+    tokenizer = FullTokenizer(assets["spm"], True)
+
+    def features(**kw):
+        settings = dict(max_seq_length=40, doc_stride=16, max_query_length=12)
+        settings.update(kw)
+        task = run_squad.SquadTask(tokenizer, train, dev, str(tmp_path), version_2=True,
+                                   **settings)
+        return task.features(dev, False)
+
+    base = features()
+    assert features()["lengths"].tolist() == base["lengths"].tolist()
+    assert len(os.listdir(tmp_path)) == 1
+    longer, stride = features(max_seq_length=64), features(doc_stride=8)
+    caches = [n for n in os.listdir(tmp_path) if re.fullmatch(r"squad_v2_predict-\w{16}\.npz", n)]
+    assert len(caches) == 3
+    assert len(longer["lengths"]) < len(base["lengths"]) < len(stride["lengths"])
+    assert longer["lengths"].max() > 40
+
+
+def test_flag_errors(assets, tmp_path):
+    train, dev = assets["files"]["v1"]
+    with pytest.raises(Exception, match="--do_train needs --train_file"):
+        run(output_dir=tmp_path, spm_model_file=assets["spm"], do_train=True)
+    with pytest.raises(Exception, match="threshold_dev_fraction"):
+        run(predict_file=dev, output_dir=tmp_path, spm_model_file=assets["spm"],
+            init_checkpoint=assets["init"], do_eval=True, version_2_with_negative=True,
+            threshold_dev_fraction=0.0)
+    with pytest.raises(ValueError, match="is_impossible, which needs --version_2"):
+        run(train_file=assets["files"]["v2"][0], output_dir=tmp_path,
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True)
