@@ -325,7 +325,7 @@ def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, s
     model: any Keras model called as `model(input dict, training=False)` on the encoder
       inputs (int32 [batch, seq_length]).
     signatures: {signature name: tuple of 1 or 2 string input names}, each a packed segment;
-      default {"serving_default": ("text_a",)}.
+      default {"serving_default": ("text_a",)}. Each is also an attribute taking a dict.
     output_fn: maps the model's outputs to the signature's dict of tensors; by default a dict
       output without its lists (or {"outputs": tensor}).
     """
@@ -344,6 +344,7 @@ def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, s
         for name, keys in signatures.items():
             functions[name] = _text_signature(model, tokenizer, tuple(keys), seq_length,
                                               output_fn)
+            setattr(root, name, functions[name])  # also callable on a dict (TFSMLayer endpoint)
         return _save_atomically(root, export_dir, functions)
 
 

@@ -349,6 +349,8 @@ def test_text_serving_helper(pretrainer, spm, tokenizer, tmp_path):
     pair = loaded.signatures["pair"](text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
     expected = encoder(_pack(tokenizer, texts_a, texts_b, seq_length=12), training=False)
     _close(pair["pooled_output"], expected["pooled_output"])
+    by_attribute = loaded.pair({"text_a": tf.constant(texts_a), "text_b": tf.constant(texts_b)})
+    _close(by_attribute["pooled_output"], expected["pooled_output"])
     assert len(loaded.trainable_variables) == len(encoder.trainable_variables)
 
 
