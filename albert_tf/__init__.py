@@ -13,6 +13,7 @@ _EXPORTS = {
     "AlbertConfig": "albert_tf.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
+    "AlbertClassifier": "albert_tf.modeling.classifier",
     "AdamWeightDecay": "albert_tf.optimization",
     "Lamb": "albert_tf.optimization",
     "WarmupPolynomialDecay": "albert_tf.optimization",
