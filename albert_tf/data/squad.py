@@ -149,7 +149,8 @@ def _char_map(source, target):
     """For each character of `target`, the index of the same character in `source` or -1.
 
     Walks both strings, letting either side have extra spaces; anything else (a rare
-    context-dependent lowercase, an unknown piece) falls back to difflib's matching blocks.
+    context-dependent lowercase such as a final sigma, an unknown piece) falls back to difflib,
+    mapping replaced runs onto each other.
     """
     out = [-1] * len(target)
     i = j = 0
@@ -168,8 +169,10 @@ def _char_map(source, target):
         return out
     out = [-1] * len(target)
     matcher = difflib.SequenceMatcher(None, source, target, autojunk=False)
-    for a, b, size in matcher.get_matching_blocks():
-        out[b:b + size] = range(a, a + size)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("equal", "replace"):  # a replaced run maps onto the run it replaces
+            for j in range(j1, j2):
+                out[j] = i1 + min(j - j1, i2 - i1 - 1)
     return out
 
 

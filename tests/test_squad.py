@@ -1,0 +1,279 @@
+"""SQuAD pieces: official metrics on hand-computed cases, piece↔character alignment, doc-stride
+windows and labels, post-processing, reading errors, and the v1/v2 heads."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from albert_tf import squad_metrics as m
+from albert_tf.data import squad
+from albert_tf.train_vocab import train_sentencepiece
+
+CORPUS = ("the cat sat on the mat while muller ran far away and a bird sang in the tree near "
+          "the house by the river cafe naive resume tokyo 3.0 seventy").split()
+
+
+# ---- official metrics ----------------------------------------------------------------------
+
+def test_normalize_answer():
+    assert m.normalize_answer("The  Cat!") == "cat"
+    assert m.normalize_answer("an apple, a pear; THE end.") == "apple pear end"
+    assert m.normalize_answer("theater anatomy") == "theater anatomy"  # whole words only
+    assert m.normalize_answer("  Rock-'n'-roll\t") == "rocknroll"
+    assert m.normalize_answer("a") == ""
+
+
+def test_v1_exact_and_f1():
+    assert m.exact_match("The Cat.", "cat") == 1
+    assert m.f1_v1("the big cat", "a cat") == pytest.approx(2 / 3)  # p 1/2, r 1
+    assert m.f1_v1("cat cat dog", "cat dog dog") == pytest.approx(2 / 3)  # counts clip
+    assert m.f1_v1("", "") == 0.0 and m.f1_v2("", "") == 1.0 and m.f1_v2("x", "") == 0.0
+    golds = {"q1": ["Denver Broncos", "Broncos"], "q2": ["a cat"], "q3": ["x"]}
+    result = m.squad_v1(golds, {"q1": "broncos", "q2": "the big cat"})  # q3 unanswered
+    assert result["exact_match"] == pytest.approx(100 / 3)
+    assert result["f1"] == pytest.approx(100 * (1 + 2 / 3) / 3)
+
+
+def test_v2_scores_splits_and_threshold():
+    golds = {"q1": ["Paris"], "q2": [], "q3": ["blue whale", "whale"], "q4": ["the"]}
+    predictions = {"q1": "paris", "q2": "something", "q3": "a big whale", "q4": "x"}
+    na = {"q1": 0.1, "q2": 0.9, "q3": 0.2, "q4": 0.7}
+    # q4's only answer normalises to "": unanswerable like q2.
+    result = m.squad_v2(golds, predictions, na, threshold=0.5)
+    assert result["total"] == 4 and result["HasAns_total"] == 2 and result["NoAns_total"] == 2
+    assert result["exact"] == pytest.approx(75.0)          # q1, q2, q4 right
+    assert result["f1"] == pytest.approx(100 * (1 + 1 + 2 / 3 + 1) / 4)
+    assert result["HasAns_exact"] == 50.0 and result["HasAns_f1"] == pytest.approx(250 / 3)
+    assert result["NoAns_exact"] == 100.0 and result["NoAns_f1"] == 100.0
+    without = m.squad_v2(golds, predictions)  # no no-answer scores: every answer stands
+    assert without["NoAns_exact"] == 0.0 and without["exact"] == 25.0
+
+
+def test_best_threshold_search():
+    golds = {"a": ["x"], "b": [], "c": ["y"], "d": []}
+    predictions = {"a": "x", "b": "z", "c": "w", "d": "v"}
+    na = {"a": 0.2, "b": 0.6, "c": 0.4, "d": 0.5}
+    # Start from all-null (2 of 4); a (+1) at 0.2 is the peak: answer only a.
+    threshold, best = m.tune_threshold_v2(golds, predictions, na)
+    assert threshold == 0.2 and best == pytest.approx(75.0)
+    assert m.squad_v2(golds, predictions, na, threshold)["f1"] == pytest.approx(75.0)
+    threshold, best = m.tune_threshold_v2(golds, {**predictions, "a": "q"}, na)
+    assert threshold == 0.0 and best == 50.0  # nothing beats answering nothing
+
+
+# ---- alignment, windows, labels ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tokenizers(tmp_path_factory):
+    from albert_tf.tokenization import FullTokenizer
+    root = tmp_path_factory.mktemp("spm")
+    rng = np.random.RandomState(0)
+    (root / "c.txt").write_text("\n".join(" ".join(rng.choice(CORPUS, 12)) for _ in range(800)),
+                                encoding="utf-8")
+    path = train_sentencepiece(str(root / "c.txt"), str(root / "spm"), 70, do_lower_case=True,
+                               hard_vocab_limit=False)
+    return FullTokenizer(path, True), FullTokenizer(path, False)
+
+
+CONTEXT = ("  Café\u00a0Müller  sang «naïve» ﬁne songs,\tΟΔΟΣ road; 東京 at 3.0, x3.0, "
+           "Ｔｏｋｙｏ\u2003near\n\nthe  RIVER.  ")
+ANSWERS = ["Café", "Müller", "«naïve»", "ﬁne", "songs,", "ΟΔΟΣ", "東京", "3.0,", "x3.0,",
+           "Ｔｏｋｙｏ", "RIVER.", "Müller  sang", "the  RIVER"]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_predicted_spans_map_back_to_original_characters(tokenizers, lower):
+    """Each answer → training labels → fake logits on those labels → the exact original text."""
+    tokenizer = tokenizers[0 if lower else 1]
+    questions = []
+    for i, answer in enumerate(ANSWERS):
+        start = CONTEXT.index(answer)
+        questions.append(squad.Question(f"q{i}", "who", CONTEXT, 0, [answer], start, answer))
+    train = squad.convert_questions(questions, tokenizer, 200, 128, 8, is_training=True)
+    assert len(train["lengths"]) == len(ANSWERS) and not train["is_impossible"].any()
+    evaluation = squad.convert_questions(questions, tokenizer, 200, 128, 8, is_training=False)
+    k = 3
+    outputs = {"start_top_index": np.zeros((len(ANSWERS), k), np.int32),
+               "end_top_index": np.zeros((len(ANSWERS), k), np.int32),
+               "start_top_logits": np.tile([5.0, 0.0, -1.0], (len(ANSWERS), 1)),
+               "end_top_logits": np.tile([5.0, 0.0, -1.0], (len(ANSWERS), 1))}
+    outputs["start_top_index"][:, 0] = train["start_positions"]
+    outputs["end_top_index"][:, 0] = train["end_positions"]
+    predictions, nbest, _ = squad.postprocess(questions, evaluation, outputs, 20, 30, False)
+    assert [predictions[f"q{i}"] for i in range(len(ANSWERS))] == ANSWERS
+    assert nbest["q0"][0]["probability"] > 0.5
+
+
+def test_align_pieces_whitespace_and_unicode(tokenizers):
+    tokenizer = tokenizers[0]
+    pieces = tokenizer.tokenize(CONTEXT)
+    starts, ends = squad.align_pieces(CONTEXT, pieces, True)
+    assert np.all(np.diff(starts) >= 0) and np.all(ends >= starts)
+    texts = ["".join(CONTEXT[s:e + 1].split()) for s, e in zip(starts, ends)]
+    assert "".join(texts).startswith("CaféMüllersang")
+    assert CONTEXT[starts[-1]:ends[-1] + 1] == "."
+
+
+def test_windows_and_max_context():
+    assert squad.windows(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
+    assert squad.windows(10, 4, 6) == [(0, 4), (4, 4), (8, 2)]
+    assert squad.windows(3, 4, 2) == [(0, 3)]
+    spans = [(0, 4), (3, 4), (6, 4)]
+    assert squad.max_context(spans, 3) == 0   # a tie keeps the first window
+    assert squad.max_context(spans, 4) == 1
+    assert squad.max_context(spans, 9) == 2
+
+
+def test_doc_stride_features_and_labels(tokenizers):
+    tokenizer = tokenizers[0]
+    context = " ".join(CORPUS)
+    answer = "tokyo"
+    q = squad.Question("q", "the cat", context, 0, [answer], context.index(answer), answer)
+    train = squad.convert_questions([q], tokenizer, 24, 6, 8, is_training=True)
+    evaluation = squad.convert_questions([q], tokenizer, 24, 6, 8, is_training=False)
+    n = len(train["lengths"])
+    assert n > 3 and train["lengths"].max() <= 24
+    answer_ids = tokenizer.encode(answer)
+    offsets = np.concatenate([[0], np.cumsum(train["lengths"])[:-1]])
+    inside = 0
+    for f in range(n):
+        seq = train["input_word_ids"][offsets[f]:offsets[f] + train["lengths"][f]]
+        p_mask = train["p_mask"][offsets[f]:offsets[f] + train["lengths"][f]]
+        s, e = train["start_positions"][f], train["end_positions"][f]
+        if train["is_impossible"][f]:
+            assert s == e == 0
+            continue
+        inside += 1
+        assert seq[s:e + 1].tolist() == answer_ids and not p_mask[s:e + 1].any()
+        assert p_mask[0] == 0 and p_mask[-1] == 1
+    assert 0 < inside < n
+    # Every document token is the max-context token of exactly one window.
+    doc_tokens = len(tokenizer.tokenize(context))
+    assert int(evaluation["host_max_context"].sum()) == doc_tokens
+    assert evaluation["host_question"].tolist() == [0] * n
+
+
+# ---- reading ----------------------------------------------------------------------------
+
+def _write(tmp_path, data, name="f.json"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def _squad(qas, context="Anna met Boris in Paris."):
+    return {"data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+
+
+def test_reading_errors_name_file_and_question(tmp_path):
+    bad = {"id": "q7", "question": "who?", "answers": [{"text": "Boris", "answer_start": "9"}]}
+    path = _write(tmp_path, _squad([bad]))
+    with pytest.raises(ValueError, match=r"f\.json: question 'q7', answer 0: 'answer_start' "
+                                         r"should be a int"):
+        squad.read_squad(path, True, False)
+    with pytest.raises(ValueError, match=r"paragraph 0: missing key 'context'"):
+        squad.read_squad(_write(tmp_path, {"data": [{"paragraphs": [{"qas": []}]}]}), False,
+                         False)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        squad.read_squad(_write(tmp_path, "{"), False, False)
+    with pytest.raises(ValueError, match="'data' list"):
+        squad.read_squad(_write(tmp_path, {"version": "1.1"}), False, False)
+    with pytest.raises(FileNotFoundError, match="nothing.json"):
+        squad.read_squad(str(tmp_path / "nothing.json"), False, False)
+    no_answer = {"id": "q8", "question": "who?", "answers": []}
+    with pytest.raises(ValueError, match="question 'q8' has no answer; training needs one"):
+        squad.read_squad(_write(tmp_path, _squad([no_answer])), True, False)
+
+
+def test_misaligned_training_answers_are_skipped_and_counted(tmp_path, caplog):
+    qas = [{"id": "ok", "question": "who?", "answers": [{"text": "Boris", "answer_start": 9}]},
+           {"id": "off", "question": "who?", "answers": [{"text": "Boris", "answer_start": 3}]},
+           {"id": "gone", "question": "who?", "answers": [{"text": "Carl", "answer_start": 0}]},
+           {"id": "none", "question": "who?", "answers": [], "is_impossible": True}]
+    path = _write(tmp_path, _squad(qas))
+    with caplog.at_level(logging.WARNING):
+        questions, stats = squad.read_squad(path, True, True)
+    assert [q.qas_id for q in questions] == ["ok", "none"] and stats.misaligned == 2
+    assert "question 'off': answer 'Boris' is not at answer_start 3" in caplog.text
+    assert questions[1].is_impossible and questions[1].answers == []
+    evaluation, _ = squad.read_squad(path, False, True)  # evaluation keeps every question
+    assert [q.answers for q in evaluation] == [["Boris"], ["Boris"], ["Carl"], []]
+    only_bad = _write(tmp_path, _squad(qas[1:3]), "bad.json")
+    with pytest.raises(ValueError, match="bad.json holds no usable questions"):
+        squad.read_squad(only_bad, True, True)
+
+
+# ---- heads ----------------------------------------------------------------------------------
+
+def _model_inputs(rng, batch=3, length=12):
+    ids = rng.randint(5, 50, (batch, length)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[0, 9:] = 0
+    p_mask = np.zeros_like(ids)
+    p_mask[:, 1:4] = 1
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids),
+            "p_mask": p_mask, "example_index": np.arange(batch),
+            "is_real_example": np.ones(batch, np.float32)}
+
+
+def test_head_variables_and_masking(tiny_config, tmp_path):
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+    from albert_tf.modeling.squad import AlbertSquad
+    h = tiny_config.hidden_size
+    v1 = AlbertSquad(tiny_config, version_2=False, n_best_size=20)
+    v2 = AlbertSquad(tiny_config, version_2=True)
+    heads = lambda model: {k: tuple(v.shape) for k, v in model.tf1_weights().items()  # noqa
+                           if not k.startswith("bert/")}
+    assert heads(v1) == {"cls/squad/output_weights": (2, h), "cls/squad/output_bias": (2,)}
+    assert heads(v2) == {
+        "start_logits/dense/kernel": (h, 1), "start_logits/dense/bias": (1,),
+        "end_logits/dense_0/kernel": (2 * h, h), "end_logits/dense_0/bias": (h,),
+        "end_logits/LayerNorm/gamma": (h,), "end_logits/LayerNorm/beta": (h,),
+        "end_logits/dense_1/kernel": (h, 1), "end_logits/dense_1/bias": (1,),
+        "answer_class/dense_0/kernel": (2 * h, h), "answer_class/dense_0/bias": (h,),
+        "answer_class/dense_1/kernel": (h, 1)}
+    features = _model_inputs(np.random.RandomState(0))
+    out = v1(features, training=False)
+    valid = (features["input_mask"] == 1) & (features["p_mask"] == 0)
+    top = v1.prediction_outputs(features, out)
+    assert top["start_top_index"].shape == (3, 20)  # padded past the 12 positions
+    for row in range(3):  # the best valid-count indexes are all valid positions
+        count = int(valid[row].sum())
+        assert valid[row][top["start_top_index"][row, :count].numpy()].all()
+    out = v2(features, training=False)
+    top = v2.prediction_outputs(features, out)
+    assert top["end_top_index"].shape == (3, 25) and top["cls_logits"].shape == (3,)
+    assert np.array_equal(top["start_top_index"][:, 0],
+                          np.argmax(out["start_log_probs"].numpy(), -1))
+    # The end distribution depends on the (gold) start it is conditioned on.
+    a = v2({**features, "start_positions": np.array([5, 5, 5])}, training=True)
+    b = v2({**features, "start_positions": np.array([6, 6, 6])}, training=True)
+    assert not np.allclose(a["end_log_probs"].numpy(), b["end_log_probs"].numpy())
+    # A pretraining checkpoint (with its cls/ heads) initialises the encoder.
+    pretrainer = AlbertPretrainer(tiny_config)
+    pretrainer.save_pretrained(str(tmp_path / "pre"))
+    loaded = AlbertSquad.from_pretrained(str(tmp_path / "pre"), version_2=False)
+    word = "bert/embeddings/word_embeddings"
+    assert np.array_equal(loaded.tf1_weights()[word].numpy(),
+                          pretrainer.tf1_weights()[word].numpy())
+
+
+def test_losses(tiny_config):
+    from albert_tf.modeling.squad import AlbertSquad
+    features = _model_inputs(np.random.RandomState(1))
+    features.update(start_positions=np.array([5, 0, 6]), end_positions=np.array([7, 0, 6]),
+                    is_impossible=np.array([0, 1, 0]))
+    for version_2 in (False, True):
+        model = AlbertSquad(tiny_config, version_2=version_2)
+        out = model(features, training=True)
+        per_example = model.per_example_loss(features, out).numpy()
+        assert per_example.shape == (3,) and np.all(np.isfinite(per_example))
+        sums = model.loss_sums({**features, "is_real_example": np.array([1, 1, 0], np.float32)},
+                               out)
+        assert float(sums["loss_sum"]) == pytest.approx(per_example[:2].sum(), rel=1e-5)
+    # Untrained v1: about log(valid positions) per side.
+    model = AlbertSquad(tiny_config, version_2=False)
+    loss = model.per_example_loss(features, model(features, training=True)).numpy()
+    assert loss[1] == pytest.approx(np.log(9), abs=0.5)
