@@ -20,31 +20,33 @@ from albert_tf import finetuning
 from albert_tf.config import atomic_write_text
 
 FLAGS = flags.FLAGS
-# The original run_race's numbers and do_train/do_eval=True; set as defaults by run(), since the
-# shared flags may have been defined first by another script imported in the same process.
+# The original run_race's numbers and do_train/do_eval=True. Flags are defined by define_flags()
+# (called by run()), not at import, and only where missing: run_classifier and run_squad define
+# some of the same names (task_name, train_file, predict_file, dropout_prob) at import.
 RACE_DEFAULTS = dict(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
                      predict_batch_size=8, learning_rate=1e-5, train_step=12000,
                      warmup_step=1000, save_checkpoints_steps=100, do_train=True, do_eval=True)
 
 
-def _define(define, name, *args, **kwargs):
-    if name not in FLAGS:
-        define(name, *args, **kwargs)
-
-
-_define(flags.DEFINE_string, "task_name", "race", "Accepted for compatibility; only race.")
-for _name in ("train_file", "eval_file", "predict_file"):
-    _define(flags.DEFINE_string, _name, None, "Accepted for compatibility and ignored: features "
-            "are cached in --cached_dir under names keyed by their settings.")
-_define(flags.DEFINE_integer, "max_qa_length", 128,
-        "Longest question+option in tokens; longer ones keep their last tokens.")
-_define(flags.DEFINE_bool, "high_only", False, "Use only RACE-H.")
-_define(flags.DEFINE_bool, "middle_only", False, "Use only RACE-M.")
-_define(flags.DEFINE_float, "dropout_prob", 0.1, "Dropout on each choice's pooled output.")
-_define(flags.DEFINE_integer, "num_keep_checkpoint", 5,
-        "Accepted for compatibility; see --keep_checkpoint_max.")
-finetuning.define_flags(**{k: v for k, v in RACE_DEFAULTS.items()
-                           if k not in ("warmup_step", "do_train", "do_eval")})
+def define_flags():
+    """run_race's flags (the original's plus the shared fine-tuning ones), where missing."""
+    def define(kind, name, *args):
+        if name not in FLAGS:
+            kind(name, *args)
+    define(flags.DEFINE_string, "task_name", "race", "Accepted for compatibility; only race.")
+    for name in ("train_file", "eval_file", "predict_file"):
+        define(flags.DEFINE_string, name, None, "Accepted for compatibility and ignored by "
+               "run_race: features are cached in --cached_dir under names keyed by their "
+               "settings.")
+    define(flags.DEFINE_integer, "max_qa_length", 128,
+           "Longest question+option in tokens; longer ones keep their last tokens.")
+    define(flags.DEFINE_bool, "high_only", False, "Use only RACE-H.")
+    define(flags.DEFINE_bool, "middle_only", False, "Use only RACE-M.")
+    define(flags.DEFINE_float, "dropout_prob", 0.1, "Dropout on each choice's pooled output.")
+    define(flags.DEFINE_integer, "num_keep_checkpoint", 5,
+           "Accepted for compatibility; see --keep_checkpoint_max.")
+    finetuning.define_flags(**{k: v for k, v in RACE_DEFAULTS.items()
+                               if k not in ("warmup_step", "do_train", "do_eval")})
 
 
 def accuracies(levels, labels, outputs, prefix="eval_"):
@@ -167,6 +169,7 @@ def main(_):
 
 
 def run():
+    define_flags()
     for name, value in RACE_DEFAULTS.items():
         FLAGS.set_default(name, value)
     flags.mark_flags_as_required(["data_dir", "output_dir"])

@@ -14,6 +14,7 @@ from albert_tf.train_vocab import train_sentencepiece
 from test_race import corpus_lines, write_race
 
 FLAGS = flags.FLAGS
+run_race.define_flags()
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -119,6 +120,23 @@ def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path):
         init_checkpoint=assets["init"], do_train=False, do_eval=False, do_predict=True,
         high_only=True)
     assert len([f for f in os.listdir(out) if f.startswith("race_test_high-")]) == 2
+
+
+def test_command_line_defaults_are_the_originals():
+    import subprocess
+    import sys
+    shim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "run_race.py")
+    text = subprocess.run([sys.executable, shim, "--helpfull"], capture_output=True, text=True,
+                          check=False).stdout  # absl exits 1 after --helpfull
+    blocks = {m.group(1): m.group(2) for m in re.finditer(
+        r"^  --(?:\[no\])?(\w+):(.*?)(?=^  --|^\S|\Z)", text, re.M | re.S)}
+    for name, value in run_race.RACE_DEFAULTS.items():
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        assert f"(default: '{value}')" in blocks[name], (name, blocks[name])
+    for name in ("max_qa_length", "high_only", "middle_only", "dropout_prob", "train_file",
+                 "eval_file", "predict_file"):
+        assert name in blocks, name
 
 
 def test_flag_errors(assets, tmp_path):
