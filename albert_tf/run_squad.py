@@ -24,9 +24,19 @@ from albert_tf.config import atomic_write_text
 FLAGS = flags.FLAGS
 
 
+# The original run_squad_v1/v2 numbers; run() makes them the defaults even when another script
+# in the process (tests) defined the shared flags first.
+SQUAD_DEFAULTS = dict(max_seq_length=384, train_batch_size=32, eval_batch_size=8,
+                      predict_batch_size=8, learning_rate=5e-5, save_checkpoints_steps=1000)
+
+
 def _define_flags():
-    S, B, I, F = (flags.DEFINE_string, flags.DEFINE_bool, flags.DEFINE_integer,
-                  flags.DEFINE_float)
+    """run_squad's flags where missing (run_race defines train_file, predict_file and
+    dropout_prob too)."""
+    def missing(define):
+        return lambda name, *args: name in FLAGS or define(name, *args)
+    S, B, I, F = (missing(flags.DEFINE_string), missing(flags.DEFINE_bool),
+                  missing(flags.DEFINE_integer), missing(flags.DEFINE_float))
     S("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
     S("predict_file", None, "SQuAD JSON to evaluate (--do_eval) and predict, e.g. dev-v1.1.json.")
     for name in ("train_feature_file", "predict_feature_file", "predict_feature_left_file"):
@@ -51,14 +61,10 @@ def _define_flags():
       "v2: share of the evaluation paragraphs (seeded by --random_seed) on which the threshold "
       "is chosen; EM/F1 are reported on the remaining paragraphs only.")
     B("use_einsum", True, "Accepted for compatibility.")
-    if "num_train_epochs" not in FLAGS:
-        F("num_train_epochs", 3.0, "Epochs to train (default 3 unless --train_step is given).")
-    if "warmup_proportion" not in FLAGS:
-        F("warmup_proportion", 0.1,
-          "Warmup share of training (default 0.1 unless --warmup_step is given).")
-    finetuning.define_flags(max_seq_length=384, train_batch_size=32, eval_batch_size=8,
-                            predict_batch_size=8, learning_rate=5e-5,
-                            save_checkpoints_steps=1000)
+    F("num_train_epochs", 3.0, "Epochs to train (default 3 unless --train_step is given).")
+    F("warmup_proportion", 0.1,
+      "Warmup share of training (default 0.1 unless --warmup_step is given).")
+    finetuning.define_flags(**SQUAD_DEFAULTS)
 
 
 _define_flags()
@@ -256,6 +262,8 @@ def main(_):
 
 
 def run():
+    for name, value in SQUAD_DEFAULTS.items():
+        FLAGS.set_default(name, value)
     flags.mark_flags_as_required(["output_dir"])
     app.run(main)
 
