@@ -207,3 +207,39 @@ def test_multiple_choice_model_shapes_names_and_loss():
     expected = -np.log(out["probabilities"].numpy()[[0, 1], [0, 3]]).sum()
     assert sums["example_count"] == 2.0
     assert sums["loss_sum"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_choices_stay_together_in_batches():
+    """finetuning.make_dataset with lengths [examples, 4]: [batch, 4, length] batches padded to
+    the batch's longest choice, masks exact, eval filler examples weighted 0."""
+    from albert_tf import finetuning
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 20, size=(5, 4)).astype(np.int32)
+    total = int(lengths.sum())
+    features = {"input_word_ids": np.arange(1, total + 1, dtype=np.int32),
+                "input_type_ids": np.ones(total, np.int8), "lengths": lengths,
+                "label_ids": np.arange(5, dtype=np.int32), "guids": np.array(list("abcde"))}
+    starts = np.concatenate([[0], np.cumsum(lengths.reshape(-1))]).reshape(-1)[:-1].reshape(5, 4)
+    batches = list(finetuning.make_dataset(features, 2, 32, is_training=False,
+                                           pad_to_multiple_of=8))
+    assert len(batches) == 3
+    seen = []
+    for b in batches:
+        width = b["input_word_ids"].shape[-1]
+        longest = max(lengths[max(i, 0)].max() for i in b["example_index"].numpy())  # -1: copy of 0
+        assert b["input_word_ids"].shape[:2] == (2, 4) and width == min(32, -(-longest // 8) * 8)
+        for row, index in enumerate(b["example_index"].numpy()):
+            if index < 0:
+                assert b["is_real_example"][row] == 0
+                continue
+            seen.append(int(index))
+            for c in range(4):
+                n = lengths[index, c]
+                ids = b["input_word_ids"][row, c].numpy()
+                np.testing.assert_array_equal(ids[:n], np.arange(starts[index, c] + 1,
+                                                                 starts[index, c] + n + 1))
+                assert not ids[n:].any()
+                assert b["input_mask"][row, c].numpy().sum() == n
+    assert seen == [0, 1, 2, 3, 4]
+    train = next(iter(finetuning.make_dataset(features, 2, 32, is_training=True)))
+    assert train["input_word_ids"].shape[:2] == (2, 4)
