@@ -14,10 +14,15 @@ from albert_tf.train_vocab import train_sentencepiece
 from test_race import corpus_lines, write_race
 
 FLAGS = flags.FLAGS
-run_race.define_flags()
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def race_flags():
+    """Defined when the tests run, after collection has imported every script's module."""
+    run_race.define_flags()
 
 
 @pytest.fixture(scope="module")
