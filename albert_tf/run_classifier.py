@@ -18,8 +18,9 @@ from albert_tf import finetuning
 from albert_tf.config import atomic_write_text
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("task_name", None, "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
-                    "rte, wnli (ax is predicted with an mnli model).")
+finetuning._define(flags.DEFINE_string, "task_name", None,
+                   "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
+                   "rte, wnli (ax is predicted with an mnli model).")
 finetuning.define_flags()
 
 
