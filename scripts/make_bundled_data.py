@@ -21,6 +21,11 @@ Outputs (see data/README.md):
   acceptability task in the GLUE CoLA layout built from the two *held-out*
   novels (Northanger Abbey, Mansfield Park): label 1 = the original sentence,
   label 0 = the same sentence with about a third of its words permuted.
+* ``data/glue/SST-2/{train,dev,test}.tsv`` (+ ``test_labels.tsv``) -- a
+  source-identification task in the GLUE SST-2 layout, from the same two
+  held-out novels: label 0 = the sentence is from Northanger Abbey, label 1 = from
+  Mansfield Park.  Balanced, raw (original-case) sentences; learnable from names
+  and vocabulary, so a tiny model can beat the majority baseline quickly.
 """
 
 import argparse
@@ -54,6 +59,9 @@ HELDOUT_NOVELS = [
 
 TASK_SIZES = (("train", 3000), ("dev", 500), ("test", 500))
 TASK_MIN_WORDS, TASK_MAX_WORDS = 6, 40
+# Source-identification task (SST-2 layout): label per held-out novel code.
+SOURCE_TASK_LABELS = (("na", 0), ("mp", 1))
+SOURCE_TASK_SIZES = TASK_SIZES  # rows per split, half per label
 
 
 # --------------------------------------------------------------------------
@@ -363,6 +371,71 @@ def tsv_safe(s):
     return s.replace("\t", " ")
 
 
+def build_source_task(held_docs, corpus_sentences, out_root):
+    """Write glue/SST-2: which held-out novel a sentence comes from.
+
+    Uses its own ``random.Random(SEED)`` so the other outputs are unaffected.
+    Candidates per novel: distinct sentences of TASK_MIN_WORDS..TASK_MAX_WORDS
+    words, in document order, excluding any sentence that occurs in the corpus
+    or in the other held-out novel.  Each novel's candidates are shuffled and
+    taken in order, half of every split per label, so each sentence is used once.
+    """
+    by_code = {}
+    for code, docs in held_docs:
+        sents, seen = [], set()
+        for doc in docs:
+            for s in doc:
+                if TASK_MIN_WORDS <= len(s.split()) <= TASK_MAX_WORDS and s not in seen:
+                    seen.add(s)
+                    sents.append(s)
+        by_code[code] = sents
+    rng = random.Random(SEED)
+    pools = {}
+    for code, label in SOURCE_TASK_LABELS:
+        others = set()
+        for other, _ in SOURCE_TASK_LABELS:
+            if other != code:
+                others.update(by_code[other])
+        pool = [s for s in by_code[code] if s not in corpus_sentences and s not in others]
+        rng.shuffle(pool)
+        need = sum(n // 2 for _, n in SOURCE_TASK_SIZES)
+        if len(pool) < need:
+            raise SystemExit("only %d candidate sentences from %s, need %d"
+                             % (len(pool), code, need))
+        pools[label] = pool
+
+    task_dir = os.path.join(out_root, "glue", "SST-2")
+    os.makedirs(task_dir, exist_ok=True)
+    pos = {label: 0 for label in pools}
+    for split, n in SOURCE_TASK_SIZES:
+        assert n % 2 == 0
+        rows = []
+        for label in sorted(pools):
+            rows.extend((label, s) for s in pools[label][pos[label]:pos[label] + n // 2])
+            pos[label] += n // 2
+        rng.shuffle(rows)
+
+        def write(name, header, lines):
+            with open(os.path.join(task_dir, name), "w", encoding="utf-8", newline="\n") as f:
+                f.write(header + "\n")
+                for line in lines:
+                    f.write(line + "\n")
+
+        if split == "test":
+            write("test.tsv", "index\tsentence",
+                  ("%d\t%s" % (k, tsv_safe(s)) for k, (_label, s) in enumerate(rows)))
+            write("test_labels.tsv", "index\tlabel",
+                  ("%d\t%d" % (k, label) for k, (label, _s) in enumerate(rows)))
+        else:
+            write(split + ".tsv", "sentence\tlabel",
+                  ("%s\t%d" % (tsv_safe(s), label) for label, s in rows))
+        ones = sum(r[0] for r in rows)
+        print("glue/SST-2/%s.tsv: %d rows, %d label-1 (mp), %d label-0 (na)"
+              % (split, n, ones, n - ones))
+    print("SST-2 candidate pools: %s" % ", ".join(
+        "%s %d" % (code, len(pools[label])) for code, label in SOURCE_TASK_LABELS))
+
+
 def build(source_root, out_root):
     data = load_r_lazydata(find_data_dir(source_root))
 
@@ -428,6 +501,9 @@ def build(source_root, out_root):
                     f.write("%s\t%d\t%s\t%s\n" % (src, label, "" if label else "*", tsv_safe(s)))
         ones = sum(r[1] for r in rows)
         print("glue/CoLA/%s.tsv: %d rows, %d label-1, %d label-0" % (split, n, ones, n - ones))
+
+    corpus_sentences = {s for docs in corpus_docs for doc in docs for s in doc}
+    build_source_task(held_docs, corpus_sentences, out_root)
 
     for path, nbytes, ndocs, nsents in stats:
         print("%s: %d bytes, %d documents, %d sentences" % (path, nbytes, ndocs, nsents))
