@@ -23,12 +23,14 @@ def encoder_input_specs(names=ENCODER_INPUTS, seq_length=None, batch_size=None):
 # ---- packing -------------------------------------------------------------------------------
 
 
-def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0):
+def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_length=None):
     """`[CLS] A [SEP] (B [SEP])` + zero padding from 1 or 2 ragged [batch, (tokens)] id tensors.
 
     Segments are trimmed round-robin to fit `seq_length` (one token at a time from each
     segment that still has tokens), which keeps the same tokens as the original
     `_truncate_seq_pair` (pop from the longer, ties from B) and plain cut for one segment.
+    With `first_segment_length` (SQuAD's max_query_length), A is cut to that many tokens and
+    B gets all the places left (the original SQuAD layout's first window) instead.
     Returns int32 [batch, seq_length] `input_word_ids`, `input_mask`, `input_type_ids`.
     """
     import tensorflow_text as tf_text
@@ -37,7 +39,11 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0):
     segments = [tf.cast(s, tf.int32) for s in segments]
     seq_length = tf.cast(seq_length, tf.int32)
     budget = tf.maximum(seq_length - (len(segments) + 1), 0)
-    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+    if first_segment_length is None:
+        trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+    else:
+        segments[0] = segments[0][:, :first_segment_length]
+        trimmed = tf_text.WaterfallTrimmer(max_seq_length=budget).trim(segments)
     ids, type_ids = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
                                              end_of_segment_id=sep_id)
     word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length, pad_value=pad_id)
@@ -319,7 +325,7 @@ def _default_outputs(outputs):
 
 
 def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, seq_length=128,
-                        signatures=None, output_fn=None):
+                        signatures=None, output_fn=None, first_segment_length=None):
     """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
 
     model: any Keras model called as `model(input dict, training=False)` on the encoder
@@ -328,6 +334,7 @@ def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, s
       default {"serving_default": ("text_a",)}. Each is also an attribute taking a dict.
     output_fn: maps the model's outputs to the signature's dict of tensors; by default a dict
       output without its lists (or {"outputs": tensor}).
+    first_segment_length: see `pack_inputs` (question + context packing).
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
@@ -343,12 +350,12 @@ def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, s
             root, spm_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
         for name, keys in signatures.items():
             functions[name] = _text_signature(model, tokenizer, tuple(keys), seq_length,
-                                              output_fn)
+                                              output_fn, first_segment_length)
             setattr(root, name, functions[name])  # also callable on a dict (TFSMLayer endpoint)
         return _save_atomically(root, export_dir, functions)
 
 
-def _text_signature(model, tokenizer, keys, seq_length, output_fn):
+def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment_length=None):
     if not 1 <= len(keys) <= 2:
         raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
     specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
@@ -357,7 +364,7 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn):
     def serve(texts):
         segments = [tokenizer.tokenize(texts[k]) for k in keys]
         inputs = pack_inputs(segments, seq_length, tokenizer.cls_id, tokenizer.sep_id,
-                             tokenizer.pad_id)
+                             tokenizer.pad_id, first_segment_length)
         return dict(output_fn(model(inputs, training=False)))
     return serve
 
@@ -378,3 +385,48 @@ def convert_to_tflite(saved_model_dir, seq_length, batch_size=1,
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [fn.get_concrete_function()], loaded)
     return converter.convert()
+
+
+# ---- fine-tuned task models ------------------------------------------------------------------
+
+
+def model_to_tflite(model, seq_length, output_fn=None, batch_size=1):
+    """TFLite flatbuffer bytes of an ids-level Keras model (`model(encoder inputs,
+    training=False)`) at a fixed int32 [batch_size, seq_length] input; `output_fn` picks the
+    outputs (numeric tensors only; default: the model's dict outputs)."""
+    output_fn = output_fn or _default_outputs
+    specs = encoder_input_specs(ENCODER_INPUTS, seq_length, batch_size)
+
+    @tf.function(input_signature=[specs])
+    def serving_default(inputs):
+        return dict(output_fn(model(inputs, training=False)))
+    # Through a SavedModel so that the flatbuffer keeps a `serving_default` signature with
+    # named inputs/outputs (Interpreter.get_signature_runner()).
+    root = _Trackable()
+    root.variables = _tf_variables(model.variables)
+    root.serving_default = serving_default
+    with tempfile.TemporaryDirectory() as stage:
+        tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
+        return tf.lite.TFLiteConverter.from_saved_model(stage).convert()
+
+
+def export_finetuned(model, export_dir, spm_model_file, do_lower_case, seq_length, text_keys,
+                     output_fn, tflite_name=None, tflite_output_fn=None,
+                     first_segment_length=None):
+    """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
+    `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
+    from `output_fn`), and with `tflite_name` also `export_dir/<tflite_name>`, the ids-level
+    model at [1, seq_length] (outputs from `tflite_output_fn`, default `output_fn`).
+    Returns (export_dir, tflite path or None)."""
+    export_text_serving(model, export_dir, spm_model_file, do_lower_case, seq_length,
+                        signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
+                        first_segment_length=first_segment_length)
+    logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
+    if not tflite_name:
+        return export_dir, None
+    path = os.path.join(os.fspath(export_dir), tflite_name)
+    flatbuffer = model_to_tflite(model, seq_length, tflite_output_fn or output_fn)
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(flatbuffer)
+    logging.info("Wrote %s (%d bytes)", path, len(flatbuffer))
+    return export_dir, path

@@ -11,6 +11,8 @@ A script hands `run_finetuning` a task object with:
   eval_metrics(name, features, outputs) -> {original metric name: value}
   predict_sets()                        -> [(name, features)]
   write_predictions(name, features, outputs, output_dir)
+  export(model, export_dir)             -> only with --export_dir (FLAGS.export_dir): writes
+                                           the task's exports from the restored model
 Features are a dict of numpy arrays: flat token arrays (SEQUENCE_KEYS) cut into examples by
 `lengths`, plus one value per example (`label_ids`, ...; string arrays stay on the host).
 Multiple choice: `lengths` [examples, choices] cuts each example into that many sequences,
@@ -428,13 +430,36 @@ def _predict_checkpoint(output_dir, init_checkpoint):
     return init_checkpoint, False
 
 
+def _restore_for_inference(trainer, task, FLAGS, doing):
+    """model.ckpt-best, else the latest checkpoint in output_dir, else --init_checkpoint."""
+    path, ours = _predict_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+    if ours:
+        trainer.restore(path)
+    elif path:
+        logging.warning("no fine-tuned checkpoint in %s; %s with %s (its task head may be "
+                        "untrained)", FLAGS.output_dir, doing, path)
+        trainer.model.load_checkpoint(path, allow_missing=tuple(task.head_names))
+    else:
+        logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
+
+
+def spm_model_path(spm_model_file=None, hub_module_handle=None):
+    """The SentencePiece model file that `load_tokenizer` reads (an export copies it)."""
+    if spm_model_file and spm_model_file != "from_tf_hub":
+        return spm_model_file
+    return hub_tokenizer_info(hub_module_handle)[0]
+
+
 def run_finetuning(task, FLAGS):
     """Train, evaluate every checkpoint (keeping the best) and predict, as the flags say."""
     from albert_tf.optimization import create_optimizer
     from albert_tf.training import Trainer, write_eval_results
 
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    export_dir = getattr(FLAGS, "export_dir", None)
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
+    if export_dir and not hasattr(task, "export"):
+        raise ValueError(f"--export_dir: {task.name} has no export")
     keras.utils.set_random_seed(FLAGS.random_seed)
     strategy = distribution.get_strategy(FLAGS.strategy, FLAGS.use_tpu, FLAGS.tpu_name,
                                          FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
@@ -506,19 +531,14 @@ def run_finetuning(task, FLAGS):
             logging.info("Best %s = %.4g at step %d", task.best_metric, best[task.best_metric],
                          best["global_step"])
         if FLAGS.do_predict:
-            path, ours = _predict_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
-            if ours:
-                trainer.restore(path)
-            elif path:
-                logging.warning("no fine-tuned checkpoint in %s; predicting with %s (its task "
-                                "head may be untrained)", FLAGS.output_dir, path)
-                trainer.model.load_checkpoint(path, allow_missing=tuple(task.head_names))
-            else:
-                logging.warning("no checkpoint to predict with: the task head is untrained")
+            _restore_for_inference(trainer, task, FLAGS, "predicting")
             for name, features in task.predict_sets():
                 outputs = real_outputs(trainer.predict(
                     dataset_fn(features, FLAGS.predict_batch_size, False)))
                 task.write_predictions(name, features, outputs, FLAGS.output_dir)
+        if export_dir:
+            _restore_for_inference(trainer, task, FLAGS, "exporting")
+            task.export(trainer.model, export_dir)
     finally:
         trainer.close()
     return best

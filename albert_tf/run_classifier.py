@@ -22,6 +22,13 @@ finetuning._define(flags.DEFINE_string, "task_name", None,
                    "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
                    "rte, wnli (ax is predicted with an mnli model).")
 finetuning.define_flags()
+finetuning._define(flags.DEFINE_string, "export_dir", None,
+                   "Write the fine-tuned model here (from model.ckpt-best, else the latest "
+                   "checkpoint in --output_dir): a raw-string serving SavedModel and "
+                   "<export_dir>/classifier.tflite (see docs/export.md).")
+finetuning._define(flags.DEFINE_float, "threshold_to_export", None,
+                   "If set, the serving SavedModel also returns this constant as `threshold` "
+                   "(one value per example).")
 
 
 # ---- metrics ---------------------------------------------------------------------------------
@@ -149,6 +156,40 @@ class GlueTask:
                                     glue.split_path(self.data_dir, other, "test"), name)
         return sets
 
+    @property
+    def text_keys(self):
+        """The serving inputs: `text_a`, plus `text_b` for sentence-pair tasks."""
+        return ("text_a",) if self.task.splits["train"].text_b is None else ("text_a", "text_b")
+
+    def export(self, model, export_dir):
+        """The raw-string serving SavedModel (probabilities and label strings; STS-B:
+        predictions) and export_dir/classifier.tflite (ids in, probabilities/predictions and
+        logits out, at [1, max_seq_length])."""
+        import tensorflow as tf
+        from albert_tf import export
+
+        regression, labels = self.task.is_regression, self.task.labels
+        threshold = getattr(self, "threshold_to_export", None)
+
+        def numeric(outputs):
+            if regression:
+                return {"predictions": outputs["predictions"], "logits": outputs["logits"]}
+            return {"probabilities": outputs["probabilities"], "logits": outputs["logits"]}
+
+        def serving(outputs):
+            out = ({"predictions": outputs["predictions"]} if regression else
+                   {"probabilities": outputs["probabilities"],
+                    "labels": tf.gather(tf.constant(labels), tf.argmax(outputs["logits"], -1))})
+            if threshold is not None:
+                out["threshold"] = tf.fill(tf.shape(outputs["logits"])[:1],
+                                           tf.constant(threshold, tf.float32))
+            return out
+
+        return export.export_finetuned(
+            model, export_dir, self.spm_model_file, self.tokenizer.do_lower_case,
+            self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
+            tflite_output_fn=numeric)
+
     def write_predictions(self, name, features, outputs, output_dir):
         suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (
             "_" + name)
@@ -191,13 +232,18 @@ def main(_):
         raise app.UsageError("--task_name=ax: AX is predicted with an MNLI model; run "
                              "--task_name=mnli --do_predict with data_dir/diagnostic/"
                              "diagnostic.tsv present")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true")
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
+                             "(or --export_dir)")
     tokenizer = finetuning.load_tokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case,
                                           FLAGS.albert_hub_module_handle)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout)
+    if FLAGS.export_dir:
+        glue_task.spm_model_file = finetuning.spm_model_path(FLAGS.spm_model_file,
+                                                             FLAGS.albert_hub_module_handle)
+        glue_task.threshold_to_export = FLAGS.threshold_to_export
     return finetuning.run_finetuning(glue_task, FLAGS)
 
 

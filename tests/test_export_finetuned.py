@@ -1,0 +1,162 @@
+"""run_classifier / run_squad --export_dir: the raw-string serving SavedModels give the
+predictions the scripts write, and the TFLite models give the same numbers from ids."""
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+import test_run_classifier as rc
+import test_run_squad as rs
+from albert_tf import AlbertConfig, AlbertEncoder, finetuning, run_classifier, run_squad
+from albert_tf.train_vocab import train_sentencepiece
+
+FLAGS = flags.FLAGS
+
+
+def _serve(export_dir, **texts):
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+    loaded = tf.saved_model.load(str(export_dir))
+    fn = loaded.signatures["serving_default"]
+    return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in texts.items()}).items()}
+
+
+def _tflite(path, input_word_ids, input_mask, input_type_ids):
+    """Runs a TFLite model example by example on [1, seq] ids; outputs stacked."""
+    interpreter = tf.lite.Interpreter(model_path=str(path))
+    runner = interpreter.get_signature_runner()
+    rows = [runner(input_word_ids=input_word_ids[i:i + 1], input_mask=input_mask[i:i + 1],
+                   input_type_ids=input_type_ids[i:i + 1]) for i in range(len(input_word_ids))]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+
+def _padded(features, seq_length, keys=("input_word_ids", "input_type_ids")):
+    """Flat feature arrays cut by `lengths` and zero-padded to seq_length (+ input_mask)."""
+    ends = np.cumsum(features["lengths"])
+    out = {}
+    for key in keys:
+        rows = np.split(features[key].astype(np.int32), ends[:-1])
+        out[key] = np.stack([np.pad(r, (0, seq_length - len(r))) for r in rows])
+    out["input_mask"] = (np.arange(seq_length)[None] < features["lengths"][:, None]).astype(
+        np.int32)
+    return out
+
+
+def _read_tsv(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n").split("\t") for line in f]
+
+
+def _write_tsv(path, header, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join("\t".join(map(str, r)) + "\n" for r in [header] + rows))
+
+
+# ---- run_classifier -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def glue_assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glue_export")
+    rc.write_cola(str(root / "data" / "CoLA"), n_train=160, n_dev=32, n_test=24)
+    rng = random.Random(3)
+    pair_header = ["index", "s1", "s2"]
+    # MRPC/STS-B test layouts: index, (ids, ...), sentence1, sentence2 at the columns the
+    # processors read; long pairs so that packing has to trim.
+    mrpc = [[i, "a", "b", rc._sentence(rng, i % 2) + " " + rc._sentence(rng, 0),
+             rc._sentence(rng, 1)] for i in range(12)]
+    _write_tsv(str(root / "data" / "MRPC" / "test.tsv"), ["index", "id1", "id2", "s1", "s2"],
+               mrpc)
+    sts = [[i, "g", "f", "y", i, "s", "s", rc._sentence(rng, 1), rc._sentence(rng, 0)]
+           for i in range(10)]
+    _write_tsv(str(root / "data" / "STS-B" / "test.tsv"),
+               ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+                "sentence1", "sentence2"], sts)
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(rc._sentence(rng, i % 2) for i in range(2000)), encoding="utf-8")
+    spm = train_sentencepiece(str(corpus), str(root / "spm"), 64, do_lower_case=True,
+                              hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    tf.keras.utils.set_random_seed(0)
+    AlbertEncoder(AlbertConfig(**{**rc.TINY, "vocab_size": vocab})).save_pretrained(
+        str(root / "init"))
+    return {"data_dir": str(root / "data"), "spm": spm, "init": str(root / "init"),
+            "mrpc": mrpc, "sts": sts}
+
+
+def _test_sentences(data_dir, task_name):
+    from albert_tf.data import glue
+    task = glue.get_task(task_name)
+    return task, glue.read_examples(data_dir, task, "test")
+
+
+def _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key):
+    from albert_tf.data import glue
+    tokenizer = finetuning.load_tokenizer(glue_assets["spm"], True)
+    task = run_classifier.GlueTask(glue.get_task(task_name), glue_assets["data_dir"], tokenizer,
+                                   32, str(out))
+    inputs = _padded(task.features("test"), 32)
+    lite = _tflite(export_dir / "classifier.tflite", **inputs)
+    assert lite[key].shape == reference.shape
+    diff = float(np.max(np.abs(lite[key] - reference)))
+    assert diff < 1e-4, diff
+    return diff
+
+
+def test_classifier_export_cola(glue_assets, tmp_path):
+    out, export_dir = tmp_path / "out", tmp_path / "export"
+    rc.run(task_name="cola", data_dir=glue_assets["data_dir"], output_dir=out,
+           spm_model_file=glue_assets["spm"], init_checkpoint=glue_assets["init"],
+           do_train=True, do_eval=True, do_predict=True, train_step=40, warmup_step=5,
+           save_checkpoints_steps=20, export_dir=export_dir, threshold_to_export=0.25)
+    assert (export_dir / "saved_model.pb").exists() and (export_dir / "classifier.tflite").exists()
+    _, examples = _test_sentences(glue_assets["data_dir"], "cola")
+    served = _serve(export_dir, text_a=[e.text_a for e in examples])
+    assert set(served) == {"probabilities", "labels", "threshold"}
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t", ndmin=2)
+    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+    submit = [r[1] for r in _read_tsv(out / "submit_results.tsv")[1:]]
+    assert [label.decode() for label in served["labels"]] == submit
+    np.testing.assert_array_equal(served["threshold"], np.full(len(examples), 0.25, np.float32))
+    diff = _check_tflite_classifier(glue_assets, out, "cola", export_dir, probabilities,
+                                    "probabilities")
+    print(f"cola TFLite max |Δp| = {diff:.2e}")
+
+    # Export alone from the same output_dir (model.ckpt-best): same model, no threshold.
+    again = tmp_path / "again"
+    rc.run(task_name="cola", data_dir=glue_assets["data_dir"], output_dir=out,
+           spm_model_file=glue_assets["spm"], export_dir=again)
+    alone = _serve(again, text_a=[e.text_a for e in examples])
+    assert set(alone) == {"probabilities", "labels"}
+    np.testing.assert_allclose(alone["probabilities"], served["probabilities"], atol=1e-6)
+
+
+@pytest.mark.parametrize("task_name", ["mrpc", "sts-b"])
+def test_classifier_export_pairs_and_regression(glue_assets, tmp_path, task_name):
+    """Pair inputs (text_a + text_b, trimmed as the features are) and STS-B's predictions, from
+    a predict run with the initial (untrained-head) model."""
+    out, export_dir = tmp_path / "out", tmp_path / "export"
+    rc.run(task_name=task_name, data_dir=glue_assets["data_dir"], output_dir=out,
+           spm_model_file=glue_assets["spm"], init_checkpoint=glue_assets["init"],
+           do_predict=True, export_dir=export_dir)
+    _, examples = _test_sentences(glue_assets["data_dir"], task_name)
+    served = _serve(export_dir, text_a=[e.text_a for e in examples],
+                    text_b=[e.text_b for e in examples])
+    results = np.loadtxt(out / "test_results.tsv", delimiter="\t", ndmin=2)
+    submit = [r[1] for r in _read_tsv(out / "submit_results.tsv")[1:]]
+    if task_name == "sts-b":
+        assert set(served) == {"predictions"}
+        np.testing.assert_allclose(served["predictions"], results[:, 0], atol=1e-5)
+        key, reference = "predictions", results[:, 0]
+    else:
+        assert set(served) == {"probabilities", "labels"}
+        np.testing.assert_allclose(served["probabilities"], results, atol=1e-5)
+        assert [label.decode() for label in served["labels"]] == submit
+        key, reference = "probabilities", results
+    diff = _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key)
+    print(f"{task_name} TFLite max diff = {diff:.2e}")
