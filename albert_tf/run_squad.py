@@ -60,7 +60,12 @@ def _define_flags():
     F("threshold_dev_fraction", 0.5,
       "v2: share of the evaluation paragraphs (seeded by --random_seed) on which the threshold "
       "is chosen; EM/F1 are reported on the remaining paragraphs only.")
-    B("use_einsum", True, "Accepted for compatibility.")
+    B("use_einsum", True, "Accepted for compatibility (the model has no einsum-only path; "
+                          "its TFLite export converts to builtin ops either way).")
+    S("export_dir", None, "Write the fine-tuned model here (from model.ckpt-best, else the "
+                          "latest checkpoint in --output_dir): a raw-string serving SavedModel "
+                          "(question + context) and, for v1, <export_dir>/albert_model.tflite "
+                          "(see docs/export.md).")
     F("num_train_epochs", 3.0, "Epochs to train (default 3 unless --train_step is given).")
     F("warmup_proportion", 0.1,
       "Warmup share of training (default 0.1 unless --warmup_step is given).")
@@ -183,6 +188,23 @@ class SquadTask:
                         "null_odds > 0", path)
         return 0.0
 
+    def export(self, model, export_dir):
+        """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
+        max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
+        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. v1 also
+        writes export_dir/albert_model.tflite (ids in, start/end logits out)."""
+        from albert_tf import export
+
+        serving_model = SquadServing(model)
+        keys = SquadServing.OUTPUTS[self.version_2]
+        return export.export_finetuned(
+            serving_model, export_dir, self.spm_model_file, self.tokenizer.do_lower_case,
+            self.max_seq_length, ("question", "context"),
+            lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
+            tflite_name=None if self.version_2 else "albert_model.tflite",
+            tflite_output_fn=lambda out: {k: out[k] for k in keys},
+            first_segment_length=self.max_query_length)
+
     def write_predictions(self, name, features, outputs, output_dir):
         _, (predictions, nbest, null_odds) = self._postprocess(features, outputs)
         if self.version_2:
@@ -195,6 +217,33 @@ class SquadTask:
         _write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
         logging.info("Wrote %d predictions to %s", len(predictions),
                      os.path.join(output_dir, "predictions.json"))
+
+
+class SquadServing:
+    """An AlbertSquad called on packed `[CLS] question [SEP] context [SEP]` ids alone: adds the
+    p_mask of the training features (only [CLS] and the context tokens can be answers) and
+    passes `input_word_ids` through. What the --export_dir exports wrap."""
+
+    OUTPUTS = {False: ("start_logits", "end_logits"),
+               True: ("start_log_probs", "start_top_log_probs", "start_top_index",
+                      "end_top_log_probs", "end_top_index", "cls_logits")}
+
+    def __init__(self, model):
+        self.model = model
+        self.config = model.config
+        self.variables = model.variables
+        self.trainable_variables = model.trainable_variables
+
+    def __call__(self, inputs, training=False):
+        import tensorflow as tf
+        types, mask = inputs["input_type_ids"], inputs["input_mask"]
+        positions = tf.range(tf.shape(types)[1])[None]
+        last = tf.reduce_sum(tf.cast(mask, tf.int32), -1, keepdims=True) - 1  # the final [SEP]
+        answerable = (positions == 0) | ((tf.cast(types, tf.int32) == 1) & (positions < last))
+        features = dict(inputs, p_mask=1 - tf.cast(answerable, tf.int32))
+        out = dict(self.model(features, training=training))
+        out["input_word_ids"] = inputs["input_word_ids"]
+        return out
 
 
 def split_by_paragraph(questions, fraction, seed):
@@ -230,8 +279,9 @@ def _write_json(path, value):
 
 
 def main(_):
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true")
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
+                             "(or --export_dir)")
     if FLAGS.do_train and not FLAGS.train_file:
         raise app.UsageError("--do_train needs --train_file")
     if (FLAGS.do_eval or FLAGS.do_predict) and not FLAGS.predict_file:
@@ -258,6 +308,9 @@ def main(_):
         FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.start_n_top,
         FLAGS.end_n_top, FLAGS.dropout_prob, FLAGS.null_score_diff_threshold,
         FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed)
+    if FLAGS.export_dir:
+        task.spm_model_file = finetuning.spm_model_path(FLAGS.spm_model_file,
+                                                        FLAGS.albert_hub_module_handle)
     return finetuning.run_finetuning(task, FLAGS)
 
 

@@ -160,3 +160,85 @@ def test_classifier_export_pairs_and_regression(glue_assets, tmp_path, task_name
         key, reference = "probabilities", results
     diff = _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key)
     print(f"{task_name} TFLite max diff = {diff:.2e}")
+
+
+# ---- run_squad ------------------------------------------------------------------------------
+
+SQUAD_SETTINGS = dict(max_seq_length=64, doc_stride=16, max_query_length=12)
+
+
+@pytest.fixture(scope="module")
+def squad_assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("squad_export")
+    rng = random.Random(1)
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join([rs._paragraph(rng, i % 2)[0] for i in range(1500)]
+                                + [rs.QUESTION] * 50), encoding="utf-8")
+    spm = train_sentencepiece(str(corpus), str(root / "spm"), 80, do_lower_case=True,
+                              hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    tf.keras.utils.set_random_seed(0)
+    AlbertEncoder(AlbertConfig(**{**rs.TINY, "vocab_size": vocab})).save_pretrained(
+        str(root / "init"))
+    files = {}
+    for version_2 in (False, True):
+        v = "v2" if version_2 else "v1"
+        files[v] = (rs.write_squad(str(root / f"train-{v}.json"), 160, 0, version_2),
+                    rs.write_squad(str(root / f"dev-{v}.json"), 40, 1, version_2))
+    return {"spm": spm, "init": str(root / "init"), "files": files}
+
+
+def _single_window_features(task, dev):
+    """Features of the questions whose context fits one window, and those questions."""
+    features = task.features(dev, False)
+    questions = task.questions(dev, False)
+    owner = features["host_question"]
+    single = [i for i in range(len(owner)) if np.sum(owner == owner[i]) == 1]
+    padded = _padded(features, SQUAD_SETTINGS["max_seq_length"],
+                     ("input_word_ids", "input_type_ids", "p_mask"))
+    return {k: v[single] for k, v in padded.items()}, [questions[owner[i]] for i in single]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_squad_export(squad_assets, tmp_path, version):
+    from albert_tf.modeling.squad import AlbertSquad
+    from albert_tf.tokenization import FullTokenizer
+
+    version_2 = version == "v2"
+    train, dev = squad_assets["files"][version]
+    out, export_dir = tmp_path / "out", tmp_path / "export"
+    rs.run(train_file=train, output_dir=out, spm_model_file=squad_assets["spm"],
+           init_checkpoint=squad_assets["init"], do_train=True, train_step=20, warmup_step=2,
+           save_checkpoints_steps=20, version_2_with_negative=version_2, export_dir=export_dir,
+           **SQUAD_SETTINGS)
+    task = run_squad.SquadTask(FullTokenizer(squad_assets["spm"], True), train, dev,
+                               str(tmp_path / "cache"), version_2=version_2, **SQUAD_SETTINGS)
+    inputs, questions = _single_window_features(task, dev)
+    assert len(questions) >= 10
+    model = AlbertSquad.from_pretrained(str(out / "model.ckpt-20"),
+                                        config=str(out / "albert_config.json"),
+                                        version_2=version_2)
+    expected = {k: v.numpy() for k, v in model(inputs, training=False).items()}
+
+    served = _serve(export_dir, question=[q.question for q in questions],
+                    context=[q.context for q in questions])
+    keys = run_squad.SquadServing.OUTPUTS[version_2]
+    assert set(served) == set(keys) | {"input_word_ids"}
+    np.testing.assert_array_equal(served["input_word_ids"], inputs["input_word_ids"])
+    for key in keys:
+        np.testing.assert_allclose(served[key], expected[key], atol=1e-5, rtol=1e-6)
+
+    if version_2:
+        assert not (export_dir / "albert_model.tflite").exists()
+        return
+    lite = _tflite(export_dir / "albert_model.tflite",
+                   **{k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
+    assert set(lite) == {"start_logits", "end_logits"}
+    valid = (inputs["p_mask"] == 0) & (inputs["input_mask"] == 1)
+    diff = 0.0
+    for key in keys:
+        np.testing.assert_array_less(lite[key][~valid], -1e29)
+        diff = max(diff, float(np.max(np.abs(lite[key][valid] - expected[key][valid]))))
+    assert diff < 1e-4, diff
+    print(f"SQuAD v1 TFLite max |Δlogit| = {diff:.2e}")
