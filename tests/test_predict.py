@@ -1,0 +1,344 @@
+"""albert_tf.predict: fill-mask, classification and embeddings from checkpoints and exports,
+the command line and its errors."""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertClassifier, AlbertConfig, AlbertPretrainer, FullTokenizer, export
+from albert_tf import predict
+from albert_tf.checkpoints import named_weights_checkpoint
+from albert_tf.train_vocab import train_sentencepiece
+from conftest import TINY
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = ("the cat sat on a mat and dog ran to old house by river while bird sang in tree "
+         "near home today it cost 3.0, dollars").split()
+
+
+def _lines(n, seed):
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(2, 12))) for _ in range(n)]
+
+
+def _randomize(model, seed):
+    rng = np.random.default_rng(seed)
+    for v in model.variables:  # large random weights: outputs that differ by input
+        value = rng.normal(0.0, 0.3, v.shape) + (1.0 if "gamma" in v.path else 0.0)
+        v.assign(value.astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """A SentencePiece model, a pretrainer checkpoint (with the *.model beside it), its
+    pretrainer and encoder exports, and a run_classifier-style output_dir."""
+    root = tmp_path_factory.mktemp("predict")
+    (root / "corpus.txt").write_text("\n".join(_lines(1500, 0)), encoding="utf-8")
+    spm = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm" / "tiny"), 80,
+                              hard_vocab_limit=False)
+    tokenizer = FullTokenizer(spm, do_lower_case=True)
+    config = AlbertConfig(**dict(TINY, vocab_size=len(tokenizer)))
+    pretrainer = AlbertPretrainer(config)
+    _randomize(pretrainer, 0)
+    pretrainer.save_pretrained(str(root / "pretrained"), spm_model_file=spm)
+    export.export_encoder(pretrainer, str(root / "hub_mlm"), spm, with_pretrainer_heads=True)
+    export.export_encoder(pretrainer.encoder, str(root / "hub"), spm)
+
+    # run_classifier's output_dir: albert_config.json, the trainer's object checkpoints (model
+    # and optimizer) and model.ckpt-best; `checkpoint` names a later, worse one.
+    classifier = AlbertClassifier(config, num_labels=2)
+    _randomize(classifier, 1)
+    out = root / "classifier"
+    out.mkdir()
+    config.to_json_file(str(out / "albert_config.json"))
+    optimizer = tf.keras.optimizers.Adam()
+    optimizer.build(classifier.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=named_weights_checkpoint(classifier), optimizer=optimizer)
+    ckpt.write(str(out / "model.ckpt-best"))
+    best = [v.numpy() for v in classifier.variables]
+    _randomize(classifier, 2)
+    tf.train.CheckpointManager(ckpt, str(out), 2, checkpoint_name="model.ckpt").save(30)
+    for v, value in zip(classifier.variables, best):
+        v.assign(value)
+    labels = tf.constant(["unacceptable", "acceptable"])
+    export.export_text_serving(
+        classifier, str(root / "serving"), spm, seq_length=32,
+        signatures={"serving_default": ("text_a", "text_b")},
+        output_fn=lambda o: {"probabilities": o["probabilities"],
+                             "labels": tf.gather(labels, tf.argmax(o["logits"], -1))})
+    return dict(root=root, spm=spm, tokenizer=tokenizer, config=config, pretrainer=pretrainer,
+                classifier=classifier, ckpt=str(root / "pretrained"), hub_mlm=str(root / "hub_mlm"),
+                hub=str(root / "hub"), clf_dir=str(out), serving=str(root / "serving"))
+
+
+def _packed(tokenizer, a, b=None):
+    ids = [2] + tokenizer.encode(a) + [3]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += tokenizer.encode(b) + [3]
+        types += [1] * (len(ids) - len(types))
+    return ids, types
+
+
+# ---- fill-mask -----------------------------------------------------------------------------
+
+def test_fill_mask_top1_is_the_argmax_of_the_model(assets):
+    tokenizer, pretrainer = assets["tokenizer"], assets["pretrainer"]
+    fill = predict.FillMask(assets["ckpt"], top_k=3)  # tokenizer: the *.model beside it
+    texts = ["the cat [MASK] on a mat", "[MASK] dog ran to the [mask].", "bird sang [MASK]"]
+    results = fill(texts)
+
+    ids, types, positions = fill.features(texts[1])
+    enc = tokenizer.encode
+    assert ids == [2, 4] + enc("dog ran to the") + [4, tokenizer.vocab["."], 3]  # no "▁" glued
+    assert positions == [1, len(ids) - 3] and types == [0] * len(ids)
+    for text, result in zip(texts, results):
+        ids, types, positions = fill.features(text)
+        out = pretrainer({
+            "input_word_ids": tf.constant([ids]), "input_mask": tf.ones([1, len(ids)], tf.int32),
+            "input_type_ids": tf.constant([types]),
+            "masked_lm_positions": tf.constant([positions])}, training=False)
+        logits = out["mlm_logits"].numpy()[0]
+        probabilities = tf.nn.softmax(logits).numpy()
+        assert result["text"] == text and len(result["masks"]) == len(positions)
+        for mask, row, prob in zip(result["masks"], logits, probabilities):
+            top = mask["predictions"]
+            assert len(top) == 3
+            assert top[0]["token_id"] == int(np.argmax(row))
+            assert top[0]["token"] == tokenizer.convert_ids_to_tokens([np.argmax(row)])[0]
+            assert [t["token_id"] for t in top] == np.argsort(-row)[:3].tolist()
+            np.testing.assert_allclose([t["probability"] for t in top],
+                                       np.sort(prob)[::-1][:3], atol=1e-6)
+    # Results do not depend on the batch they were padded in.
+    single = fill([texts[2]])[0]
+    assert single["masks"][0]["predictions"][0]["token_id"] == \
+        results[2]["masks"][0]["predictions"][0]["token_id"]
+    np.testing.assert_allclose(single["masks"][0]["predictions"][0]["probability"],
+                               results[2]["masks"][0]["predictions"][0]["probability"], atol=1e-6)
+
+
+def test_fill_mask_follows_the_mlm_bias_from_a_tf1_checkpoint(assets, tmp_path):
+    """A TF1-format checkpoint whose MLM bias strongly favours "▁house": every mask gets it."""
+    tokenizer = assets["tokenizer"]
+    model = AlbertPretrainer(assets["config"])
+    for v, w in zip(model.variables, assets["pretrainer"].variables):
+        v.assign(w)
+    house = tokenizer.vocab["\u2581house"]
+    bias = np.zeros(len(tokenizer), np.float32)
+    bias[house] = 50.0
+    model.masked_lm.output_bias.assign(bias)
+    model.save_pretrained(str(tmp_path / "tf1"), format="tf1")
+    result = predict.predict("fill_mask", str(tmp_path / "tf1"), "the old [MASK] by the river",
+                             spm_model_file=assets["spm"], top_k=2)[0]
+    top = result["masks"][0]["predictions"]
+    assert top[0]["token"] == "\u2581house" and top[0]["text"] == "house"
+    assert top[0]["probability"] > 0.999
+    assert result["filled"] == "the old house by the river"
+
+
+def test_fill_mask_export_equals_checkpoint(assets):
+    texts, texts_b = ["the [MASK] sat on a mat", "it cost [MASK] dollars"], ["a dog [MASK]", "ok"]
+    from_ckpt = predict.FillMask(assets["ckpt"])(texts, texts_b)
+    from_export = predict.FillMask(assets["hub_mlm"])(texts, texts_b)  # tokenizer: the asset
+    assert [r["filled"] for r in from_export] == [r["filled"] for r in from_ckpt]
+    assert from_export[0]["filled_b"] == from_ckpt[0]["filled_b"]
+    assert len(from_export[0]["masks"]) == 2 and len(from_export[1]["masks"]) == 1
+    for a, b in zip(from_ckpt, from_export):
+        for ma, mb in zip(a["masks"], b["masks"]):
+            assert [t["token_id"] for t in ma["predictions"]] == [
+                t["token_id"] for t in mb["predictions"]]
+            np.testing.assert_allclose([t["probability"] for t in ma["predictions"]],
+                                       [t["probability"] for t in mb["predictions"]], atol=1e-5)
+
+
+# ---- embeddings -----------------------------------------------------------------------------
+
+def test_embeddings_from_checkpoint_and_encoder_export_agree(assets):
+    tokenizer, encoder = assets["tokenizer"], assets["pretrainer"].encoder
+    texts = _lines(5, 3) + ["", "the cat sat " * 20]
+    for pooling in predict.POOLINGS:
+        ckpt = predict.Embedder(assets["ckpt"], pooling=pooling, batch_size=3,
+                                max_seq_length=24).vectors(texts)
+        hub = predict.Embedder(assets["hub"], pooling=pooling, max_seq_length=24).vectors(texts)
+        assert ckpt.shape == (len(texts), TINY["hidden_size"])
+        np.testing.assert_allclose(ckpt, hub, atol=1e-5, rtol=0)
+        ids, types = _packed(tokenizer, texts[0])
+        out = encoder({"input_word_ids": tf.constant([ids]), "input_type_ids": tf.constant([types]),
+                       "input_mask": tf.ones([1, len(ids)], tf.int32)}, training=False)
+        expected = {"cls": out["pooled_output"][0], "first": out["sequence_output"][0, 0],
+                    "mean": tf.reduce_mean(out["sequence_output"][0], 0)}[pooling]
+        np.testing.assert_allclose(ckpt[0], expected.numpy(), atol=1e-5, rtol=0)
+    # The long text is cut to max_seq_length as the original: [CLS] + 22 pieces + [SEP].
+    ids = _packed(tokenizer, texts[-1])[0]
+    assert len(ids) > 24
+    ids = ids[:23] + [3]
+    out = encoder({"input_word_ids": tf.constant([ids]),
+                   "input_type_ids": tf.zeros([1, 24], tf.int32),
+                   "input_mask": tf.ones([1, 24], tf.int32)}, training=False)
+    rows = predict.Embedder(assets["hub"], max_seq_length=24)([texts[-1]])
+    np.testing.assert_allclose(rows[0]["embedding"], out["pooled_output"][0].numpy(), atol=1e-5)
+    # Pairs: [CLS] A [SEP] B [SEP] with type ids 1 for B.
+    ids, types = _packed(tokenizer, texts[1], texts[2])
+    out = encoder({"input_word_ids": tf.constant([ids]), "input_type_ids": tf.constant([types]),
+                   "input_mask": tf.ones([1, len(ids)], tf.int32)}, training=False)
+    pair = predict.predict("embed", assets["hub_mlm"], [texts[1]], [texts[2]])[0]
+    assert pair["text"] == texts[1] and pair["text_b"] == texts[2]
+    np.testing.assert_allclose(pair["embedding"], out["pooled_output"][0].numpy(), atol=1e-5)
+
+
+# ---- classification -------------------------------------------------------------------------
+
+def test_classify_from_a_run_classifier_output_dir(assets):
+    tokenizer, classifier = assets["tokenizer"], assets["classifier"]
+    texts, texts_b = _lines(4, 5), _lines(4, 6)
+    results = predict.predict("classify", assets["clf_dir"], texts, texts_b,
+                              spm_model_file=assets["spm"], task_name="cola")
+    for a, b, row in zip(texts, texts_b, results):
+        ids, types = _packed(tokenizer, a, b)
+        expected = classifier({"input_word_ids": tf.constant([ids]),
+                               "input_type_ids": tf.constant([types]),
+                               "input_mask": tf.ones([1, len(ids)], tf.int32)},
+                              training=False)["probabilities"].numpy()[0]
+        # model.ckpt-best, not the latest checkpoint named in `checkpoint`
+        np.testing.assert_allclose(row["probabilities"], expected, atol=1e-5)
+        assert sum(row["probabilities"]) == pytest.approx(1.0, abs=1e-6)
+        assert row["labels"] == ["0", "1"] and row["label"] == str(int(np.argmax(expected)))
+        assert row["probability"] == pytest.approx(float(np.max(expected)), abs=1e-6)
+        assert row["text"] == a and row["text_b"] == b
+    named = predict.predict("classify", assets["clf_dir"], texts, texts_b,
+                            spm_model_file=assets["spm"], labels="bad,good")
+    assert [r["label"] for r in named] == [["bad", "good"][int(r["label"])] for r in results]
+    # The raw-string export of the same classifier: its own label strings.
+    exported = predict.predict("classify", assets["serving"], texts, texts_b)
+    names = {"0": "unacceptable", "1": "acceptable"}
+    assert [r["label"] for r in exported] == [names[r["label"]] for r in results]
+    for row, ref in zip(exported, results):
+        np.testing.assert_allclose(row["probabilities"], ref["probabilities"], atol=1e-5)
+        assert "labels" not in row  # the export names the winner only
+    renamed = predict.predict("classify", assets["serving"], texts, texts_b, labels=["n", "y"])
+    assert [r["label"] for r in renamed] == [["n", "y"][int(r["label"])] for r in results]
+
+
+def test_classify_regression_head_gives_a_score(assets, tmp_path):
+    model = AlbertClassifier(assets["config"], num_labels=1, regression=True)
+    _randomize(model, 4)
+    model.save_pretrained(str(tmp_path / "stsb"), spm_model_file=assets["spm"])
+    row = predict.predict("classify", str(tmp_path / "stsb"), "the cat", "a dog",
+                          task_name="sts-b")[0]
+    ids, types = _packed(assets["tokenizer"], "the cat", "a dog")
+    expected = model({"input_word_ids": tf.constant([ids]), "input_type_ids": tf.constant([types]),
+                      "input_mask": tf.ones([1, len(ids)], tf.int32)}, training=False)
+    assert set(row) == {"text", "text_b", "score"}
+    assert row["score"] == pytest.approx(float(expected["predictions"][0]), abs=1e-5)
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+def test_errors(assets, tmp_path):
+    E = predict.PredictError
+    with pytest.raises(E, match="not found"):
+        predict.FillMask(str(tmp_path / "missing"))
+    with pytest.raises(E, match=r"no \[MASK\] in 'the cat'"):
+        predict.FillMask(assets["ckpt"])(["the cat"])
+    with pytest.raises(E, match=r"fall beyond --max_seq_length=8"):
+        predict.FillMask(assets["ckpt"], max_seq_length=8)(["the cat sat on a mat by the [MASK]"])
+    with pytest.raises(E, match="masked-LM head"):
+        predict.FillMask(assets["clf_dir"])
+    with pytest.raises(E, match="masked-LM head"):
+        predict.FillMask(assets["hub"])
+    with pytest.raises(E, match="no SentencePiece model: pass --spm_model_file"):
+        predict.Classifier(assets["clf_dir"])(["the cat"])
+    with pytest.raises(E, match="does not exist"):
+        predict.Classifier(assets["clf_dir"], spm_model_file=str(tmp_path / "x.model"))(["a"])
+    with pytest.raises(E, match=r"3 labels \(a, b, c\) but the checkpoint's head has 2"):
+        predict.Classifier(assets["clf_dir"], labels="a,b,c")
+    with pytest.raises(E, match=r"3 labels .* but the checkpoint's head has 2"):
+        predict.Classifier(assets["clf_dir"], task_name="mnli")
+    with pytest.raises(E, match="unknown --task_name"):
+        predict.Classifier(assets["clf_dir"], task_name="nope")
+    with pytest.raises(E, match="not both"):
+        predict.Classifier(assets["clf_dir"], labels="a,b", task_name="cola")
+    with pytest.raises(E, match=r"3 labels \(a, b, c\) but the model gives 2"):
+        predict.Classifier(assets["serving"], labels="a,b,c")(["x"], ["y"])
+    with pytest.raises(E, match="classifies pairs"):
+        predict.Classifier(assets["serving"])(["x"])
+    with pytest.raises(E, match="no classifier head"):
+        predict.Classifier(assets["ckpt"])
+    with pytest.raises(E, match="encoder export, which has no classifier head"):
+        predict.Classifier(assets["hub"])
+    with pytest.raises(E, match="text_classifier export: embed needs"):
+        predict.Embedder(assets["serving"])
+    with pytest.raises(E, match="pooling"):
+        predict.Embedder(assets["ckpt"], pooling="max")
+    with pytest.raises(E, match="max_position_embeddings=32"):
+        predict.Embedder(assets["ckpt"], max_seq_length=64)
+    rng = random.Random(0)
+    (tmp_path / "words.txt").write_text("\n".join(
+        " ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=6)) for _ in range(8))
+        for _ in range(400)), encoding="utf-8")
+    other = train_sentencepiece(str(tmp_path / "words.txt"), str(tmp_path / "big"), 150,
+                                hard_vocab_limit=False)
+    with pytest.raises(E, match="pieces but the model's vocab_size is"):
+        predict.Embedder(assets["ckpt"], spm_model_file=other)(["a"])
+    bare = tmp_path / "bare"
+    shutil.copytree(assets["ckpt"], bare)
+    os.remove(bare / "albert_config.json")
+    with pytest.raises(E, match="pass --albert_config_file"):
+        predict.Embedder(str(bare))
+    (tmp_path / "bad.tsv").write_text("a\tb\nc\n", encoding="utf-8")
+    with pytest.raises(E, match="one text or two tab-separated"):
+        predict.read_input_file(str(tmp_path / "bad.tsv"))
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.Popen([sys.executable, "-m", "albert_tf.predict", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_command_line(assets, tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    texts, texts_b = _lines(3, 8), _lines(3, 9)
+    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(texts, texts_b)), encoding="utf-8")
+    out_file = tmp_path / "out" / "classify.jsonl"
+    runs = [
+        _cli("--task=fill_mask", f"--model={assets['hub_mlm']}",
+             "--text=the old [MASK] by the river", "--top_k=2"),
+        _cli("--task=classify", f"--model={assets['clf_dir']}", f"--spm_model_file={assets['spm']}",
+             f"--input_file={pairs}", f"--output_file={out_file}", "--labels=no,yes"),
+        _cli("--task=fill_mask", f"--model={assets['ckpt']}", "--text=no mask here"),
+        _cli("--task=embed", f"--model={assets['ckpt']}", "--text=a", "--input_file=x"),
+    ]
+    results = [(p.communicate(timeout=240), p.returncode) for p in runs]
+
+    (stdout, stderr), rc = results[0]
+    assert rc == 0, stderr
+    printed = [json.loads(line) for line in stdout.splitlines()]
+    expected = predict.FillMask(assets["hub_mlm"], top_k=2)(["the old [MASK] by the river"])
+    assert printed == json.loads(json.dumps(expected))
+
+    (stdout, stderr), rc = results[1]
+    assert rc == 0, stderr
+    written = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
+    expected = predict.Classifier(assets["clf_dir"], spm_model_file=assets["spm"],
+                                  labels="no,yes")(texts, texts_b)
+    assert [r["label"] for r in written] == [r["label"] for r in expected]
+    assert [r["text_b"] for r in written] == texts_b
+    for row, ref in zip(written, expected):
+        np.testing.assert_allclose(row["probabilities"], ref["probabilities"], atol=1e-6)
+
+    (stdout, stderr), rc = results[2]
+    assert rc == 2 and stdout == ""
+    assert "error: no [MASK] in 'no mask here'" in stderr
+
+    (stdout, stderr), rc = results[3]
+    assert rc != 0 and "give --text (and --text_b) or --input_file" in stderr
