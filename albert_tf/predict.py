@@ -572,13 +572,17 @@ class Classifier(_Predictor):
         if "text_b" in self.inputs:
             feed["text_b"] = tf.constant(b)
         out = self.source.loaded.signatures["serving_default"](**feed)
+        if "probabilities" not in out and "logits" not in out:
+            for key in ("predictions", "score", "scores"):  # a regression export (STS-B)
+                if key in out and out[key].dtype.is_floating:
+                    return {"score": [float(v) for v in np.reshape(out[key].numpy(), [-1])]}
         if "probabilities" in out:
             probabilities = np.asarray(out["probabilities"], np.float64)
         elif "logits" in out:
             probabilities = np.asarray(tf.nn.softmax(out["logits"], -1), np.float64)
         else:
             raise PredictError(f"the export {self.source.path} returns {sorted(out)}, not "
-                               f"probabilities or logits")
+                               f"probabilities, logits or predictions")
         predicted = None
         for key in ("labels", "label"):
             value = out.get(key)
@@ -684,6 +688,8 @@ def define_flags():
     define(flags.DEFINE_string, "task_name", None,
            "classify: the GLUE task whose label strings the checkpoint's outputs are.")
     define(flags.DEFINE_list, "labels", None, "classify: label strings, comma-separated.")
+    define(flags.DEFINE_enum, "format", "json", ["json", "text"],
+           "json: one JSON object per input; text: a short readable line per input.")
     define(flags.DEFINE_enum, "pooling", "cls", list(POOLINGS),
            "embed: cls (pooled_output), first ([CLS] of sequence_output) or mean.")
 
@@ -709,14 +715,42 @@ def read_input_file(path):
                        f"texts (found lines with {sorted(widths)} columns)")
 
 
-def write_results(results, output_file=None, vectors=None, stream=None):
+def format_text(result):
+    """A short human-readable rendering of one result (--format=text)."""
+    pair = f"  |  {result['text_b']}" if "text_b" in result else ""
+    if "masks" in result:
+        filled = result["filled"] + (f"  |  {result['filled_b']}" if "filled_b" in result else "")
+        lines = [filled]
+        for mask in result["masks"]:
+            lines.append(f"  [MASK] {mask['mask'] + 1}: " + "  ".join(
+                f"{p['text'] or p['token']} {p['probability']:.4f}" for p in mask["predictions"]))
+        return "\n".join(lines)
+    if "score" in result:
+        return f"{result['score']:.4f}\t{result['text']}{pair}"
+    if "label" in result:
+        names = result.get("labels")
+        if names:
+            probabilities = ", ".join(f"{n} {p:.4f}"
+                                      for n, p in zip(names, result["probabilities"]))
+        else:
+            probabilities = " ".join(f"{p:.4f}" for p in result["probabilities"])
+        return f"{result['label']} ({probabilities})\t{result['text']}{pair}"
+    vector = result["embedding"]
+    head = " ".join(f"{x:.4f}" for x in vector[:8])
+    more = " ..." if len(vector) > 8 else ""
+    return f"[{head}{more}] ({len(vector)} dims)\t{result['text']}{pair}"
+
+
+def write_results(results, output_file=None, vectors=None, stream=None, output_format="json"):
     if output_file and output_file.endswith(".npy"):
         if vectors is None:
             raise PredictError("--output_file=*.npy is for --task=embed")
         os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
         np.save(output_file, vectors)
         return
-    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
+    render = format_text if output_format == "text" else (
+        lambda r: json.dumps(r, ensure_ascii=False))
+    lines = "".join(render(r) + "\n" for r in results)
     if output_file:
         os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
         with open(output_file, "w", encoding="utf-8") as f:
@@ -755,7 +789,7 @@ def main(argv):
             vectors, results = predictor.vectors(texts, texts_b), []
         else:
             results = predictor(texts, texts_b)
-        write_results(results, FLAGS.output_file, vectors)
+        write_results(results, FLAGS.output_file, vectors, output_format=FLAGS.format)
     except PredictError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

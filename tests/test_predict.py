@@ -122,6 +122,9 @@ def test_fill_mask_top1_is_the_argmax_of_the_model(assets):
         results[2]["masks"][0]["predictions"][0]["token_id"]
     np.testing.assert_allclose(single["masks"][0]["predictions"][0]["probability"],
                                results[2]["masks"][0]["predictions"][0]["probability"], atol=1e-6)
+    text = predict.format_text(results[1]).splitlines()
+    assert text[0] == results[1]["filled"] and len(text) == 3
+    assert text[1].startswith("  [MASK] 1: " + results[1]["masks"][0]["predictions"][0]["text"])
 
 
 def test_fill_mask_follows_the_mlm_bias_from_a_tf1_checkpoint(assets, tmp_path):
@@ -224,6 +227,12 @@ def test_classify_from_a_run_classifier_output_dir(assets):
         assert "labels" not in row  # the export names the winner only
     renamed = predict.predict("classify", assets["serving"], texts, texts_b, labels=["n", "y"])
     assert [r["label"] for r in renamed] == [["n", "y"][int(r["label"])] for r in results]
+    line = predict.format_text(named[0])
+    p = named[0]["probabilities"]
+    assert line == (f"{named[0]['label']} (bad {p[0]:.4f}, good {p[1]:.4f})\t{texts[0]}  |  "
+                    f"{texts_b[0]}")
+    assert predict.format_text(exported[0]).startswith(
+        f"{exported[0]['label']} ({p[0]:.4f} {p[1]:.4f})\t")
 
 
 def test_classify_regression_head_gives_a_score(assets, tmp_path):
