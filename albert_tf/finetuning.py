@@ -450,6 +450,21 @@ def spm_model_path(spm_model_file=None, hub_module_handle=None):
     return hub_tokenizer_info(hub_module_handle)[0]
 
 
+def _float32_copy(model, build):
+    """The model rebuilt in float32 with the same weights: exports serve (and TFLite converts)
+    in full precision whatever the training policy was."""
+    policy = keras.mixed_precision.global_policy()
+    if policy.name == "float32":
+        return model
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        copy = build()
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
 def run_finetuning(task, FLAGS):
     """Train, evaluate every checkpoint (keeping the best) and predict, as the flags say."""
     from albert_tf.optimization import create_optimizer
@@ -538,7 +553,8 @@ def run_finetuning(task, FLAGS):
                 task.write_predictions(name, features, outputs, FLAGS.output_dir)
         if export_dir:
             _restore_for_inference(trainer, task, FLAGS, "exporting")
-            task.export(trainer.model, export_dir)
+            task.export(_float32_copy(trainer.model, lambda: task.build_model(make_encoder())),
+                        export_dir)
     finally:
         trainer.close()
     return best
