@@ -195,6 +195,19 @@ def test_hub_module_training_and_tokenizer(assets, tmp_path):
     assert any(n.startswith("model/output_weights") for n in names)
 
 
+def test_our_encoder_export_as_hub_module(assets, tmp_path):
+    from albert_tf.export import export_encoder
+    encoder = AlbertEncoder.from_pretrained(assets["init"])
+    handle = str(tmp_path / "export")
+    export_encoder(encoder, handle, assets["spm"], do_lower_case=True)
+    out = tmp_path / "out"
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+        albert_hub_module_handle=handle, do_train=True, do_eval=True, train_step=60,
+        warmup_step=10, save_checkpoints_steps=60)
+    results = _read_kv(out / "eval_results.txt")
+    assert float(results["eval_accuracy"]) > 0.8, results
+
+
 @pytest.mark.parametrize("task, message", [
     ("colaa", "unknown --task_name='colaa'; valid names: cola, sst-2, mrpc"),
     ("ax", "AX is predicted with an MNLI model"),
