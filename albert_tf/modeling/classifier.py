@@ -3,14 +3,12 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import PretrainedMixin
-from albert_tf.config import AlbertConfig
-from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.task_model import TaskModel, example_weights
 
 HEAD_NAMES = ("output_weights", "output_bias")
 
 
-class AlbertClassifier(PretrainedMixin, keras.Model):
+class AlbertClassifier(TaskModel):
     """Sentence(-pair) classification or, with `num_labels=1, regression=True`, regression (STS-B).
 
     `encoder` is an AlbertConfig (a new AlbertEncoder is built) or any encoder layer with the
@@ -22,13 +20,7 @@ class AlbertClassifier(PretrainedMixin, keras.Model):
     def __init__(self, encoder, num_labels, classifier_dropout=0.1, regression=False,
                  **kwargs):
         kwargs.setdefault("name", "albert_classifier")
-        super().__init__(**kwargs)
-        if isinstance(encoder, dict):
-            encoder = AlbertConfig.from_dict(encoder)
-        if isinstance(encoder, AlbertConfig):
-            encoder = AlbertEncoder(encoder, dtype=self.dtype_policy)
-        self.encoder = encoder
-        self.config = encoder.config
+        super().__init__(encoder, **kwargs)
         self.num_labels = int(num_labels)
         self.regression = bool(regression)
         if self.regression and self.num_labels != 1:
@@ -77,7 +69,7 @@ class AlbertClassifier(PretrainedMixin, keras.Model):
     LOSS_SUM_NAMES = ("loss_sum", "correct_sum", "example_count")
 
     def denominators(self, features):
-        return {"example_count": tf.reduce_sum(_weights(features))}
+        return {"example_count": tf.reduce_sum(example_weights(features))}
 
     def per_example_loss(self, features, outputs):
         if self.regression:
@@ -88,7 +80,7 @@ class AlbertClassifier(PretrainedMixin, keras.Model):
                                                               logits=outputs["logits"])
 
     def loss_sums(self, features, outputs):
-        weights = _weights(features)
+        weights = example_weights(features)
         sums = {"loss_sum": tf.reduce_sum(self.per_example_loss(features, outputs) * weights),
                 "example_count": tf.reduce_sum(weights)}
         if self.regression:
@@ -114,7 +106,7 @@ class AlbertClassifier(PretrainedMixin, keras.Model):
         out = {"logits": outputs["logits"],
                "per_example_loss": self.per_example_loss(features, outputs),
                "label_ids": tf.reshape(features["label_ids"], [-1]),
-               "is_real_example": _weights(features),
+               "is_real_example": example_weights(features),
                "example_index": tf.reshape(features["example_index"], [-1])}
         out.update({k: outputs[k] for k in ("probabilities", "predictions") if k in outputs})
         return out
@@ -126,8 +118,3 @@ class AlbertClassifier(PretrainedMixin, keras.Model):
         out["output_bias"] = self.output_bias
         return out
 
-
-def _weights(features):
-    if "is_real_example" in features:
-        return tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
-    return tf.ones([tf.shape(features["input_word_ids"])[0]], tf.float32)

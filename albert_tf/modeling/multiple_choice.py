@@ -4,28 +4,20 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import PretrainedMixin
-from albert_tf.config import AlbertConfig
-from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.task_model import TaskModel, example_weights
 
 HEAD_NAMES = ("output_weights", "output_bias")
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
-class AlbertMultipleChoice(PretrainedMixin, keras.Model):
+class AlbertMultipleChoice(TaskModel):
     """Scores [batch, choices, length] inputs; outputs `logits` [batch, choices] float32 and
     `probabilities`. `encoder` is an AlbertConfig or an encoder layer with the TF-Hub call API.
     Features may carry `label_ids` (the right choice) and `is_real_example` (weight)."""
 
     def __init__(self, encoder, dropout_prob=0.1, **kwargs):
         kwargs.setdefault("name", "albert_multiple_choice")
-        super().__init__(**kwargs)
-        if isinstance(encoder, dict):
-            encoder = AlbertConfig.from_dict(encoder)
-        if isinstance(encoder, AlbertConfig):
-            encoder = AlbertEncoder(encoder, dtype=self.dtype_policy)
-        self.encoder = encoder
-        self.config = encoder.config
+        super().__init__(encoder, **kwargs)
         self.dropout_prob = float(dropout_prob)
         self.dropout = keras.layers.Dropout(self.dropout_prob, dtype=self.dtype_policy)
         self.output_weights = self.add_weight(
@@ -64,7 +56,7 @@ class AlbertMultipleChoice(PretrainedMixin, keras.Model):
     LOSS_SUM_NAMES = ("loss_sum", "correct_sum", "example_count")
 
     def denominators(self, features):
-        return {"example_count": tf.reduce_sum(_weights(features))}
+        return {"example_count": tf.reduce_sum(example_weights(features))}
 
     def per_example_loss(self, features, outputs):
         labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
@@ -72,7 +64,7 @@ class AlbertMultipleChoice(PretrainedMixin, keras.Model):
                                                               logits=outputs["logits"])
 
     def loss_sums(self, features, outputs):
-        weights = _weights(features)
+        weights = example_weights(features)
         labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
         hit = tf.equal(tf.argmax(outputs["logits"], -1, output_type=tf.int32), labels)
         return {"loss_sum": tf.reduce_sum(self.per_example_loss(features, outputs) * weights),
@@ -91,7 +83,7 @@ class AlbertMultipleChoice(PretrainedMixin, keras.Model):
         return {"logits": outputs["logits"], "probabilities": outputs["probabilities"],
                 "per_example_loss": self.per_example_loss(features, outputs),
                 "label_ids": tf.reshape(features["label_ids"], [-1]),
-                "is_real_example": _weights(features),
+                "is_real_example": example_weights(features),
                 "example_index": tf.reshape(features["example_index"], [-1])}
 
     def tf1_weights(self):
@@ -101,8 +93,3 @@ class AlbertMultipleChoice(PretrainedMixin, keras.Model):
         out["output_bias"] = self.output_bias
         return out
 
-
-def _weights(features):
-    if "is_real_example" in features:
-        return tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
-    return tf.ones([tf.shape(features["input_word_ids"])[0]], tf.float32)

@@ -11,16 +11,16 @@ masked in both versions; [CLS] stays available as the no-answer position.
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import PretrainedMixin, assign_weights, read_checkpoint
+from albert_tf.checkpoints import assign_weights, read_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.task_model import TaskModel, example_weights
 
 V1_HEAD = ("cls/squad/",)
 V2_HEAD = ("start_logits/", "end_logits/", "answer_class/")
 NEG_INF = -1e30
 
 
-class AlbertSquad(PretrainedMixin, keras.Model):
+class AlbertSquad(TaskModel):
     """Span extraction for SQuAD v1.1 (`version_2=False`) or v2.0 (`version_2=True`).
 
     Training outputs: v1 `start_logits`/`end_logits` [B, T]; v2 `start_log_probs`,
@@ -31,13 +31,7 @@ class AlbertSquad(PretrainedMixin, keras.Model):
     def __init__(self, encoder, version_2=False, n_best_size=20, start_n_top=5, end_n_top=5,
                  dropout_prob=0.1, **kwargs):
         kwargs.setdefault("name", "albert_squad")
-        super().__init__(**kwargs)
-        if isinstance(encoder, dict):
-            encoder = AlbertConfig.from_dict(encoder)
-        if isinstance(encoder, AlbertConfig):
-            encoder = AlbertEncoder(encoder, dtype=self.dtype_policy)
-        self.encoder = encoder
-        self.config = encoder.config
+        super().__init__(encoder, **kwargs)
         self.version_2 = bool(version_2)
         self.n_best_size, self.start_n_top, self.end_n_top = n_best_size, start_n_top, end_n_top
         self.dropout_prob = float(dropout_prob)
@@ -187,7 +181,7 @@ class AlbertSquad(PretrainedMixin, keras.Model):
     LOSS_SUM_NAMES = ("loss_sum", "example_count")
 
     def denominators(self, features):
-        return {"example_count": tf.reduce_sum(_weights(features))}
+        return {"example_count": tf.reduce_sum(example_weights(features))}
 
     def per_example_loss(self, features, outputs):
         """v1: (CE_start + CE_end) / 2; v2: that plus 0.5 · sigmoid CE of cls_logits."""
@@ -204,7 +198,7 @@ class AlbertSquad(PretrainedMixin, keras.Model):
         return span + 0.5 * cls
 
     def loss_sums(self, features, outputs):
-        weights = _weights(features)
+        weights = example_weights(features)
         return {"loss_sum": tf.reduce_sum(self.per_example_loss(features, outputs) * weights),
                 "example_count": tf.reduce_sum(weights)}
 
@@ -220,7 +214,7 @@ class AlbertSquad(PretrainedMixin, keras.Model):
                  "cls_logits") if self.version_2 else
                 ("start_top_logits", "start_top_index", "end_top_logits", "end_top_index"))
         out = {k: outputs[k] for k in keys}
-        out["is_real_example"] = _weights(features)
+        out["is_real_example"] = example_weights(features)
         out["example_index"] = tf.reshape(features["example_index"], [-1])
         return out
 
@@ -236,8 +230,3 @@ def _top_k(values, k):
                           [[0, short]]], 0)
     return tf.math.top_k(tf.pad(values, paddings, constant_values=NEG_INF), k)
 
-
-def _weights(features):
-    if "is_real_example" in features:
-        return tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
-    return tf.ones([tf.shape(features["input_word_ids"])[0]], tf.float32)
