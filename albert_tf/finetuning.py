@@ -465,6 +465,14 @@ def _float32_copy(model, build):
     return copy
 
 
+def command(main):
+    """`main` for absl's app.run: drops the results dict that `main` returns (to tests), which
+    absl would print and turn into exit status 1."""
+    def run_main(argv):
+        main(argv)
+    return run_main
+
+
 def run_finetuning(task, FLAGS):
     """Train, evaluate every checkpoint (keeping the best) and predict, as the flags say."""
     from albert_tf.optimization import create_optimizer

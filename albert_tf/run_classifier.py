@@ -249,7 +249,7 @@ def main(_):
 
 def run():
     flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
-    app.run(main)
+    app.run(finetuning.command(main))
 
 
 if __name__ == "__main__":

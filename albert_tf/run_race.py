@@ -173,7 +173,7 @@ def run():
     for name, value in RACE_DEFAULTS.items():
         FLAGS.set_default(name, value)
     flags.mark_flags_as_required(["data_dir", "output_dir"])
-    app.run(main)
+    app.run(finetuning.command(main))
 
 
 if __name__ == "__main__":

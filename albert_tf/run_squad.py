@@ -318,7 +318,7 @@ def run():
     for name, value in SQUAD_DEFAULTS.items():
         FLAGS.set_default(name, value)
     flags.mark_flags_as_required(["output_dir"])
-    app.run(main)
+    app.run(finetuning.command(main))
 
 
 if __name__ == "__main__":

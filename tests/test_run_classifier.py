@@ -208,6 +208,20 @@ def test_our_encoder_export_as_hub_module(assets, tmp_path):
     assert float(results["eval_accuracy"]) > 0.8, results
 
 
+def test_command_line_exits_zero(assets, tmp_path):
+    import subprocess
+    import sys
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name=cola",
+         f"--data_dir={assets['data_dir']}", f"--output_dir={tmp_path}",
+         f"--init_checkpoint={assets['init']}", f"--spm_model_file={assets['spm']}",
+         "--do_train", "--do_eval", "--train_step=4", "--warmup_step=1",
+         "--save_checkpoints_steps=4", "--max_seq_length=32", "--train_batch_size=8",
+         "--mixed_precision=none"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "global_step = 4" in (tmp_path / "eval_results.txt").read_text()
+
+
 @pytest.mark.parametrize("task, message", [
     ("colaa", "unknown --task_name='colaa'; valid names: cola, sst-2, mrpc"),
     ("ax", "AX is predicted with an MNLI model"),
