@@ -92,3 +92,22 @@ def write_pretraining_records(path, num, seq=16, preds=4, vocab=60, seed=0):
             writer.write(tf.train.Example(
                 features=tf.train.Features(feature=feature)).SerializeToString())
     return str(path)
+
+
+def run_main(module, defaults, overrides):
+    """Parses absl flags from keyword arguments (bools as --x/--nox) and runs `module.main` in
+    this process; returns what main returns."""
+    from absl import flags
+    args = dict(defaults, **overrides)
+    argv = [module.__name__]
+    for key, value in args.items():
+        if isinstance(value, bool):
+            argv.append(f"--{key}" if value else f"--no{key}")
+        elif value is not None:
+            argv.append(f"--{key}={value}")
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(argv)
+    try:
+        return module.main(None)
+    finally:
+        flags.FLAGS.unparse_flags()

@@ -7,12 +7,11 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import AlbertConfig, AlbertEncoder, finetuning, run_classifier
 from albert_tf.train_vocab import train_sentencepiece
+from conftest import run_main
 
-FLAGS = flags.FLAGS
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
 MARKER = "zebra"
@@ -73,22 +72,10 @@ def assets(tmp_path_factory):
 
 def run(**overrides):
     """Parses run_classifier flags from keyword arguments and runs main in this process."""
-    args = dict(strategy="one_device", mixed_precision="none", learning_rate=2e-3,
+    defaults = dict(strategy="one_device", mixed_precision="none", learning_rate=2e-3,
                 train_batch_size=16, eval_batch_size=32, predict_batch_size=16,
                 max_seq_length=32, log_steps=20)
-    args.update(overrides)
-    argv = ["run_classifier"]
-    for key, value in args.items():
-        if isinstance(value, bool):
-            argv.append(f"--{key}" if value else f"--no{key}")
-        elif value is not None:
-            argv.append(f"--{key}={value}")
-    FLAGS.unparse_flags()
-    FLAGS(argv)
-    try:
-        return run_classifier.main(None)
-    finally:
-        FLAGS.unparse_flags()
+    return run_main(run_classifier, defaults, overrides)
 
 
 def _read_kv(path):

@@ -7,13 +7,12 @@ import re
 
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_race
 from albert_tf.train_vocab import train_sentencepiece
+from conftest import run_main
 from test_race import corpus_lines, write_race
 
-FLAGS = flags.FLAGS
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -45,23 +44,11 @@ def assets(tmp_path_factory):
 
 def run(**overrides):
     """Parses run_race flags from keyword arguments and runs main in this process."""
-    args = dict(run_race.RACE_DEFAULTS, strategy="one_device", mixed_precision="none",
+    defaults = dict(run_race.RACE_DEFAULTS, strategy="one_device", mixed_precision="none",
                 learning_rate=3e-3, warmup_step=20, train_batch_size=16, eval_batch_size=16,
                 predict_batch_size=16, max_seq_length=48, max_qa_length=16, log_steps=50,
                 do_predict=False)
-    args.update(overrides)
-    argv = ["run_race"]
-    for key, value in args.items():
-        if isinstance(value, bool):
-            argv.append(f"--{key}" if value else f"--no{key}")
-        elif value is not None:
-            argv.append(f"--{key}={value}")
-    FLAGS.unparse_flags()
-    FLAGS(argv)
-    try:
-        return run_race.main(None)
-    finally:
-        FLAGS.unparse_flags()
+    return run_main(run_race, defaults, overrides)
 
 
 def _read_kv(path):

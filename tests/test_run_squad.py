@@ -8,12 +8,11 @@ import re
 
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_squad
 from albert_tf.train_vocab import train_sentencepiece
+from conftest import run_main
 
-FLAGS = flags.FLAGS
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
 NAMES = "anna boris carl dora emil fanny gus hilda ivan jules".split()
@@ -81,22 +80,10 @@ def assets(tmp_path_factory):
 
 def run(**overrides):
     """Parses run_squad flags from keyword arguments and runs main in this process."""
-    args = dict(strategy="one_device", mixed_precision="none", learning_rate=3e-3,
+    defaults = dict(strategy="one_device", mixed_precision="none", learning_rate=3e-3,
                 train_batch_size=32, eval_batch_size=32, predict_batch_size=32,
                 max_seq_length=40, doc_stride=16, max_query_length=12, log_steps=50)
-    args.update(overrides)
-    argv = ["run_squad"]
-    for key, value in args.items():
-        if isinstance(value, bool):
-            argv.append(f"--{key}" if value else f"--no{key}")
-        elif value is not None:
-            argv.append(f"--{key}={value}")
-    FLAGS.unparse_flags()
-    FLAGS(argv)
-    try:
-        return run_squad.main(None)
-    finally:
-        FLAGS.unparse_flags()
+    return run_main(run_squad, defaults, overrides)
 
 
 def _read_kv(path):
