@@ -45,13 +45,6 @@ class AlbertClassifier(TaskModel):
                 "classifier_dropout": self.classifier_dropout, "regression": self.regression,
                 "name": self.name}
 
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def build(self, *args, **kwargs):
-        pass
-
     def call(self, inputs, training=None):
         encoder_inputs = {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")
                           if k in inputs}

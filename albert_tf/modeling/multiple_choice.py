@@ -34,13 +34,6 @@ class AlbertMultipleChoice(TaskModel):
         return {"encoder": self.config.to_dict(), "dropout_prob": self.dropout_prob,
                 "name": self.name}
 
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def build(self, *args, **kwargs):
-        pass
-
     def call(self, inputs, training=None):
         ids = inputs["input_word_ids"]
         shape = tf.shape(ids)

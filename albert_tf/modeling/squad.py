@@ -70,10 +70,6 @@ class AlbertSquad(TaskModel):
                 "name": self.name}
 
     @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    @classmethod
     def from_pretrained(cls, path, config=None, **kwargs):
         """Encoder (and head, when present) from any supported checkpoint."""
         arrays, config_path, _ = read_checkpoint(path)
@@ -95,9 +91,6 @@ class AlbertSquad(TaskModel):
         return assign_weights(self, arrays, source=f"{fmt} checkpoint {path}",
                               init_from_group0=init_from_group0,
                               allow_missing=tuple(allow_missing) + self.head_names)
-
-    def build(self, *args, **kwargs):
-        pass
 
     def tf1_weights(self):
         out = dict(self.encoder.tf1_weights())

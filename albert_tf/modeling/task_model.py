@@ -22,6 +22,13 @@ class TaskModel(PretrainedMixin, keras.Model):
         self.encoder = encoder
         self.config = encoder.config
 
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def build(self, *args, **kwargs):
+        pass  # weights are created in __init__: their shapes come from the config
+
 
 def example_weights(features):
     """1.0 for real examples, 0.0 for the padding examples that complete eval batches."""
