@@ -10,6 +10,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.modeling import kernels
 from albert_tf.tokenization import InGraphTokenizer, load_sp_model
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -177,6 +178,7 @@ def _split_model(model, with_pretrainer_heads):
     return encoder, None
 
 
+@kernels.unfused()  # the plain ops: a portable graph, no XLA functions inside
 def export_encoder(model_or_encoder, export_dir, spm_model_file, do_lower_case=True,
                    with_pretrainer_heads=False):
     """Writes a TF-Hub text-encoder SavedModel; with the pretrainer's heads it adds `.mlm`/`.sop`.

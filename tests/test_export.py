@@ -10,9 +10,11 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, export, export_hub
 from albert_tf.data.glue import truncate_pair
+from albert_tf.modeling import kernels
 from albert_tf.train_vocab import train_sentencepiece
 from conftest import TINY
 
@@ -414,3 +416,21 @@ def test_save_replaces_an_existing_export(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["model"]
     assert not (target / "stale.txt").exists()
     assert float(tf.saved_model.load(str(target)).v.numpy()) == 3.0
+
+
+def _xla_functions(saved_model_dir):
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    return [fn.signature.name for fn in proto.meta_graphs[0].graph_def.library.function
+            if fn.attr["_XlaMustCompile"].b]
+
+
+def test_encoder_export_is_traced_without_the_fused_kernels(hub_dir, tmp_path):
+    # training=True is traced too; the export keeps the plain ops (no XLA functions inside).
+    assert _xla_functions(hub_dir) == []
+    module = tf.Module()
+    module.f = tf.function(lambda x: kernels.masked_softmax(x, tf.zeros([3]), 1.0),
+                           input_signature=[tf.TensorSpec([2, 3])])
+    tf.saved_model.save(module, str(tmp_path / "xla"))
+    assert _xla_functions(str(tmp_path / "xla"))  # the check can fail

@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.layers import Dense, LayerNorm, _initializer, get_activation
+from albert_tf.modeling.layers import Dense, LayerNorm, _initializer
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -15,7 +15,7 @@ class MaskedLMHead(keras.layers.Layer):
         # A getter, not the variable: the table belongs to (and is tracked by) the encoder.
         self._embedding_table_fn = embedding_table_fn
         self.dense = Dense(config.hidden_size, config.embedding_size, _initializer(config),
-                           activation=get_activation(config.hidden_act), name="dense",
+                           activation=config.hidden_act, name="dense",
                            dtype=policy)
         self.layer_norm = LayerNorm(config.embedding_size, config.layer_norm_eps,
                                     name="LayerNorm", dtype=policy)

@@ -10,7 +10,10 @@ import math
 import keras
 import tensorflow as tf
 
+from albert_tf.modeling import kernels
+
 _TANH_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh")
+_FUSED_GELU = {**{name: True for name in _TANH_GELU}, "gelu_exact": False}  # → approximate
 
 
 def get_activation(name):
@@ -31,28 +34,40 @@ def _initializer(config):
 
 
 class Dense(keras.layers.Layer):
-    """x @ kernel + bias over the last axis, with the kernel stored [in, out] as in TF1."""
+    """x @ kernel + bias over the last axis, with the kernel stored [in, out] as in TF1.
+
+    `activation` is a callable or a config `hidden_act` name; the GELUs then run as one fused
+    kernel with the bias when training.
+    """
 
     def __init__(self, in_dim, out_dim, initializer, activation=None, use_bias=True, **kwargs):
-        super().__init__(**kwargs)
+        # No autocast: the fused bias + GELU kernel takes the float32 bias as stored.
+        super().__init__(autocast=False, **kwargs)
         self.kernel = self.add_weight(shape=(in_dim, out_dim), initializer=initializer,
                                       name="kernel")
         self.bias = (self.add_weight(shape=(out_dim,), initializer="zeros", name="bias")
                      if use_bias else None)
-        self.activation = activation
+        self._gelu_approximate = _FUSED_GELU.get(activation) if use_bias else None
+        self.activation = get_activation(activation) if isinstance(activation, str) else activation
 
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, x):
+    def call(self, x, training=None):
+        x = tf.cast(x, self.compute_dtype)
         y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
+        if self._gelu_approximate is not None and kernels.enabled(training):
+            return kernels.bias_gelu(y, tf.convert_to_tensor(self.bias), self._gelu_approximate)
         if self.bias is not None:
             y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
         return self.activation(y) if self.activation else y
 
 
 class LayerNorm(keras.layers.Layer):
-    """LayerNorm over the last axis, computed in float32 whatever the policy (TF1 names gamma/beta)."""
+    """LayerNorm over the last axis, computed in float32 whatever the policy (TF1 names gamma/beta).
+
+    Called as `ln(x, residual)` it normalises x + residual (one fused kernel when training).
+    """
 
     def __init__(self, dim, epsilon=1e-12, **kwargs):
         super().__init__(autocast=False, **kwargs)
@@ -63,12 +78,13 @@ class LayerNorm(keras.layers.Layer):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, x):
-        x32 = tf.cast(x, tf.float32)
-        mean, var = tf.nn.moments(x32, axes=[-1], keepdims=True)
-        y = (x32 - mean) * tf.math.rsqrt(var + self.epsilon)
-        y = y * tf.cast(self.gamma, tf.float32) + tf.cast(self.beta, tf.float32)
-        return tf.cast(y, self.compute_dtype)
+    def call(self, x, residual=None, training=None):
+        parts = (x,) if residual is None else (x, residual)
+        args = (parts, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta),
+                self.epsilon, self.compute_dtype)
+        if kernels.enabled(training):
+            return kernels.layer_norm(*args)
+        return kernels.layer_norm_reference(*args)
 
 
 class Embeddings(keras.layers.Layer):
@@ -101,7 +117,7 @@ class Embeddings(keras.layers.Layer):
         x = tf.gather(self.word_embeddings, word_ids)
         x += tf.gather(self.token_type_embeddings, type_ids)
         x += self.position_embeddings[tf.newaxis, :seq_len, :]
-        return self.dropout(self.layer_norm(x), training=training)
+        return self.dropout(self.layer_norm(x, training=training), training=training)
 
 
 class AttentionFfnBlock(keras.layers.Layer):
@@ -116,6 +132,7 @@ class AttentionFfnBlock(keras.layers.Layer):
         init, h, policy = _initializer(config), config.hidden_size, self.dtype_policy
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
+        self.scale = 1.0 / math.sqrt(config.head_size)
         self.query = Dense(h, h, init, name="query", dtype=policy)
         self.key = Dense(h, h, init, name="key", dtype=policy)
         self.value = Dense(h, h, init, name="value", dtype=policy)
@@ -123,7 +140,7 @@ class AttentionFfnBlock(keras.layers.Layer):
         self.attention_layer_norm = LayerNorm(h, config.layer_norm_eps, name="LayerNorm",
                                               dtype=policy)
         self.intermediate = Dense(h, config.intermediate_size, init,
-                                  activation=get_activation(config.hidden_act),
+                                  activation=config.hidden_act,
                                   name="intermediate", dtype=policy)
         self.ffn_output = Dense(config.intermediate_size, h, init, name="ffn_output",
                                 dtype=policy)
@@ -141,17 +158,18 @@ class AttentionFfnBlock(keras.layers.Layer):
         pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, x, attention_bias, batch, seq, training=None):
-        # Scaling q instead of the scores does the same sum with fewer multiplies.
-        q = self._split_heads(self.query(x) * (1.0 / math.sqrt(self.head_size)), batch, seq)
+        q = self._split_heads(self.query(x), batch, seq)
         k = self._split_heads(self.key(x), batch, seq)
         v = self._split_heads(self.value(x), batch, seq)
         scores = tf.matmul(q, k, transpose_b=True)
-        # Softmax in float32: bfloat16/float16 scores lose the small probabilities.
-        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32))
-        probs = self.attention_dropout(tf.cast(probs, x.dtype), training=training)
+        # Scaled, masked softmax in float32: bfloat16/float16 scores lose small probabilities.
+        softmax = kernels.masked_softmax if kernels.enabled(training) else kernels.softmax_reference
+        probs = softmax(scores, tf.cast(attention_bias, tf.float32), self.scale)
+        probs = self.attention_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         context = tf.reshape(context, [batch * seq, self.num_heads * self.head_size])
         attn = self.hidden_dropout(self.attention_output(context), training=training)
-        attn = self.attention_layer_norm(attn + x)
-        ffn = self.hidden_dropout(self.ffn_output(self.intermediate(attn)), training=training)
-        return self.output_layer_norm(ffn + attn)
+        attn = self.attention_layer_norm(attn, x, training=training)
+        ffn = self.intermediate(attn, training=training)
+        ffn = self.hidden_dropout(self.ffn_output(ffn), training=training)
+        return self.output_layer_norm(ffn, attn, training=training)

@@ -1,0 +1,160 @@
+"""Fused elementwise kernels for training: bias+GELU, residual+LayerNorm, scaled masked softmax.
+
+Each kernel is one XLA-compiled function forward and one backward (tf.custom_gradient), working
+in float32 whatever the input dtype and saving only its inputs (the backward recomputes the
+cheap intermediates). Around the oneDNN/cuBLAS matmuls this replaces the dozen small
+bfloat16/float32 elementwise ops, casts and reductions TensorFlow runs per layer for autodiff
+of the plain formulas. The plain formulas (`*_reference`) define the maths: inference, export
+and `kernels.unfused()` use them, and the tests hold the kernels to them.
+"""
+
+import contextlib
+import math
+
+import tensorflow as tf
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_K = 0.044715
+_unfused_depth = 0
+
+
+@contextlib.contextmanager
+def unfused():
+    """Trace models with the plain ops only (portable SavedModels, no XLA functions inside)."""
+    global _unfused_depth
+    _unfused_depth += 1
+    try:
+        yield
+    finally:
+        _unfused_depth -= 1
+
+
+def enabled(training):
+    """Whether a layer called with `training` should use the fused kernels."""
+    return bool(training) and _unfused_depth == 0
+
+
+def _f32(x):
+    return tf.cast(x, tf.float32)
+
+
+# --- bias + GELU -------------------------------------------------------------------------------
+
+def _gelu(y, approximate):
+    if approximate:
+        return 0.5 * y * (1.0 + tf.tanh(_GELU_C * (y + _GELU_K * y * y * y)))
+    return 0.5 * y * (1.0 + tf.math.erf(y * (1.0 / math.sqrt(2.0))))
+
+
+def _gelu_slope(y, approximate):
+    if approximate:
+        t = tf.tanh(_GELU_C * (y + _GELU_K * y * y * y))
+        return 0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * _GELU_C * (1.0 + 3 * _GELU_K * y * y)
+    cdf = 0.5 * (1.0 + tf.math.erf(y * (1.0 / math.sqrt(2.0))))
+    return cdf + y * tf.exp(-0.5 * y * y) * (1.0 / math.sqrt(2.0 * math.pi))
+
+
+@tf.function(jit_compile=True)
+def _bias_gelu_fwd(x, bias, approximate):
+    return tf.cast(_gelu(_f32(x) + bias, approximate), x.dtype)
+
+
+@tf.function(jit_compile=True)
+def _bias_gelu_bwd(dy, x, bias, approximate):
+    dx = _f32(dy) * _gelu_slope(_f32(x) + bias, approximate)
+    return tf.cast(dx, x.dtype), tf.reduce_sum(tf.reshape(dx, [-1, tf.shape(dx)[-1]]), 0)
+
+
+def bias_gelu(x, bias, approximate=True):
+    """gelu(x + bias); `bias` float32 [width], `x` any float dtype [..., width]."""
+
+    @tf.custom_gradient
+    def fn(x, bias):
+        def grad(dy):
+            return _bias_gelu_bwd(dy, x, bias, approximate)
+        return _bias_gelu_fwd(x, bias, approximate), grad
+    return fn(x, bias)
+
+
+# --- residual + LayerNorm ----------------------------------------------------------------------
+
+def layer_norm_reference(parts, gamma, beta, epsilon, out_dtype):
+    z = tf.add_n([_f32(p) for p in parts])
+    mean, var = tf.nn.moments(z, axes=[-1], keepdims=True)
+    return tf.cast((z - mean) * tf.math.rsqrt(var + epsilon) * gamma + beta, out_dtype)
+
+
+def _normalize(parts, epsilon):
+    z = tf.add_n([_f32(p) for p in parts])
+    centred = z - tf.reduce_mean(z, -1, keepdims=True)
+    rstd = tf.math.rsqrt(tf.reduce_mean(centred * centred, -1, keepdims=True) + epsilon)
+    return centred * rstd, rstd
+
+
+@tf.function(jit_compile=True)
+def _layer_norm_fwd(parts, gamma, beta, epsilon, out_dtype):
+    xhat, _ = _normalize(parts, epsilon)
+    return tf.cast(xhat * gamma + beta, out_dtype)
+
+
+@tf.function(jit_compile=True)
+def _layer_norm_bwd(dy, parts, gamma, epsilon):
+    xhat, rstd = _normalize(parts, epsilon)
+    dy = _f32(dy)
+    width = tf.shape(dy)[-1]
+    g = dy * gamma
+    dz = rstd * (g - tf.reduce_mean(g, -1, keepdims=True)
+                 - xhat * tf.reduce_mean(g * xhat, -1, keepdims=True))
+    return ([tf.cast(dz, p.dtype) for p in parts],
+            tf.reduce_sum(tf.reshape(dy * xhat, [-1, width]), 0),
+            tf.reduce_sum(tf.reshape(dy, [-1, width]), 0))
+
+
+def layer_norm(parts, gamma, beta, epsilon, out_dtype):
+    """LayerNorm(sum of `parts`) over the last axis in float32, returned as `out_dtype`.
+
+    `parts` is the input and optionally the residual added to it (same shape, any float dtypes).
+    """
+
+    @tf.custom_gradient
+    def fn(*args):
+        parts, (gamma, beta) = args[:-2], args[-2:]
+
+        def grad(dy):
+            dparts, dgamma, dbeta = _layer_norm_bwd(dy, parts, gamma, epsilon)
+            return (*dparts, dgamma, dbeta)
+        return _layer_norm_fwd(parts, gamma, beta, epsilon, out_dtype), grad
+    return fn(*parts, gamma, beta)
+
+
+# --- scaled, masked softmax --------------------------------------------------------------------
+
+def softmax_reference(scores, bias, scale):
+    return tf.cast(tf.nn.softmax(_f32(scores) * scale + bias), scores.dtype)
+
+
+@tf.function(jit_compile=True)
+def _softmax_fwd(scores, bias, scale):
+    return tf.cast(tf.nn.softmax(_f32(scores) * scale + bias), scores.dtype)
+
+
+@tf.function(jit_compile=True)
+def _softmax_bwd(dp, scores, bias, scale):
+    p = tf.nn.softmax(_f32(scores) * scale + bias)
+    dp = _f32(dp)
+    ds = p * (dp - tf.reduce_sum(dp * p, -1, keepdims=True)) * scale
+    return tf.cast(ds, scores.dtype)
+
+
+def masked_softmax(scores, bias, scale):
+    """softmax(scores * scale + bias) in float32, returned in the dtype of `scores`.
+
+    `bias` (float32, broadcast to `scores`) is the additive attention mask: no gradient.
+    """
+
+    @tf.custom_gradient
+    def fn(scores):
+        def grad(dp):
+            return _softmax_bwd(dp, scores, bias, scale)
+        return _softmax_fwd(scores, bias, scale), grad
+    return fn(scores)

@@ -1,0 +1,77 @@
+"""Where the time of one ALBERT-base pretraining step goes, by TF op type (CPU host trace).
+
+  python bench/profile_step.py --precision=bf16 --steps=2 --top=25
+
+Runs our full step (MLM + SOP, LAMB) under tf.profiler and sums the executed op events of the
+host plane by op type, so a change can be judged by which ops it removes or speeds up.
+"""
+
+import argparse
+import collections
+import glob
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tensorflow as tf  # noqa: E402
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
+
+import bench_pretraining  # noqa: E402
+
+
+def op_times(logdir):
+    """{op type: total ms} and {op name: total ms} over the traced TF op events."""
+    space = xplane_pb2.XSpace()
+    with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+        space.ParseFromString(f.read())
+    by_type, by_name = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        names = {k: m.name for k, m in plane.event_metadata.items()}
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                name = names[event.metadata_id]  # "scope/op_name:OpType" for an op
+                if ":" not in name or "::" in name:
+                    continue
+                op_type = name.rsplit(":", 1)[-1]
+                by_type[op_type] += event.duration_ps / 1e9
+                by_name[name] += event.duration_ps / 1e9
+    return by_type, by_name
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--by_name", action="store_true", help="also list the slowest op names")
+    args = parser.parse_args()
+    step = bench_pretraining.ours(bench_pretraining.make_batch(args.batch_size, 128, 20),
+                                  args.precision)
+    for _ in range(2):
+        step()
+    logdir = tempfile.mkdtemp()
+    tf.profiler.experimental.start(logdir)
+    for _ in range(args.steps):
+        step()
+    tf.profiler.experimental.stop()
+    by_type, by_name = op_times(logdir)
+    total = sum(by_type.values())
+    print(f"{args.precision}: {total / args.steps:.0f} ms of op time per step "
+          "(both cores' ops summed)")
+    for op_type, ms in by_type.most_common(args.top):
+        print(f"  {op_type:40s} {ms / args.steps:8.1f} ms  {100 * ms / total:5.1f}%")
+    if args.by_name:
+        for name, ms in by_name.most_common(args.top):
+            print(f"  {ms / args.steps:8.1f} ms  {name}")
+
+
+if __name__ == "__main__":
+    main()
