@@ -37,9 +37,12 @@ def op_times(logdir):
                 continue
             for event in line.events:
                 name = names[event.metadata_id]  # "scope/op_name:OpType" for an op
-                if ":" not in name or "::" in name:
+                if name == "CpuExecutable::ExecuteAsyncOnStream":
+                    name = op_type = "XLA-compiled functions"
+                elif ":" not in name or "::" in name:
                     continue
-                op_type = name.rsplit(":", 1)[-1]
+                else:
+                    op_type = name.rsplit(":", 1)[-1]
                 by_type[op_type] += event.duration_ps / 1e9
                 by_name[name] += event.duration_ps / 1e9
     return by_type, by_name

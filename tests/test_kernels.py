@@ -50,14 +50,16 @@ def test_bias_gelu(dtype, approximate):
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
-@pytest.mark.parametrize("residual", [False, True])
-def test_layer_norm(dtype, residual):
+@pytest.mark.parametrize("residual,bias", [(False, False), (True, False), (True, True)])
+def test_layer_norm(dtype, residual, bias):
     parts = [_normal([4, 6, 32], 1, dtype, 3.0)] + ([_normal([4, 6, 32], 2, dtype)]
                                                     if residual else [])
-    inputs = parts + [_normal([32], 3) + 1.0, _normal([32], 4)]
+    n = len(parts)
+    inputs = parts + [_normal([32], 3) + 1.0, _normal([32], 4)] + ([_normal([32], 5)]
+                                                                    if bias else [])
 
     def run(fn):
-        return lambda *a: fn(a[:-2], a[-2], a[-1], 1e-12, dtype)
+        return lambda *a: fn(a[:n], a[n], a[n + 1], 1e-12, dtype, *a[n + 2:])
     _assert_same(_value_and_grads(run(kernels.layer_norm), inputs, 5),
                  _value_and_grads(run(kernels.layer_norm_reference), inputs, 5), dtype)
 

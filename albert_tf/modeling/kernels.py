@@ -38,6 +38,10 @@ def _f32(x):
     return tf.cast(x, tf.float32)
 
 
+def _column_sum(x):
+    return tf.reduce_sum(tf.reshape(x, [-1, tf.shape(x)[-1]]), 0)
+
+
 # --- bias + GELU -------------------------------------------------------------------------------
 
 def _gelu(y, approximate):
@@ -62,7 +66,7 @@ def _bias_gelu_fwd(x, bias, approximate):
 @tf.function(jit_compile=True)
 def _bias_gelu_bwd(dy, x, bias, approximate):
     dx = _f32(dy) * _gelu_slope(_f32(x) + bias, approximate)
-    return tf.cast(dx, x.dtype), tf.reduce_sum(tf.reshape(dx, [-1, tf.shape(dx)[-1]]), 0)
+    return tf.cast(dx, x.dtype), _column_sum(dx)
 
 
 def bias_gelu(x, bias, approximate=True):
@@ -78,53 +82,60 @@ def bias_gelu(x, bias, approximate=True):
 
 # --- residual + LayerNorm ----------------------------------------------------------------------
 
-def layer_norm_reference(parts, gamma, beta, epsilon, out_dtype):
+def _sum(parts, bias):
     z = tf.add_n([_f32(p) for p in parts])
+    return z if bias is None else z + bias
+
+
+def layer_norm_reference(parts, gamma, beta, epsilon, out_dtype, bias=None):
+    z = _sum(parts, bias)
     mean, var = tf.nn.moments(z, axes=[-1], keepdims=True)
     return tf.cast((z - mean) * tf.math.rsqrt(var + epsilon) * gamma + beta, out_dtype)
 
 
-def _normalize(parts, epsilon):
-    z = tf.add_n([_f32(p) for p in parts])
+def _normalize(parts, bias, epsilon):
+    z = _sum(parts, bias)
     centred = z - tf.reduce_mean(z, -1, keepdims=True)
     rstd = tf.math.rsqrt(tf.reduce_mean(centred * centred, -1, keepdims=True) + epsilon)
     return centred * rstd, rstd
 
 
 @tf.function(jit_compile=True)
-def _layer_norm_fwd(parts, gamma, beta, epsilon, out_dtype):
-    xhat, _ = _normalize(parts, epsilon)
+def _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype):
+    xhat, _ = _normalize(parts, bias, epsilon)
     return tf.cast(xhat * gamma + beta, out_dtype)
 
 
 @tf.function(jit_compile=True)
-def _layer_norm_bwd(dy, parts, gamma, epsilon):
-    xhat, rstd = _normalize(parts, epsilon)
+def _layer_norm_bwd(dy, parts, bias, gamma, epsilon):
+    xhat, rstd = _normalize(parts, bias, epsilon)
     dy = _f32(dy)
-    width = tf.shape(dy)[-1]
     g = dy * gamma
     dz = rstd * (g - tf.reduce_mean(g, -1, keepdims=True)
                  - xhat * tf.reduce_mean(g * xhat, -1, keepdims=True))
-    return ([tf.cast(dz, p.dtype) for p in parts],
-            tf.reduce_sum(tf.reshape(dy * xhat, [-1, width]), 0),
-            tf.reduce_sum(tf.reshape(dy, [-1, width]), 0))
+    dbias = None if bias is None else _column_sum(dz)
+    return ([tf.cast(dz, p.dtype) for p in parts], dbias, _column_sum(dy * xhat),
+            _column_sum(dy))
 
 
-def layer_norm(parts, gamma, beta, epsilon, out_dtype):
-    """LayerNorm(sum of `parts`) over the last axis in float32, returned as `out_dtype`.
+def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
+    """LayerNorm(sum of `parts` + bias) over the last axis in float32, returned as `out_dtype`.
 
-    `parts` is the input and optionally the residual added to it (same shape, any float dtypes).
+    `parts`: the input and optionally the residual added to it (same shape, any float dtypes);
+    `bias`: optional float32 [width], the bias of the projection that produced the input.
     """
+    n = len(parts)
 
     @tf.custom_gradient
     def fn(*args):
-        parts, (gamma, beta) = args[:-2], args[-2:]
+        parts, gamma, beta = args[:n], args[n], args[n + 1]
+        bias = args[n + 2] if len(args) > n + 2 else None
 
         def grad(dy):
-            dparts, dgamma, dbeta = _layer_norm_bwd(dy, parts, gamma, epsilon)
-            return (*dparts, dgamma, dbeta)
-        return _layer_norm_fwd(parts, gamma, beta, epsilon, out_dtype), grad
-    return fn(*parts, gamma, beta)
+            dparts, dbias, dgamma, dbeta = _layer_norm_bwd(dy, parts, bias, gamma, epsilon)
+            return (*dparts, dgamma, dbeta) + (() if bias is None else (dbias,))
+        return _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype), grad
+    return fn(*parts, gamma, beta, *(() if bias is None else (bias,)))
 
 
 # --- scaled, masked softmax --------------------------------------------------------------------

@@ -53,12 +53,13 @@ class Dense(keras.layers.Layer):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, x, training=None):
+    def call(self, x, training=None, with_bias=True):
+        """`with_bias=False` leaves the bias out: the caller adds it in a fused kernel."""
         x = tf.cast(x, self.compute_dtype)
         y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
         if self._gelu_approximate is not None and kernels.enabled(training):
             return kernels.bias_gelu(y, tf.convert_to_tensor(self.bias), self._gelu_approximate)
-        if self.bias is not None:
+        if self.bias is not None and with_bias:
             y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
         return self.activation(y) if self.activation else y
 
@@ -66,7 +67,8 @@ class Dense(keras.layers.Layer):
 class LayerNorm(keras.layers.Layer):
     """LayerNorm over the last axis, computed in float32 whatever the policy (TF1 names gamma/beta).
 
-    Called as `ln(x, residual)` it normalises x + residual (one fused kernel when training).
+    Called as `ln(x, residual, bias)` it normalises x + residual + bias (one fused kernel when
+    training).
     """
 
     def __init__(self, dim, epsilon=1e-12, **kwargs):
@@ -78,10 +80,10 @@ class LayerNorm(keras.layers.Layer):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, x, residual=None, training=None):
+    def call(self, x, residual=None, bias=None, training=None):
         parts = (x,) if residual is None else (x, residual)
         args = (parts, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta),
-                self.epsilon, self.compute_dtype)
+                self.epsilon, self.compute_dtype, bias)
         if kernels.enabled(training):
             return kernels.layer_norm(*args)
         return kernels.layer_norm_reference(*args)
@@ -128,7 +130,8 @@ class AttentionFfnBlock(keras.layers.Layer):
     """
 
     def __init__(self, config, **kwargs):
-        super().__init__(**kwargs)
+        # No autocast: the fused LayerNorms take the float32 biases of the projections.
+        super().__init__(autocast=False, **kwargs)
         init, h, policy = _initializer(config), config.hidden_size, self.dtype_policy
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
@@ -168,8 +171,19 @@ class AttentionFfnBlock(keras.layers.Layer):
         probs = self.attention_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         context = tf.reshape(context, [batch * seq, self.num_heads * self.head_size])
-        attn = self.hidden_dropout(self.attention_output(context), training=training)
-        attn = self.attention_layer_norm(attn, x, training=training)
+        # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
+        fold = kernels.enabled(training) and self.hidden_dropout.rate == 0
+        attn = self._project(self.attention_output, context, fold, training)
+        attn = self.attention_layer_norm(attn, x, self._bias(self.attention_output, fold),
+                                         training=training)
         ffn = self.intermediate(attn, training=training)
-        ffn = self.hidden_dropout(self.ffn_output(ffn), training=training)
-        return self.output_layer_norm(ffn, attn, training=training)
+        ffn = self._project(self.ffn_output, ffn, fold, training)
+        return self.output_layer_norm(ffn, attn, self._bias(self.ffn_output, fold),
+                                      training=training)
+
+    def _project(self, dense, x, fold, training):
+        return self.hidden_dropout(dense(x, with_bias=not fold), training=training)
+
+    @staticmethod
+    def _bias(dense, fold):
+        return tf.convert_to_tensor(dense.bias) if fold else None
