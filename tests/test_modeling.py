@@ -144,3 +144,15 @@ def test_mixed_precision(tiny_config, batch, policy, dtype):
         got = tf.cast(out[key], tf.float32).numpy()
         assert np.isfinite(got).all()
         np.testing.assert_allclose(got, expected[key], atol=0.1, rtol=0.05)
+
+
+def test_encoder_output_positions_compute_only_those_rows(tiny_config, batch):
+    model = AlbertEncoder(tiny_config)
+    full = model(batch)
+    part = model(batch, output_positions=batch["masked_lm_positions"])
+    assert sorted(part) == ["pooled_output", "sequence_output"]
+    assert part["sequence_output"].shape == (2, 3, 16)
+    expected = np.take_along_axis(full["sequence_output"].numpy(),
+                                  batch["masked_lm_positions"][:, :, None], axis=1)
+    np.testing.assert_allclose(part["sequence_output"], expected, atol=1e-5)
+    np.testing.assert_allclose(part["pooled_output"], full["pooled_output"], atol=1e-5)

@@ -56,7 +56,10 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, output_positions=None):
+        """With `output_positions` [batch, P], the last block runs only at [CLS] and those
+        positions: the result is then `sequence_output` [batch, P, H] (the hidden states at the
+        positions) and `pooled_output`, nothing else. Pretraining needs no more."""
         word_ids, input_mask, type_ids = _unpack_inputs(inputs)
         batch, seq = tf.shape(word_ids)[0], tf.shape(word_ids)[1]
         x = self.embeddings(word_ids, type_ids, training=training)
@@ -65,11 +68,20 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             x = self.embedding_projection(x)
         bias = attention_bias_from_mask(input_mask)
         hidden = self.config.hidden_size
+        blocks = [block for layer_idx in range(self.config.num_hidden_layers)
+                  for block in self.groups[self.config.group_of_layer(layer_idx)]]
         encoder_outputs = []
-        for layer_idx in range(self.config.num_hidden_layers):
-            for block in self.groups[self.config.group_of_layer(layer_idx)]:
-                x = block(x, bias, batch, seq, training=training)
-                encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
+        for block in blocks[:-1]:
+            x = block(x, bias, batch, seq, training=training)
+            encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
+        if output_positions is not None:
+            rows = tf.concat([tf.zeros([batch, 1], tf.int32),
+                              tf.cast(output_positions, tf.int32)], axis=1)
+            x = blocks[-1](x, bias, batch, seq, training=training, positions=rows)
+            x = tf.reshape(x, [batch, -1, hidden])
+            return {"sequence_output": x[:, 1:], "pooled_output": self.pooler(x[:, 0])}
+        x = blocks[-1](x, bias, batch, seq, training=training)
+        encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
         sequence_output = encoder_outputs[-1]
         pooled_output = self.pooler(sequence_output[:, 0, :])
         return {"sequence_output": sequence_output, "pooled_output": pooled_output,

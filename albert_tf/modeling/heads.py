@@ -25,10 +25,15 @@ class MaskedLMHead(keras.layers.Layer):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, sequence_output, positions):
-        """sequence_output [B, T, H], positions [B, P] → float32 logits [B, P, vocab]."""
-        batch, num = tf.shape(positions)[0], tf.shape(positions)[1]
-        x = tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+    def call(self, sequence_output, positions=None):
+        """sequence_output [B, T, H], positions [B, P] → float32 logits [B, P, vocab].
+
+        Without `positions`, sequence_output holds the hidden states at the positions already.
+        """
+        x = sequence_output
+        if positions is not None:
+            x = tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+        batch, num = tf.shape(x)[0], tf.shape(x)[1]
         x = tf.reshape(x, [batch * num, -1])
         # The vocabulary projection runs in float32: the logits feed a softmax over V classes.
         x = tf.cast(self.layer_norm(self.dense(x)), tf.float32)

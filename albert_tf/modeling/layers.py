@@ -160,17 +160,24 @@ class AttentionFfnBlock(keras.layers.Layer):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, x, attention_bias, batch, seq, training=None):
-        q = self._split_heads(self.query(x), batch, seq)
+    def call(self, x, attention_bias, batch, seq, training=None, positions=None):
+        """→ [batch * seq, H]; with `positions` [batch, P] only those rows are computed (their
+        queries still attend over the whole sequence) → [batch * P, H]."""
         k = self._split_heads(self.key(x), batch, seq)
         v = self._split_heads(self.value(x), batch, seq)
+        rows = seq
+        if positions is not None:
+            rows = tf.shape(positions)[1]
+            x = tf.gather(tf.reshape(x, [batch, seq, -1]), positions, batch_dims=1)
+            x = tf.reshape(x, [batch * rows, -1])
+        q = self._split_heads(self.query(x), batch, rows)
         scores = tf.matmul(q, k, transpose_b=True)
         # Scaled, masked softmax in float32: bfloat16/float16 scores lose small probabilities.
         softmax = kernels.masked_softmax if kernels.enabled(training) else kernels.softmax_reference
         probs = softmax(scores, tf.cast(attention_bias, tf.float32), self.scale)
         probs = self.attention_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
-        context = tf.reshape(context, [batch * seq, self.num_heads * self.head_size])
+        context = tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
         # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
         fold = kernels.enabled(training) and self.hidden_dropout.rate == 0
         attn = self._project(self.attention_output, context, fold, training)

@@ -6,6 +6,7 @@ import tensorflow as tf
 from albert_tf.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling import kernels
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 
@@ -13,7 +14,9 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     """Encoder + MLM head (tied to the word embeddings) + SOP head.
 
     Inputs: the encoder dict plus `masked_lm_positions` [batch, P]. Outputs: the encoder's plus
-    `mlm_logits` [batch, P, vocab] and `sop_logits` [batch, 2], both float32.
+    `mlm_logits` [batch, P, vocab] and `sop_logits` [batch, 2], both float32. When training
+    (with the fused kernels, see `kernels.unfused`), the last layer runs only where the losses
+    look, [CLS] and the masked positions: the outputs are then the logits and `pooled_output`.
     """
 
     def __init__(self, config, sop_weight=1.0, **kwargs):
@@ -42,9 +45,14 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
         pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, inputs, training=None):
-        outputs = dict(self.encoder(inputs, training=training))
-        outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"],
-                                               inputs["masked_lm_positions"])
+        positions = inputs["masked_lm_positions"]
+        if kernels.enabled(training):
+            encoded = self.encoder(inputs, training=training, output_positions=positions)
+            outputs = {"pooled_output": encoded["pooled_output"],
+                       "mlm_logits": self.masked_lm(encoded["sequence_output"])}
+        else:
+            outputs = dict(self.encoder(inputs, training=training))
+            outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"], positions)
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
         return outputs
 
