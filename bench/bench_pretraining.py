@@ -20,6 +20,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import gemm_bound  # noqa: E402
+
 BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
             num_attention_heads=12, intermediate_size=3072, hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0)
@@ -145,6 +147,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--no_gemm_bound", action="store_true",
+                        help="skip timing the step's matmuls alone (bench/gemm_bound.py)")
     args = parser.parse_args()
     batch = make_batch(args.batch_size, args.seq_length, args.predictions)
     peers, precisions = args.peers.split(","), args.precisions.split(",")
@@ -176,6 +180,12 @@ def main():
         summary[precision] = {"rates": rates, "best_peer": best, "ratio": ratio}
         print(f"  {precision}: " + ", ".join(f"{p} {r:.2f}" for p, r in rates.items())
               + (f"  → {ratio:.2f}x {best}" if ratio else ""))
+        if not args.no_gemm_bound and args.batch_size == 8 and args.seq_length == 128:
+            bound = gemm_bound.bound_seconds(precision)
+            summary[precision]["matmul_bound_seq_per_s"] = args.batch_size / bound
+            print(f"    the step's matmuls alone: {bound:.2f} s/step = "
+                  f"{args.batch_size / bound:.2f} seq/s, the ceiling for any implementation "
+                  "with this matmul library (bench/gemm_bound.py)")
     print(json.dumps(summary))
 
 
