@@ -140,7 +140,7 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
 
 # --- scaled, masked softmax --------------------------------------------------------------------
 
-def softmax_reference(scores, bias, scale):
+def softmax_reference(scores, bias, scale=1.0):
     return tf.cast(tf.nn.softmax(_f32(scores) * scale + bias), scores.dtype)
 
 

@@ -170,11 +170,15 @@ class AttentionFfnBlock(keras.layers.Layer):
             rows = tf.shape(positions)[1]
             x = tf.gather(tf.reshape(x, [batch, seq, -1]), positions, batch_dims=1)
             x = tf.reshape(x, [batch * rows, -1])
-        q = self._split_heads(self.query(x), batch, rows)
-        scores = tf.matmul(q, k, transpose_b=True)
-        # Scaled, masked softmax in float32: bfloat16/float16 scores lose small probabilities.
-        softmax = kernels.masked_softmax if kernels.enabled(training) else kernels.softmax_reference
-        probs = softmax(scores, tf.cast(attention_bias, tf.float32), self.scale)
+        q = self.query(x)
+        fused = kernels.enabled(training)
+        if not fused:  # the kernel scales the scores for free; here q is the smaller tensor
+            q *= tf.cast(self.scale, q.dtype)
+        scores = tf.matmul(self._split_heads(q, batch, rows), k, transpose_b=True)
+        # Masked softmax in float32: bfloat16/float16 scores lose the small probabilities.
+        bias = tf.cast(attention_bias, tf.float32)
+        probs = (kernels.masked_softmax(scores, bias, self.scale) if fused
+                 else kernels.softmax_reference(scores, bias))
         probs = self.attention_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         context = tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
