@@ -1,5 +1,7 @@
 """The fused training kernels equal autodiff of the plain formulas, alone and inside the model."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -110,3 +112,31 @@ def test_training_step_equals_the_plain_ops(tiny_config, batch):
     for var, g_f, g_p in zip(model.trainable_variables, fused_grads, plain_grads):
         np.testing.assert_allclose(g_f, g_p, atol=1e-6, rtol=1e-4, err_msg=var.path)
     assert float(tf.linalg.global_norm(fused_grads)) > 0
+
+
+def test_shared_weight_cast_once_keeps_float32_gradient_per_use():
+    w = tf.Variable(tf.random.stateless_normal([6, 6], [1, 2]))
+    x0 = tf.cast(tf.random.stateless_normal([4, 6], [3, 4]), tf.bfloat16)
+
+    def chain(shared):
+        @tf.function
+        def run():
+            with tf.GradientTape() as tape:
+                x = x0
+                with kernels.shared_weight_casts() if shared else contextlib.nullcontext():
+                    for _ in range(3):
+                        x = tf.tanh(tf.matmul(x, kernels.cast_weight(w, tf.bfloat16)))
+                loss = tf.reduce_sum(tf.cast(x, tf.float32))
+            return loss, tape.gradient(loss, w)
+        graph = run.get_concrete_function().graph
+        casts = [op for op in graph.get_operations() if op.type == "Cast"
+                 and op.inputs[0].dtype == tf.float32 and op.outputs[0].dtype == tf.bfloat16]
+        return run(), len(casts)
+
+    (loss_shared, grad_shared), casts_shared = chain(True)
+    (loss_each, grad_each), casts_each = chain(False)
+    # One cast of w instead of three; the other float32→bfloat16 cast is the loss's gradient.
+    assert (casts_shared, casts_each) == (2, 4)
+    assert grad_shared.dtype == tf.float32
+    np.testing.assert_array_equal(loss_shared, loss_each)
+    np.testing.assert_allclose(grad_shared, grad_each, rtol=1e-6)

@@ -1,10 +1,13 @@
 """AlbertEncoder: factorised embeddings, grouped shared transformer blocks, and the pooler."""
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
 from albert_tf.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling import kernels
 from albert_tf.modeling.layers import AttentionFfnBlock, Dense, Embeddings, _initializer
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -71,16 +74,20 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         blocks = [block for layer_idx in range(self.config.num_hidden_layers)
                   for block in self.groups[self.config.group_of_layer(layer_idx)]]
         encoder_outputs = []
-        for block in blocks[:-1]:
-            x = block(x, bias, batch, seq, training=training)
-            encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
-        if output_positions is not None:
-            rows = tf.concat([tf.zeros([batch, 1], tf.int32),
-                              tf.cast(output_positions, tf.int32)], axis=1)
-            x = blocks[-1](x, bias, batch, seq, training=training, positions=rows)
+        # The shared blocks' weights are cast to the compute dtype once, not once per layer.
+        with (kernels.shared_weight_casts() if kernels.enabled(training)
+              else contextlib.nullcontext()):
+            for block in blocks[:-1]:
+                x = block(x, bias, batch, seq, training=training)
+                encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
+            positions = None
+            if output_positions is not None:
+                positions = tf.concat([tf.zeros([batch, 1], tf.int32),
+                                       tf.cast(output_positions, tf.int32)], axis=1)
+            x = blocks[-1](x, bias, batch, seq, training=training, positions=positions)
+        if positions is not None:
             x = tf.reshape(x, [batch, -1, hidden])
             return {"sequence_output": x[:, 1:], "pooled_output": self.pooler(x[:, 0])}
-        x = blocks[-1](x, bias, batch, seq, training=training)
         encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
         sequence_output = encoder_outputs[-1]
         pooled_output = self.pooler(sequence_output[:, 0, :])

@@ -42,6 +42,39 @@ def _column_sum(x):
     return tf.reduce_sum(tf.reshape(x, [-1, tf.shape(x)[-1]]), 0)
 
 
+# --- shared weights cast once per call ---------------------------------------------------------
+
+_weight_casts = None
+
+
+@contextlib.contextmanager
+def shared_weight_casts():
+    """Within this block, `cast_weight` casts each variable once, however many layers use it."""
+    global _weight_casts
+    outer, _weight_casts = _weight_casts, {}
+    try:
+        yield
+    finally:
+        _weight_casts = outer
+
+
+def cast_weight(variable, dtype):
+    """`variable` as `dtype`; inside `shared_weight_casts` the cast is made once and reused,
+    while each use still sends its own float32 gradient back to the variable."""
+    w = tf.convert_to_tensor(variable)
+    if _weight_casts is None or w.dtype == dtype:
+        return tf.cast(w, dtype)
+    key = (id(variable), dtype)
+    if key not in _weight_casts:
+        _weight_casts[key] = tf.cast(tf.stop_gradient(w), dtype)
+    low = _weight_casts[key]
+
+    @tf.custom_gradient
+    def reuse(w):
+        return tf.identity(low), lambda dy: tf.cast(dy, w.dtype)
+    return reuse(w)
+
+
 # --- bias + GELU -------------------------------------------------------------------------------
 
 def _gelu(y, approximate):

@@ -56,7 +56,7 @@ class Dense(keras.layers.Layer):
     def call(self, x, training=None, with_bias=True):
         """`with_bias=False` leaves the bias out: the caller adds it in a fused kernel."""
         x = tf.cast(x, self.compute_dtype)
-        y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
+        y = tf.matmul(x, kernels.cast_weight(self.kernel, x.dtype))
         if self._gelu_approximate is not None and kernels.enabled(training):
             return kernels.bias_gelu(y, tf.convert_to_tensor(self.bias), self._gelu_approximate)
         if self.bias is not None and with_bias:
