@@ -173,6 +173,18 @@ def load_tokenizer(spm_model_file=None, do_lower_case=True, hub_module_handle=No
                      "SentencePiece asset)")
 
 
+def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object)
+    """The scripts' common start: warn of flags they ignore, create --output_dir, and return
+    the tokenizer from --spm_model_file or the hub module."""
+    for name in ignored_flags:
+        if FLAGS[name].value:
+            logging.warning("--%s is ignored: %s", name, why)
+    tokenizer = load_tokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case,
+                               FLAGS.albert_hub_module_handle)
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    return tokenizer
+
+
 class HubEncoder(keras.layers.Layer):
     """A TF2 SavedModel with the TF-Hub text-encoder API as a trainable encoder layer.
 

@@ -235,9 +235,7 @@ def main(_):
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
         raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
                              "(or --export_dir)")
-    tokenizer = finetuning.load_tokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case,
-                                          FLAGS.albert_hub_module_handle)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    tokenizer = finetuning.prepare(FLAGS)
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout)
     if FLAGS.export_dir:

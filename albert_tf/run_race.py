@@ -155,13 +155,8 @@ def main(_):
         raise app.UsageError("--high_only and --middle_only exclude each other")
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true")
-    for name in ("train_file", "eval_file", "predict_file"):
-        if FLAGS[name].value:
-            logging.warning("--%s is ignored by run_race: features are cached in --cached_dir",
-                            name)
-    tokenizer = finetuning.load_tokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case,
-                                          FLAGS.albert_hub_module_handle)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    tokenizer = finetuning.prepare(FLAGS, ("train_file", "eval_file", "predict_file"),
+                                   "run_race reads --data_dir and caches features in --cached_dir")
     task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
                     FLAGS.cached_dir or FLAGS.output_dir, FLAGS.high_only, FLAGS.middle_only,
                     FLAGS.dropout_prob)

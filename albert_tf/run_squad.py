@@ -295,13 +295,9 @@ def main(_):
         FLAGS.num_train_epochs = None if FLAGS["train_step"].present else 3.0
     if not FLAGS["warmup_proportion"].present:
         FLAGS.warmup_proportion = None if FLAGS["warmup_step"].present else 0.1
-    for name in ("train_feature_file", "predict_feature_file", "predict_feature_left_file"):
-        if FLAGS[name].value:
-            logging.warning("--%s is superseded by the keyed feature cache in --cached_dir",
-                            name)
-    tokenizer = finetuning.load_tokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case,
-                                          FLAGS.albert_hub_module_handle)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    tokenizer = finetuning.prepare(
+        FLAGS, ("train_feature_file", "predict_feature_file", "predict_feature_left_file"),
+        "superseded by the keyed feature cache in --cached_dir")
     task = SquadTask(
         tokenizer, FLAGS.train_file, FLAGS.predict_file, FLAGS.cached_dir or FLAGS.output_dir,
         FLAGS.version_2_with_negative, FLAGS.max_seq_length, FLAGS.doc_stride,
