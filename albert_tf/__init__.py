@@ -14,11 +14,17 @@ _EXPORTS = {
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertClassifier": "albert_tf.modeling.classifier",
-    "AdamWeightDecay": "albert_tf.optimization",
-    "Lamb": "albert_tf.optimization",
-    "WarmupPolynomialDecay": "albert_tf.optimization",
-    "create_optimizer": "albert_tf.optimization",
+    "AdamWeightDecay": "albert_tf.training.optimizers",
+    "Lamb": "albert_tf.training.optimizers",
+    "WarmupPolynomialDecay": "albert_tf.training.optimizers",
+    "create_optimizer": "albert_tf.training.optimizers",
     "FullTokenizer": "albert_tf.tokenization",
+    "load_tokenizer": "albert_tf.formats.tokenizers",
+    "GlueTask": "albert_tf.tasks",
+    "SquadTask": "albert_tf.tasks",
+    "RaceTask": "albert_tf.tasks",
+    "finetuning_options": "albert_tf.tasks",
+    "run_finetuning": "albert_tf.tasks",
 }
 __all__ = sorted(_EXPORTS)
 

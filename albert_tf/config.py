@@ -3,9 +3,10 @@
 import copy
 import dataclasses
 import json
-import os
 
 import tensorflow as tf
+
+from albert_tf.files import atomic_write_text
 
 # Activation names accepted in `hidden_act`. The original "gelu" is the tanh approximation;
 # Hugging Face calls that "gelu_new" and uses "gelu" for the exact (erf) form.
@@ -147,10 +148,3 @@ class AlbertConfig:
                    eos_token_id=3, tie_word_embeddings=True)
         return out
 
-
-def atomic_write_text(path, text):
-    """Writes `text` to `path` through a temporary name, so readers never see a half file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)

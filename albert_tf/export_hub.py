@@ -6,13 +6,15 @@
       --spm_model_file=albert_base/30k-clean.model --export_path=hub/albert_base_preprocess
 
 --init_checkpoint takes anything `from_pretrained` reads (ours, the original TF1, Hugging Face).
+The library behind it: `albert_tf.serving.export`.
 """
 
 import os
 
 from absl import app, flags, logging
 
-EXPORT_TYPES = ("encoder", "pretrainer", "preprocessor")
+from albert_tf.serving.export import EXPORT_TYPES, export_from_checkpoint
+
 FLAGS = flags.FLAGS
 
 
@@ -48,63 +50,16 @@ def _checkpoint_path(init_checkpoint, albert_directory, checkpoint_name):
     return None
 
 
-def find_spm_model(checkpoint):
-    """The single *.model file beside (or inside) a checkpoint; a clear error otherwise."""
-    import tensorflow as tf
-
-    from albert_tf.checkpoints import resolve_checkpoint
-
-    _, location, _ = resolve_checkpoint(checkpoint)
-    directory = location if tf.io.gfile.isdir(location) else os.path.dirname(location)
-    models = sorted(tf.io.gfile.glob(os.path.join(directory, "*.model")))
-    if len(models) != 1:
-        found = ", ".join(models) if models else "none"
-        raise ValueError(f"--spm_model_file is required: expected exactly one *.model beside "
-                         f"checkpoint {checkpoint} in {directory}, found {found}")
-    return models[0]
-
-
-def export(export_type, export_path, init_checkpoint=None, albert_config_file=None,
-           spm_model_file=None, do_lower_case=True, default_seq_length=128):
-    """Builds the model from the checkpoint and writes the SavedModel; returns `export_path`."""
-    from albert_tf import export as export_lib
-
-    if export_type not in EXPORT_TYPES:
-        raise ValueError(f"--export_type={export_type!r}; use one of {', '.join(EXPORT_TYPES)}")
-    if not export_path:
-        raise ValueError("--export_path is required")
-    if export_type != "preprocessor" and not init_checkpoint:
-        raise ValueError(f"--export_type={export_type} needs --init_checkpoint (or "
-                         f"--albert_directory)")
-    if spm_model_file is None:
-        if not init_checkpoint:
-            raise ValueError("--spm_model_file is required")
-        spm_model_file = find_spm_model(init_checkpoint)
-    if not os.path.exists(spm_model_file) and "://" not in spm_model_file:
-        raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist")
-
-    if export_type == "preprocessor":
-        return export_lib.export_preprocessor(export_path, spm_model_file, do_lower_case,
-                                              default_seq_length)
-    if export_type == "pretrainer":
-        from albert_tf.modeling.pretrainer import AlbertPretrainer as cls
-    else:
-        from albert_tf.modeling.encoder import AlbertEncoder as cls
-    model = cls.from_pretrained(init_checkpoint, config=albert_config_file)
-    logging.info("Loaded %s from %s", cls.__name__, init_checkpoint)
-    return export_lib.export_encoder(model, export_path, spm_model_file, do_lower_case,
-                                     with_pretrainer_heads=export_type == "pretrainer")
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     try:
-        path = export(FLAGS.export_type, FLAGS.export_path,
-                      _checkpoint_path(FLAGS.init_checkpoint, FLAGS.albert_directory,
-                                       FLAGS.checkpoint_name),
-                      FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.do_lower_case,
-                      FLAGS.default_seq_length)
+        path = export_from_checkpoint(
+            FLAGS.export_type, FLAGS.export_path,
+            _checkpoint_path(FLAGS.init_checkpoint, FLAGS.albert_directory,
+                             FLAGS.checkpoint_name),
+            FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.do_lower_case,
+            FLAGS.default_seq_length)
     except (ValueError, FileNotFoundError) as e:  # the user's mistake: the message, no trace
         raise app.UsageError(str(e)) from None
     logging.info("Wrote the %s SavedModel to %s", FLAGS.export_type, path)

@@ -5,12 +5,13 @@
       --num_train_steps=125000 --num_warmup_steps=3125 --learning_rate=0.00176
 
 Rerunning the same command after a crash resumes from the last checkpoint in --output_dir.
+The library behind it: `albert_tf.training.trainer.Trainer`, `albert_tf.data.pipeline`.
 """
 
 import keras
-from absl import app, flags, logging
+from absl import app, flags
 
-from albert_tf import distribution
+from albert_tf.training import distribution
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model to train.")
@@ -78,9 +79,10 @@ def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
 
 
 def main(_):
-    from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+    from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.data.pipeline import expand_file_patterns
-    from albert_tf.training import Trainer
+    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.training.trainer import Trainer
 
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("at least one of --do_train and --do_eval must be true")
@@ -90,11 +92,7 @@ def main(_):
                              f"max_position_embeddings={config.max_position_embeddings}")
     expand_file_patterns(FLAGS.input_file)  # fail early on a wrong glob
     keras.utils.set_random_seed(FLAGS.random_seed)
-    strategy = distribution.get_strategy(
-        FLAGS.strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
-        FLAGS.master)
-    precision = distribution.resolve_precision(FLAGS.mixed_precision, strategy)
-    logging.info("Mixed precision policy: %s", distribution.set_precision_policy(precision))
+    strategy, jit_compile = distribution.setup(FLAGS)
 
     trainer = Trainer(
         strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),
@@ -104,7 +102,7 @@ def main(_):
                                  start_warmup_step=FLAGS.start_warmup_step),
         FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        steps_per_execution=FLAGS.steps_per_execution, jit_compile=FLAGS.jit_compile,
+        steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max)
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))

@@ -108,6 +108,9 @@ class FullTokenizer:
     def __init__(self, spm_model_file, do_lower_case=True):
         self.sp_model = load_sp_model(spm_model_file)
         self.do_lower_case = do_lower_case
+        # The file an export copies; None when built from bytes.
+        self.spm_model_file = (os.fspath(spm_model_file)
+                               if isinstance(spm_model_file, (str, os.PathLike)) else None)
         self.vocab = {self.sp_model.id_to_piece(i): i for i in range(len(self))}
         self.inv_vocab = {i: p for p, i in self.vocab.items()}
 

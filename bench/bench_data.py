@@ -203,7 +203,7 @@ def main():
             fh.write("\n".join(part))
     mb = os.path.getsize(corpus) / 1e6
 
-    from albert_tf.train_vocab import train_sentencepiece
+    from albert_tf.data.vocab import train_sentencepiece
     model = train_sentencepiece(corpus, os.path.join(work, "spm"), args.vocab_size,
                                 num_threads=os.cpu_count() or 1)
 

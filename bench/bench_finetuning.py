@@ -28,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.data import glue  # noqa: E402
-from albert_tf.finetuning import make_dataset  # noqa: E402
+from albert_tf.data.features import make_dataset  # noqa: E402
 
 BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
             num_attention_heads=12, intermediate_size=3072, hidden_dropout_prob=0.0,
@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def cola_features(data_dir, max_seq_length, vocab_size):
     """Features of the CoLA training split with a SentencePiece model trained on it."""
     from albert_tf.tokenization import FullTokenizer
-    from albert_tf.train_vocab import train_sentencepiece
+    from albert_tf.data.vocab import train_sentencepiece
     examples = glue.read_examples(data_dir, glue.get_task("cola"), "train")
     tmp = tempfile.mkdtemp()
     with open(os.path.join(tmp, "text.txt"), "w") as f:
@@ -54,7 +54,7 @@ def ours(features, args, padding):
     """A timed step function of our Trainer with the given --padding."""
     from albert_tf import create_optimizer
     from albert_tf.modeling.classifier import AlbertClassifier
-    from albert_tf.training import Trainer
+    from albert_tf.training.trainer import Trainer
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     out = tempfile.mkdtemp()
     trainer = Trainer(strategy, lambda: AlbertClassifier(AlbertConfig(**BASE), 2),

@@ -26,8 +26,8 @@ import tensorflow as tf  # noqa: E402
 
 
 def build_records(workdir, corpus, seq_length, predictions, vocab_size, dupe_factor):
-    from albert_tf import create_pretraining_data as cpd
-    from albert_tf.train_vocab import train_sentencepiece
+    from albert_tf.data import build_records as cpd
+    from albert_tf.data.vocab import train_sentencepiece
 
     model = os.path.join(workdir, "spm.model")
     if not os.path.exists(model):

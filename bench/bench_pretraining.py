@@ -61,7 +61,7 @@ def with_policy(policy, build):
 
 def ours(batch, precision):
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.optimization import create_optimizer
+    from albert_tf.training.optimizers import create_optimizer
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
     model = with_policy(policy, lambda: AlbertPretrainer(AlbertConfig(**BASE)))
     optimizer = create_optimizer(1e-4, 1000, 10, "lamb")

@@ -12,10 +12,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, export, export_hub
+from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer
 from albert_tf.data.glue import truncate_pair
 from albert_tf.modeling import kernels
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf.serving import export, finetuned, saved_model
+from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
 
 BIN = os.path.dirname(sys.executable)
@@ -163,16 +164,18 @@ def test_encoder_attributes_and_heads(hub_dir, pretrainer, spm, tokenizer):
 def test_hub_load_and_run_classifier_loaders(hub_dir, pretrainer):
     import tensorflow_hub as hub
 
-    from albert_tf import finetuning
+    from albert_tf.formats.hub import HubEncoder
+    from albert_tf.formats.tokenizers import load_tokenizer
 
     module = hub.load(hub_dir)
     inputs = _inputs(2)
     expected = pretrainer.encoder(inputs, training=False)["pooled_output"]
     _close(module(inputs, training=False)["pooled_output"], expected)
     # What run_classifier's --albert_hub_module_handle reads.
-    model_file, lower = finetuning.hub_tokenizer_info(hub_dir)
-    assert model_file.endswith("assets/tiny.model") and lower is True
-    layer = finetuning.HubEncoder(hub_dir)
+    tokenizer = load_tokenizer(model=hub_dir)
+    assert tokenizer.spm_model_file.endswith("assets/tiny.model")
+    assert tokenizer.do_lower_case is True
+    layer = HubEncoder(hub_dir)
     assert layer.config == pretrainer.config
     _close(layer(inputs, training=False)["pooled_output"], expected)
 
@@ -260,7 +263,7 @@ def test_saved_model_cli(hub_dir, pretrainer, tmp_path):
 
 
 def test_tflite_conversion(hub_dir, pretrainer):
-    flatbuffer = export.convert_to_tflite(hub_dir, seq_length=10)
+    flatbuffer = finetuned.convert_to_tflite(hub_dir, seq_length=10)
     interpreter = tf.lite.Interpreter(model_content=flatbuffer)
     runner = interpreter.get_signature_runner()
     for seed in (6, 7):
@@ -339,7 +342,7 @@ def test_text_serving_helper(pretrainer, spm, tokenizer, tmp_path):
     def outputs(out):
         return {"pooled_output": out["pooled_output"],
                 "label": tf.argmax(out["pooled_output"], -1, output_type=tf.int32)}
-    path = export.export_text_serving(
+    path = finetuned.export_text_serving(
         encoder, str(tmp_path / "serving"), spm, seq_length=12, output_fn=outputs,
         signatures={"serving_default": ("text_a",), "pair": ("text_a", "text_b")})
     loaded = tf.saved_model.load(path)
@@ -389,16 +392,16 @@ def test_export_cli_from_tf1_and_hf_checkpoints(pretrainer, spm, tmp_path):
 
 def test_export_cli_errors(pretrainer, spm, tmp_path):
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
-        export_hub.export("encoder", str(tmp_path / "out"), str(tmp_path / "missing"),
+        export.export_from_checkpoint("encoder", str(tmp_path / "out"), str(tmp_path / "missing"),
                           spm_model_file=spm)
     ckpt = pretrainer.save_pretrained(str(tmp_path / "ckpt"))
     with pytest.raises(ValueError, match=r"exactly one \*\.model beside checkpoint"):
-        export_hub.export("encoder", str(tmp_path / "out"), ckpt)
+        export.export_from_checkpoint("encoder", str(tmp_path / "out"), ckpt)
     with pytest.raises(FileNotFoundError, match="--spm_model_file=.*nope.model does not exist"):
-        export_hub.export("preprocessor", str(tmp_path / "out"),
+        export.export_from_checkpoint("preprocessor", str(tmp_path / "out"),
                           spm_model_file=str(tmp_path / "nope.model"))
     with pytest.raises(ValueError, match="needs --init_checkpoint"):
-        export_hub.export("pretrainer", str(tmp_path / "out"), spm_model_file=spm)
+        export.export_from_checkpoint("pretrainer", str(tmp_path / "out"), spm_model_file=spm)
     result = _run_cli("--export_type=encoder", f"--init_checkpoint={tmp_path / 'missing'}",
                       f"--spm_model_file={spm}", f"--export_path={tmp_path / 'out'}")
     assert result.returncode != 0 and "checkpoint not found" in result.stderr
@@ -412,7 +415,7 @@ def test_save_replaces_an_existing_export(tmp_path):
     (target / "stale.txt").write_text("old")
     module = tf.Module()
     module.v = tf.Variable(3.0)
-    export._save_atomically(module, str(target), signatures=None)
+    saved_model.save_atomically(module, str(target), signatures=None)
     assert sorted(os.listdir(tmp_path)) == ["model"]
     assert not (target / "stale.txt").exists()
     assert float(tf.saved_model.load(str(target)).v.numpy()) == 3.0

@@ -12,8 +12,11 @@ from absl import flags
 
 import test_run_classifier as rc
 import test_run_squad as rs
-from albert_tf import AlbertConfig, AlbertEncoder, finetuning, run_classifier, run_squad
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.tasks import GlueTask, SquadTask
+from albert_tf.tasks.squad import SquadServing
+from albert_tf.data.vocab import train_sentencepiece
 
 FLAGS = flags.FLAGS
 
@@ -97,9 +100,8 @@ def _test_sentences(data_dir, task_name):
 
 def _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key):
     from albert_tf.data import glue
-    tokenizer = finetuning.load_tokenizer(glue_assets["spm"], True)
-    task = run_classifier.GlueTask(glue.get_task(task_name), glue_assets["data_dir"], tokenizer,
-                                   32, str(out))
+    tokenizer = load_tokenizer(glue_assets["spm"], True)
+    task = GlueTask(glue.get_task(task_name), glue_assets["data_dir"], tokenizer, 32, str(out))
     inputs = _padded(task.features("test"), 32)
     lite = _tflite(export_dir / "classifier.tflite", **inputs)
     assert lite[key].shape == reference.shape
@@ -212,8 +214,8 @@ def test_squad_export(squad_assets, tmp_path, version):
            init_checkpoint=squad_assets["init"], do_train=True, train_step=20, warmup_step=2,
            save_checkpoints_steps=20, version_2_with_negative=version_2, export_dir=export_dir,
            **SQUAD_SETTINGS)
-    task = run_squad.SquadTask(FullTokenizer(squad_assets["spm"], True), train, dev,
-                               str(tmp_path / "cache"), version_2=version_2, **SQUAD_SETTINGS)
+    task = SquadTask(FullTokenizer(squad_assets["spm"], True), train, dev,
+                     str(tmp_path / "cache"), version_2=version_2, **SQUAD_SETTINGS)
     inputs, questions = _single_window_features(task, dev)
     assert len(questions) >= 10
     model = AlbertSquad.from_pretrained(str(out / "model.ckpt-20"),
@@ -223,7 +225,7 @@ def test_squad_export(squad_assets, tmp_path, version):
 
     served = _serve(export_dir, question=[q.question for q in questions],
                     context=[q.context for q in questions])
-    keys = run_squad.SquadServing.OUTPUTS[version_2]
+    keys = SquadServing.OUTPUTS[version_2]
     assert set(served) == set(keys) | {"input_word_ids"}
     np.testing.assert_array_equal(served["input_word_ids"], inputs["input_word_ids"])
     for key in keys:

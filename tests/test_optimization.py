@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.optimization import (AdamWeightDecay, Lamb, WarmupPolynomialDecay,
+from albert_tf.training.optimizers import (AdamWeightDecay, Lamb, WarmupPolynomialDecay,
                                     create_optimizer)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -309,7 +309,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     from tests.test_optimization import make_variables, make_grads
-    from albert_tf.optimization import create_optimizer
+    from albert_tf.training.optimizers import create_optimizer
 
     def train(strategy, name, parts):
         with strategy.scope():

@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertClassifier, AlbertConfig, AlbertPretrainer, FullTokenizer, export
-from albert_tf import predict
-from albert_tf.checkpoints import named_weights_checkpoint
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf import AlbertClassifier, AlbertConfig, AlbertPretrainer, FullTokenizer
+from albert_tf import serving
+from albert_tf.serving import export, finetuned
+from albert_tf.serving.embed import POOLINGS
+from albert_tf.serving.text_io import format_text, read_input_file
+from albert_tf.formats.checkpoints import named_weights_checkpoint
+from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,7 +71,7 @@ def assets(tmp_path_factory):
     for v, value in zip(classifier.variables, best):
         v.assign(value)
     labels = tf.constant(["unacceptable", "acceptable"])
-    export.export_text_serving(
+    finetuned.export_text_serving(
         classifier, str(root / "serving"), spm, seq_length=32,
         signatures={"serving_default": ("text_a", "text_b")},
         output_fn=lambda o: {"probabilities": o["probabilities"],
@@ -91,7 +94,7 @@ def _packed(tokenizer, a, b=None):
 
 def test_fill_mask_top1_is_the_argmax_of_the_model(assets):
     tokenizer, pretrainer = assets["tokenizer"], assets["pretrainer"]
-    fill = predict.FillMask(assets["ckpt"], top_k=3)  # tokenizer: the *.model beside it
+    fill = serving.FillMask(assets["ckpt"], top_k=3)  # tokenizer: the *.model beside it
     texts = ["the cat [MASK] on a mat", "[MASK] dog ran to the [mask].", "bird sang [MASK]"]
     results = fill(texts)
 
@@ -122,7 +125,7 @@ def test_fill_mask_top1_is_the_argmax_of_the_model(assets):
         results[2]["masks"][0]["predictions"][0]["token_id"]
     np.testing.assert_allclose(single["masks"][0]["predictions"][0]["probability"],
                                results[2]["masks"][0]["predictions"][0]["probability"], atol=1e-6)
-    text = predict.format_text(results[1]).splitlines()
+    text = format_text(results[1]).splitlines()
     assert text[0] == results[1]["filled"] and len(text) == 3
     assert text[1].startswith("  [MASK] 1: " + results[1]["masks"][0]["predictions"][0]["text"])
 
@@ -138,7 +141,7 @@ def test_fill_mask_follows_the_mlm_bias_from_a_tf1_checkpoint(assets, tmp_path):
     bias[house] = 50.0
     model.masked_lm.output_bias.assign(bias)
     model.save_pretrained(str(tmp_path / "tf1"), format="tf1")
-    result = predict.predict("fill_mask", str(tmp_path / "tf1"), "the old [MASK] by the river",
+    result = serving.predict("fill_mask", str(tmp_path / "tf1"), "the old [MASK] by the river",
                              spm_model_file=assets["spm"], top_k=2)[0]
     top = result["masks"][0]["predictions"]
     assert top[0]["token"] == "\u2581house" and top[0]["text"] == "house"
@@ -148,8 +151,8 @@ def test_fill_mask_follows_the_mlm_bias_from_a_tf1_checkpoint(assets, tmp_path):
 
 def test_fill_mask_export_equals_checkpoint(assets):
     texts, texts_b = ["the [MASK] sat on a mat", "it cost [MASK] dollars"], ["a dog [MASK]", "ok"]
-    from_ckpt = predict.FillMask(assets["ckpt"])(texts, texts_b)
-    from_export = predict.FillMask(assets["hub_mlm"])(texts, texts_b)  # tokenizer: the asset
+    from_ckpt = serving.FillMask(assets["ckpt"])(texts, texts_b)
+    from_export = serving.FillMask(assets["hub_mlm"])(texts, texts_b)  # tokenizer: the asset
     assert [r["filled"] for r in from_export] == [r["filled"] for r in from_ckpt]
     assert from_export[0]["filled_b"] == from_ckpt[0]["filled_b"]
     assert len(from_export[0]["masks"]) == 2 and len(from_export[1]["masks"]) == 1
@@ -166,10 +169,10 @@ def test_fill_mask_export_equals_checkpoint(assets):
 def test_embeddings_from_checkpoint_and_encoder_export_agree(assets):
     tokenizer, encoder = assets["tokenizer"], assets["pretrainer"].encoder
     texts = _lines(5, 3) + ["", "the cat sat " * 20]
-    for pooling in predict.POOLINGS:
-        ckpt = predict.Embedder(assets["ckpt"], pooling=pooling, batch_size=3,
+    for pooling in POOLINGS:
+        ckpt = serving.Embedder(assets["ckpt"], pooling=pooling, batch_size=3,
                                 max_seq_length=24).vectors(texts)
-        hub = predict.Embedder(assets["hub"], pooling=pooling, max_seq_length=24).vectors(texts)
+        hub = serving.Embedder(assets["hub"], pooling=pooling, max_seq_length=24).vectors(texts)
         assert ckpt.shape == (len(texts), TINY["hidden_size"])
         np.testing.assert_allclose(ckpt, hub, atol=1e-5, rtol=0)
         ids, types = _packed(tokenizer, texts[0])
@@ -185,13 +188,13 @@ def test_embeddings_from_checkpoint_and_encoder_export_agree(assets):
     out = encoder({"input_word_ids": tf.constant([ids]),
                    "input_type_ids": tf.zeros([1, 24], tf.int32),
                    "input_mask": tf.ones([1, 24], tf.int32)}, training=False)
-    rows = predict.Embedder(assets["hub"], max_seq_length=24)([texts[-1]])
+    rows = serving.Embedder(assets["hub"], max_seq_length=24)([texts[-1]])
     np.testing.assert_allclose(rows[0]["embedding"], out["pooled_output"][0].numpy(), atol=1e-5)
     # Pairs: [CLS] A [SEP] B [SEP] with type ids 1 for B.
     ids, types = _packed(tokenizer, texts[1], texts[2])
     out = encoder({"input_word_ids": tf.constant([ids]), "input_type_ids": tf.constant([types]),
                    "input_mask": tf.ones([1, len(ids)], tf.int32)}, training=False)
-    pair = predict.predict("embed", assets["hub_mlm"], [texts[1]], [texts[2]])[0]
+    pair = serving.predict("embed", assets["hub_mlm"], [texts[1]], [texts[2]])[0]
     assert pair["text"] == texts[1] and pair["text_b"] == texts[2]
     np.testing.assert_allclose(pair["embedding"], out["pooled_output"][0].numpy(), atol=1e-5)
 
@@ -201,7 +204,7 @@ def test_embeddings_from_checkpoint_and_encoder_export_agree(assets):
 def test_classify_from_a_run_classifier_output_dir(assets):
     tokenizer, classifier = assets["tokenizer"], assets["classifier"]
     texts, texts_b = _lines(4, 5), _lines(4, 6)
-    results = predict.predict("classify", assets["clf_dir"], texts, texts_b,
+    results = serving.predict("classify", assets["clf_dir"], texts, texts_b,
                               spm_model_file=assets["spm"], task_name="cola")
     for a, b, row in zip(texts, texts_b, results):
         ids, types = _packed(tokenizer, a, b)
@@ -215,23 +218,23 @@ def test_classify_from_a_run_classifier_output_dir(assets):
         assert row["labels"] == ["0", "1"] and row["label"] == str(int(np.argmax(expected)))
         assert row["probability"] == pytest.approx(float(np.max(expected)), abs=1e-6)
         assert row["text"] == a and row["text_b"] == b
-    named = predict.predict("classify", assets["clf_dir"], texts, texts_b,
+    named = serving.predict("classify", assets["clf_dir"], texts, texts_b,
                             spm_model_file=assets["spm"], labels="bad,good")
     assert [r["label"] for r in named] == [["bad", "good"][int(r["label"])] for r in results]
     # The raw-string export of the same classifier: its own label strings.
-    exported = predict.predict("classify", assets["serving"], texts, texts_b)
+    exported = serving.predict("classify", assets["serving"], texts, texts_b)
     names = {"0": "unacceptable", "1": "acceptable"}
     assert [r["label"] for r in exported] == [names[r["label"]] for r in results]
     for row, ref in zip(exported, results):
         np.testing.assert_allclose(row["probabilities"], ref["probabilities"], atol=1e-5)
         assert "labels" not in row  # the export names the winner only
-    renamed = predict.predict("classify", assets["serving"], texts, texts_b, labels=["n", "y"])
+    renamed = serving.predict("classify", assets["serving"], texts, texts_b, labels=["n", "y"])
     assert [r["label"] for r in renamed] == [["n", "y"][int(r["label"])] for r in results]
-    line = predict.format_text(named[0])
+    line = format_text(named[0])
     p = named[0]["probabilities"]
     assert line == (f"{named[0]['label']} (bad {p[0]:.4f}, good {p[1]:.4f})\t{texts[0]}  |  "
                     f"{texts_b[0]}")
-    assert predict.format_text(exported[0]).startswith(
+    assert format_text(exported[0]).startswith(
         f"{exported[0]['label']} ({p[0]:.4f} {p[1]:.4f})\t")
 
 
@@ -239,7 +242,7 @@ def test_classify_regression_head_gives_a_score(assets, tmp_path):
     model = AlbertClassifier(assets["config"], num_labels=1, regression=True)
     _randomize(model, 4)
     model.save_pretrained(str(tmp_path / "stsb"), spm_model_file=assets["spm"])
-    row = predict.predict("classify", str(tmp_path / "stsb"), "the cat", "a dog",
+    row = serving.predict("classify", str(tmp_path / "stsb"), "the cat", "a dog",
                           task_name="sts-b")[0]
     ids, types = _packed(assets["tokenizer"], "the cat", "a dog")
     expected = model({"input_word_ids": tf.constant([ids]), "input_type_ids": tf.constant([types]),
@@ -251,43 +254,43 @@ def test_classify_regression_head_gives_a_score(assets, tmp_path):
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_errors(assets, tmp_path):
-    E = predict.PredictError
+    E = serving.PredictError
     with pytest.raises(E, match="not found"):
-        predict.FillMask(str(tmp_path / "missing"))
+        serving.FillMask(str(tmp_path / "missing"))
     with pytest.raises(E, match=r"no \[MASK\] in 'the cat'"):
-        predict.FillMask(assets["ckpt"])(["the cat"])
+        serving.FillMask(assets["ckpt"])(["the cat"])
     with pytest.raises(E, match=r"fall beyond --max_seq_length=8"):
-        predict.FillMask(assets["ckpt"], max_seq_length=8)(["the cat sat on a mat by the [MASK]"])
+        serving.FillMask(assets["ckpt"], max_seq_length=8)(["the cat sat on a mat by the [MASK]"])
     with pytest.raises(E, match="masked-LM head"):
-        predict.FillMask(assets["clf_dir"])
+        serving.FillMask(assets["clf_dir"])
     with pytest.raises(E, match="masked-LM head"):
-        predict.FillMask(assets["hub"])
+        serving.FillMask(assets["hub"])
     with pytest.raises(E, match="no SentencePiece model: pass --spm_model_file"):
-        predict.Classifier(assets["clf_dir"])(["the cat"])
+        serving.Classifier(assets["clf_dir"])(["the cat"])
     with pytest.raises(E, match="does not exist"):
-        predict.Classifier(assets["clf_dir"], spm_model_file=str(tmp_path / "x.model"))(["a"])
+        serving.Classifier(assets["clf_dir"], spm_model_file=str(tmp_path / "x.model"))(["a"])
     with pytest.raises(E, match=r"3 labels \(a, b, c\) but the checkpoint's head has 2"):
-        predict.Classifier(assets["clf_dir"], labels="a,b,c")
+        serving.Classifier(assets["clf_dir"], labels="a,b,c")
     with pytest.raises(E, match=r"3 labels .* but the checkpoint's head has 2"):
-        predict.Classifier(assets["clf_dir"], task_name="mnli")
+        serving.Classifier(assets["clf_dir"], task_name="mnli")
     with pytest.raises(E, match="unknown --task_name"):
-        predict.Classifier(assets["clf_dir"], task_name="nope")
+        serving.Classifier(assets["clf_dir"], task_name="nope")
     with pytest.raises(E, match="not both"):
-        predict.Classifier(assets["clf_dir"], labels="a,b", task_name="cola")
+        serving.Classifier(assets["clf_dir"], labels="a,b", task_name="cola")
     with pytest.raises(E, match=r"3 labels \(a, b, c\) but the model gives 2"):
-        predict.Classifier(assets["serving"], labels="a,b,c")(["x"], ["y"])
+        serving.Classifier(assets["serving"], labels="a,b,c")(["x"], ["y"])
     with pytest.raises(E, match="classifies pairs"):
-        predict.Classifier(assets["serving"])(["x"])
+        serving.Classifier(assets["serving"])(["x"])
     with pytest.raises(E, match="no classifier head"):
-        predict.Classifier(assets["ckpt"])
+        serving.Classifier(assets["ckpt"])
     with pytest.raises(E, match="encoder export, which has no classifier head"):
-        predict.Classifier(assets["hub"])
+        serving.Classifier(assets["hub"])
     with pytest.raises(E, match="text_classifier export: embed needs"):
-        predict.Embedder(assets["serving"])
+        serving.Embedder(assets["serving"])
     with pytest.raises(E, match="pooling"):
-        predict.Embedder(assets["ckpt"], pooling="max")
+        serving.Embedder(assets["ckpt"], pooling="max")
     with pytest.raises(E, match="max_position_embeddings=32"):
-        predict.Embedder(assets["ckpt"], max_seq_length=64)
+        serving.Embedder(assets["ckpt"], max_seq_length=64)
     rng = random.Random(0)
     (tmp_path / "words.txt").write_text("\n".join(
         " ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=6)) for _ in range(8))
@@ -295,15 +298,15 @@ def test_errors(assets, tmp_path):
     other = train_sentencepiece(str(tmp_path / "words.txt"), str(tmp_path / "big"), 150,
                                 hard_vocab_limit=False)
     with pytest.raises(E, match="pieces but the model's vocab_size is"):
-        predict.Embedder(assets["ckpt"], spm_model_file=other)(["a"])
+        serving.Embedder(assets["ckpt"], spm_model_file=other)(["a"])
     bare = tmp_path / "bare"
     shutil.copytree(assets["ckpt"], bare)
     os.remove(bare / "albert_config.json")
     with pytest.raises(E, match="pass --albert_config_file"):
-        predict.Embedder(str(bare))
+        serving.Embedder(str(bare))
     (tmp_path / "bad.tsv").write_text("a\tb\nc\n", encoding="utf-8")
     with pytest.raises(E, match="one text or two tab-separated"):
-        predict.read_input_file(str(tmp_path / "bad.tsv"))
+        read_input_file(str(tmp_path / "bad.tsv"))
 
 
 # ---- command line ---------------------------------------------------------------------------
@@ -332,13 +335,13 @@ def test_command_line(assets, tmp_path):
     (stdout, stderr), rc = results[0]
     assert rc == 0, stderr
     printed = [json.loads(line) for line in stdout.splitlines()]
-    expected = predict.FillMask(assets["hub_mlm"], top_k=2)(["the old [MASK] by the river"])
+    expected = serving.FillMask(assets["hub_mlm"], top_k=2)(["the old [MASK] by the river"])
     assert printed == json.loads(json.dumps(expected))
 
     (stdout, stderr), rc = results[1]
     assert rc == 0, stderr
     written = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
-    expected = predict.Classifier(assets["clf_dir"], spm_model_file=assets["spm"],
+    expected = serving.Classifier(assets["clf_dir"], spm_model_file=assets["spm"],
                                   labels="no,yes")(texts, texts_b)
     assert [r["label"] for r in written] == [r["label"] for r in expected]
     assert [r["text_b"] for r in written] == texts_b

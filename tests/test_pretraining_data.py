@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf import create_pretraining_data as cpd
+from albert_tf.data import build_records as cpd
 from albert_tf import tokenization
 from albert_tf.data import pretraining, records
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf.data.vocab import train_sentencepiece
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("the of and to a in that is was he for it with as his on be at by this had not are "

@@ -212,7 +212,7 @@ def test_multiple_choice_model_shapes_names_and_loss():
 def test_choices_stay_together_in_batches():
     """finetuning.make_dataset with lengths [examples, 4]: [batch, 4, length] batches padded to
     the batch's longest choice, masks exact, eval filler examples weighted 0."""
-    from albert_tf import finetuning
+    from albert_tf.data import features as finetuning
     rng = np.random.default_rng(0)
     lengths = rng.integers(3, 20, size=(5, 4)).astype(np.int32)
     total = int(lengths.sum())

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, finetuning, run_classifier
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
+from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.tasks import GlueTask
+from albert_tf.data.vocab import train_sentencepiece
 from conftest import run_main
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
@@ -123,19 +125,40 @@ def test_train_eval_predict_cola(assets, tmp_path):
     assert (out / "submit_results.tsv").read_text().splitlines() == submit
 
 
+def test_python_api_fine_tunes_without_the_script(assets, tmp_path):
+    """GlueTask + finetuning_options + run_finetuning: the script's run from Python."""
+    from albert_tf.data import glue
+    from albert_tf.tasks import finetuning_options, run_finetuning
+
+    out = tmp_path / "api"
+    tokenizer = load_tokenizer(assets["spm"], True)
+    task = GlueTask(glue.get_task("cola"), assets["data_dir"], tokenizer, 32, str(out))
+    options = finetuning_options(
+        output_dir=str(out), init_checkpoint=assets["init"], do_train=True, do_eval=True,
+        train_step=90, warmup_step=10, save_checkpoints_steps=90, learning_rate=2e-3,
+        train_batch_size=16, eval_batch_size=32, max_seq_length=32, strategy="one_device",
+        mixed_precision="none")
+    best = run_finetuning(task, options)
+    assert best["global_step"] == 90
+    assert best["eval_accuracy"] > 0.8, best
+    assert _read_kv(out / "eval_results.txt")["global_step"] == "90"
+    with pytest.raises(ValueError, match="unknown fine-tuning options: train_steps"):
+        finetuning_options(train_steps=5)
+
+
 def test_feature_cache_follows_max_seq_length(assets, tmp_path):
     from albert_tf.data import glue
-    tokenizer = finetuning.load_tokenizer(assets["spm"], True)
+    tokenizer = load_tokenizer(assets["spm"], True)
     task = glue.get_task("cola")
-    a = run_classifier.GlueTask(task, assets["data_dir"], tokenizer, 32, str(tmp_path))
-    short = run_classifier.GlueTask(task, assets["data_dir"], tokenizer, 8, str(tmp_path))
+    a = GlueTask(task, assets["data_dir"], tokenizer, 32, str(tmp_path))
+    short = GlueTask(task, assets["data_dir"], tokenizer, 8, str(tmp_path))
     fa, fs = a.features("dev"), short.features("dev")
     assert fs["lengths"].max() == 8 and fa["lengths"].max() > 8
     assert len([f for f in os.listdir(tmp_path) if f.startswith("cola_dev-")]) == 2
     again = a.features("dev")  # from the cache: same arrays
     np.testing.assert_array_equal(again["input_word_ids"], fa["input_word_ids"])
-    uncased = run_classifier.GlueTask(task, assets["data_dir"],
-                                      finetuning.load_tokenizer(assets["spm"], False), 32,
+    uncased = GlueTask(task, assets["data_dir"],
+                                      load_tokenizer(assets["spm"], False), 32,
                                       str(tmp_path))
     uncased.features("dev")
     assert len([f for f in os.listdir(tmp_path) if f.startswith("cola_dev-")]) == 3
@@ -167,7 +190,7 @@ def _save_hub_module(encoder, spm, path):
 def test_hub_module_training_and_tokenizer(assets, tmp_path):
     encoder = AlbertEncoder.from_pretrained(assets["init"])
     hub = _save_hub_module(encoder, assets["spm"], tmp_path / "hub")
-    tokenizer = finetuning.load_tokenizer(None, False, hub)
+    tokenizer = load_tokenizer(model=hub)
     assert tokenizer.do_lower_case is True
     assert tokenizer.sp_model.serialized_model_proto() == open(assets["spm"], "rb").read()
     out = tmp_path / "out"
@@ -183,7 +206,7 @@ def test_hub_module_training_and_tokenizer(assets, tmp_path):
 
 
 def test_our_encoder_export_as_hub_module(assets, tmp_path):
-    from albert_tf.export import export_encoder
+    from albert_tf.serving.export import export_encoder
     encoder = AlbertEncoder.from_pretrained(assets["init"])
     handle = str(tmp_path / "export")
     export_encoder(encoder, handle, assets["spm"], do_lower_case=True)

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_race
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf.data.vocab import train_sentencepiece
 from conftest import run_main
 from test_race import corpus_lines, write_race
 

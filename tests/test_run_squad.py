@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_squad
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf.tasks import SquadTask
+from albert_tf.data.vocab import train_sentencepiece
 from conftest import run_main
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
@@ -172,7 +173,7 @@ def test_cache_keyed_by_sequence_length_and_stride(assets, tmp_path):
     def features(**kw):
         settings = dict(max_seq_length=40, doc_stride=16, max_query_length=12)
         settings.update(kw)
-        task = run_squad.SquadTask(tokenizer, train, dev, str(tmp_path), version_2=True,
+        task = SquadTask(tokenizer, train, dev, str(tmp_path), version_2=True,
                                    **settings)
         return task.features(dev, False)
 

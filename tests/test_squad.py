@@ -7,9 +7,10 @@ import logging
 import numpy as np
 import pytest
 
-from albert_tf import squad_metrics as m
+from albert_tf.tasks import squad_metrics as m
 from albert_tf.data import squad
-from albert_tf.train_vocab import train_sentencepiece
+from albert_tf.tasks import squad_answers
+from albert_tf.data.vocab import train_sentencepiece
 
 CORPUS = ("the cat sat on the mat while muller ran far away and a bird sang in the tree near "
           "the house by the river cafe naive resume tokyo 3.0 seventy").split()
@@ -101,7 +102,7 @@ def test_predicted_spans_map_back_to_original_characters(tokenizers, lower):
                "end_top_logits": np.tile([5.0, 0.0, -1.0], (len(ANSWERS), 1))}
     outputs["start_top_index"][:, 0] = train["start_positions"]
     outputs["end_top_index"][:, 0] = train["end_positions"]
-    predictions, nbest, _ = squad.postprocess(questions, evaluation, outputs, 20, 30, False)
+    predictions, nbest, _ = squad_answers.postprocess(questions, evaluation, outputs, 20, 30, False)
     assert [predictions[f"q{i}"] for i in range(len(ANSWERS))] == ANSWERS
     assert nbest["q0"][0]["probability"] > 0.5
 

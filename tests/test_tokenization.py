@@ -7,7 +7,7 @@ import pytest
 import sentencepiece as spm
 
 from albert_tf import tokenization
-from albert_tf.train_vocab import USER_DEFINED_SYMBOLS, train_sentencepiece
+from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, train_sentencepiece
 
 WORDS = ("the cat sat on a mat and it cost about dollars in total when we paid Café naïve "
          "résumé Über façade coöperate jalapeño déjà vu").split()

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.training import NonFiniteLossError, Trainer
+from albert_tf.training.trainer import NonFiniteLossError, Trainer
 from conftest import TINY, write_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -40,18 +40,24 @@ def dynamic_mask(batch, seed, options, cls_id=2, sep_id=3):
     `masked_lm_positions`, `masked_lm_ids` (int32) and `masked_lm_weights` (float32), the
     targets sorted by position and padded with 0 to `max_predictions_per_seq`.
     """
-    o = options
-    if o.do_permutation:
+    if options.do_permutation:
         raise ValueError("dynamic masking does not support do_permutation")
     ids = tf.cast(batch["input_word_ids"], tf.int32)
+    seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 5)
+    words = _words(ids, batch, options, cls_id, sep_id)
+    covered = _cover_spans(words, seeds[:2], options)
+    masked = words["text"] & tf.gather(covered, tf.maximum(words["word_of"], 0), batch_dims=1)
+    return dict(batch, **_replace_masked(ids, masked, seeds[2:], options))
+
+
+def _words(ids, batch, o, cls_id, sep_id):
+    """Whole words of each row and the mask budget: a text token starts a word if its boundary
+    is set (or it is the first text token); a continuation piece right after [SEP] joins the
+    word before, as in the original. `cum[:, w]` = text tokens before word w (w = 0 .. L +
+    ngram), so that a span's size in pieces is a difference of two entries."""
     real = tf.cast(batch["input_mask"], tf.bool)
     boundary = tf.cast(batch["token_boundary"], tf.bool)
-    num_preds, ngram = o.max_predictions_per_seq, o.ngram
     seq = tf.shape(ids)[1]
-    seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 5)
-
-    # Whole words: a text token starts one if its boundary is set (or it is the first text
-    # token); a continuation piece right after [SEP] joins the word before, as in the original.
     text = real & (ids != cls_id) & (ids != sep_id)
     text_i = tf.cast(text, tf.int32)
     first = text & (tf.cumsum(text_i, axis=1) == 1)
@@ -62,25 +68,29 @@ def dynamic_mask(batch, seed, options, cls_id=2, sep_id=3):
     if o.masked_lm_prob == 0:
         budget = tf.zeros_like(num_tokens)
     else:
-        budget = tf.minimum(num_preds, tf.maximum(1, tf.cast(
+        budget = tf.minimum(o.max_predictions_per_seq, tf.maximum(1, tf.cast(
             tf.round(tf.cast(num_tokens, tf.float64) * o.masked_lm_prob), tf.int32)))
-
-    # cum[:, w] = text tokens before word w (w = 0 .. L + ngram): span sizes in pieces.
-    words = tf.range(seq + ngram + 1)
-    word_start = tf.searchsorted(word_of, tf.tile(words[None, :], [tf.shape(ids)[0], 1]))
+    word_index = tf.range(seq + o.ngram + 1)
+    word_start = tf.searchsorted(word_of, tf.tile(word_index[None, :], [tf.shape(ids)[0], 1]))
     text_before = tf.concat([tf.cumsum(text_i, axis=1, exclusive=True),
                              tf.reduce_sum(text_i, axis=1, keepdims=True)], axis=1)
     cum = tf.gather(text_before, tf.minimum(word_start, seq), batch_dims=1)
+    return dict(text=text, word_of=word_of, num_words=num_words, budget=budget, cum=cum)
 
+
+def _cover_spans(words, seeds, o):
+    """[B, L + ngram] words covered by the n-gram spans chosen with the original rule."""
+    num_words, budget, cum = words["num_words"], words["budget"], words["cum"]
+    shape = tf.shape(words["word_of"])
+    seq, ngram = shape[1], o.ngram
     word_pos = tf.range(seq)[None, :]
-    keys = tf.random.stateless_uniform(tf.shape(ids), seeds[0])
+    keys = tf.random.stateless_uniform(shape, seeds[0])
     keys = tf.where(word_pos < num_words[:, None], keys, 2.0)
     visit = tf.argsort(keys, axis=1, stable=True)                       # [B, L] word indices
     cdf = tf.constant(ngram_probabilities(ngram, o.favor_shorter_ngram).cumsum()[:-1],
                       tf.float32)
-    draws = tf.random.stateless_uniform(tf.shape(ids), seeds[1])
+    draws = tf.random.stateless_uniform(shape, seeds[1])
     ns = 1 + tf.reduce_sum(tf.cast(draws[:, :, None] >= cdf, tf.int32), axis=2)
-
     m = tf.range(1, ngram + 1)[None, :]
     span_pos = tf.range(seq + ngram)[None, :]
     steps = tf.reduce_max(num_words)
@@ -102,22 +112,25 @@ def dynamic_mask(batch, seed, options, cls_id=2, sep_id=3):
         covered = covered | (span & take[:, None])
         return k + 1, covered, count + tf.where(take, size, 0)
 
-    covered = tf.zeros([tf.shape(ids)[0], seq + ngram], tf.bool)
+    covered = tf.zeros([shape[0], seq + ngram], tf.bool)
     _, covered, _ = tf.while_loop(cond, body, (tf.constant(0), covered, tf.zeros_like(budget)))
-    masked = text & tf.gather(covered, tf.maximum(word_of, 0), batch_dims=1)
+    return covered
 
-    # 80% [MASK], 10% a random id of the whole vocabulary, 10% kept; per token.
-    u = tf.random.stateless_uniform(tf.shape(ids), seeds[2])
-    v = tf.random.stateless_uniform(tf.shape(ids), seeds[3])
-    random_ids = tf.random.stateless_uniform(tf.shape(ids), seeds[4], 0, o.vocab_size, tf.int32)
+
+def _replace_masked(ids, masked, seeds, o):
+    """80% [MASK], 10% a random id of the whole vocabulary, 10% kept, per token; and the
+    targets at the masked positions, ascending."""
+    seq = tf.shape(ids)[1]
+    u = tf.random.stateless_uniform(tf.shape(ids), seeds[0])
+    v = tf.random.stateless_uniform(tf.shape(ids), seeds[1])
+    random_ids = tf.random.stateless_uniform(tf.shape(ids), seeds[2], 0, o.vocab_size, tf.int32)
     replaced = tf.where(u < 0.8, o.mask_id, tf.where(v < 0.5, ids, random_ids))
     new_ids = tf.where(masked, replaced, ids)
-
     # Masked positions ascending: the top-k of (L - position) over masked tokens.
-    score = tf.where(masked, seq - word_pos, 0)
-    top = tf.math.top_k(score, k=num_preds, sorted=True).values
+    score = tf.where(masked, seq - tf.range(seq)[None, :], 0)
+    top = tf.math.top_k(score, k=o.max_predictions_per_seq, sorted=True).values
     valid = top > 0
     positions = tf.where(valid, seq - top, 0)
     labels = tf.where(valid, tf.gather(ids, positions, batch_dims=1), 0)
-    return dict(batch, input_word_ids=new_ids, masked_lm_positions=positions,
-                masked_lm_ids=labels, masked_lm_weights=tf.cast(valid, tf.float32))
+    return dict(input_word_ids=new_ids, masked_lm_positions=positions, masked_lm_ids=labels,
+                masked_lm_weights=tf.cast(valid, tf.float32))

@@ -69,27 +69,10 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     `seed`, the worker and the batch index) instead of the records' static ones.
     """
     files = expand_file_patterns(input_patterns, flag)
-    check_record_lengths(files[0], max_seq_length, max_predictions_per_seq)
-    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-    spec.pop("token_boundary")
-    first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(files[0]))).numpy())
-    if "token_boundary" in first.features.feature:
-        spec["token_boundary"] = pretraining_feature_spec(
-            max_seq_length, max_predictions_per_seq)["token_boundary"]
-    elif dynamic_masking:
-        raise ValueError(f"{files[0]}: records have no 'token_boundary', which --dynamic_masking "
-                         f"needs; build them with albert_tf.create_pretraining_data")
+    spec = _record_spec(files[0], max_seq_length, max_predictions_per_seq, dynamic_masking)
     if dynamic_masking:
-        if not vocab_size:
-            raise ValueError("dynamic masking needs vocab_size (the config's vocab_size)")
-        if ngram < 1 or not 0 <= masked_lm_prob <= 1 or not 0 <= mask_id < vocab_size:
-            raise ValueError(f"dynamic masking: need --ngram >= 1 (got {ngram}), "
-                             f"0 <= --masked_lm_prob <= 1 (got {masked_lm_prob}) and "
-                             f"0 <= --mask_token_id < vocab_size (got {mask_id}, {vocab_size})")
-        options = MaskingOptions(vocab_size=vocab_size, mask_id=mask_id,
-                                 masked_lm_prob=masked_lm_prob,
-                                 max_predictions_per_seq=max_predictions_per_seq, ngram=ngram,
-                                 favor_shorter_ngram=favor_shorter_ngram)
+        options = _masking_options(vocab_size, mask_id, masked_lm_prob, max_predictions_per_seq,
+                                   ngram, favor_shorter_ngram)
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
 
@@ -124,3 +107,32 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     else:
         ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _record_spec(first_file, max_seq_length, max_predictions_per_seq, dynamic_masking):
+    """The parsing spec; `token_boundary` only where the records have it (dynamic masking
+    needs it)."""
+    check_record_lengths(first_file, max_seq_length, max_predictions_per_seq)
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    boundary = spec.pop("token_boundary")
+    first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(first_file))).numpy())
+    if "token_boundary" in first.features.feature:
+        spec["token_boundary"] = boundary
+    elif dynamic_masking:
+        raise ValueError(f"{first_file}: records have no 'token_boundary', which "
+                         f"--dynamic_masking needs; build them with "
+                         f"albert_tf.create_pretraining_data")
+    return spec
+
+
+def _masking_options(vocab_size, mask_id, masked_lm_prob, max_predictions_per_seq, ngram,
+                     favor_shorter_ngram):
+    if not vocab_size:
+        raise ValueError("dynamic masking needs vocab_size (the config's vocab_size)")
+    if ngram < 1 or not 0 <= masked_lm_prob <= 1 or not 0 <= mask_id < vocab_size:
+        raise ValueError(f"dynamic masking: need --ngram >= 1 (got {ngram}), "
+                         f"0 <= --masked_lm_prob <= 1 (got {masked_lm_prob}) and "
+                         f"0 <= --mask_token_id < vocab_size (got {mask_id}, {vocab_size})")
+    return MaskingOptions(vocab_size=vocab_size, mask_id=mask_id, masked_lm_prob=masked_lm_prob,
+                          max_predictions_per_seq=max_predictions_per_seq, ngram=ngram,
+                          favor_shorter_ngram=favor_shorter_ngram)

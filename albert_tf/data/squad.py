@@ -231,6 +231,20 @@ def max_context(spans, position):
     return best
 
 
+def _answer_tokens(question, starts, ends):
+    """(first, last) context token of the answer, or None when it covers no token."""
+    last = question.answer_start + len(question.answer_text) - 1
+    inside = np.nonzero((ends >= question.answer_start) & (starts <= last))[0]
+    return (int(inside[0]), int(inside[-1])) if len(inside) else None
+
+
+def _context_tokens(tokenizer, context):
+    """(piece ids, first char, last char) of a context's pieces."""
+    pieces = encode_pieces(tokenizer.sp_model, tokenizer.preprocess(context))
+    return (np.asarray(tokenizer.convert_tokens_to_ids(pieces), np.int32),
+            *align_pieces(context, pieces, tokenizer.do_lower_case))
+
+
 def convert_questions(questions, tokenizer, max_seq_length, doc_stride, max_query_length,
                       is_training):
     """Features (finetuning's layout): [CLS] query [SEP] doc [SEP] per window, p_mask, and
@@ -242,7 +256,6 @@ def convert_questions(questions, tokenizer, max_seq_length, doc_stride, max_quer
         raise ValueError(f"--doc_stride must be positive, got {doc_stride}")
     ids = tokenizer.special_ids()
     cls_id, sep_id = ids["[CLS]"], ids["[SEP]"]
-    sp = tokenizer.sp_model
     contexts = {}
     out = {k: [] for k in ("input_word_ids", "input_type_ids", "p_mask", "lengths",
                            "start_positions", "end_positions", "is_impossible",
@@ -251,19 +264,16 @@ def convert_questions(questions, tokenizer, max_seq_length, doc_stride, max_quer
     unmappable = 0
     for qi, q in enumerate(questions):
         if q.paragraph not in contexts:
-            pieces = encode_pieces(sp, tokenizer.preprocess(q.context))
-            contexts[q.paragraph] = (np.asarray(tokenizer.convert_tokens_to_ids(pieces), np.int32),
-                                     *align_pieces(q.context, pieces, tokenizer.do_lower_case))
+            contexts[q.paragraph] = _context_tokens(tokenizer, q.context)
         doc_ids, starts, ends = contexts[q.paragraph]
         query = tokenizer.encode(q.question)[:max_query_length]
         tok_start = tok_end = 0
         if is_training and not q.is_impossible:
-            last = q.answer_start + len(q.answer_text) - 1
-            inside = np.nonzero((ends >= q.answer_start) & (starts <= last))[0]
-            if not len(inside):
+            answer = _answer_tokens(q, starts, ends)
+            if answer is None:
                 unmappable += 1
                 continue
-            tok_start, tok_end = int(inside[0]), int(inside[-1])
+            tok_start, tok_end = answer
         spans = windows(len(doc_ids), max_seq_length - len(query) - 3, doc_stride)
         offset = len(query) + 2
         for w, (start, length) in enumerate(spans):
@@ -291,94 +301,13 @@ def convert_questions(questions, tokenizer, max_seq_length, doc_stride, max_quer
                         unmappable)
     if not out["lengths"]:
         raise ValueError("no features were built (every question was skipped)")
+    return _as_arrays(out, is_training)
+
+
+def _as_arrays(out, is_training):
+    """The feature lists as numpy arrays: labels for training, host_ maps for prediction."""
     dtypes = {"input_type_ids": np.int8, "p_mask": np.int8, "host_max_context": np.int8}
     keep = (("start_positions", "end_positions", "is_impossible") if is_training else
             ("host_question", "host_start_char", "host_end_char", "host_max_context"))
     return {k: np.asarray(v, dtypes.get(k, np.int32)) for k, v in out.items()
             if k in keep or k in ("input_word_ids", "input_type_ids", "p_mask", "lengths")}
-
-
-# ---- answers from logits -------------------------------------------------------------------
-
-@dataclasses.dataclass
-class _Candidate:
-    score: float
-    start_logit: float
-    end_logit: float
-    start_char: int
-    end_char: int
-
-
-def _feature_offsets(features):
-    return np.concatenate([[0], np.cumsum(features["lengths"])[:-1]]).astype(np.int64)
-
-
-def _candidates(features, f, offset, pairs, max_answer_length):
-    """Valid spans of feature f: both ends on document tokens, start at its max context,
-    start <= end and at most max_answer_length tokens."""
-    length = int(features["lengths"][f])
-    start_char, end_char = features["host_start_char"], features["host_end_char"]
-    found = []
-    for s, e, s_score, e_score in pairs:
-        if not (0 <= s < length and 0 <= e < length) or e < s or e - s + 1 > max_answer_length:
-            continue
-        if start_char[offset + s] < 0 or end_char[offset + e] < 0:
-            continue
-        if not features["host_max_context"][offset + s]:
-            continue
-        found.append(_Candidate(s_score + e_score, s_score, e_score,
-                                int(start_char[offset + s]), int(end_char[offset + e])))
-    return found
-
-
-def _nbest(question, candidates, n_best_size):
-    """De-duplicated n-best (text, probability, logits), best first; [""] when none."""
-    seen, best = set(), []
-    for c in sorted(candidates, key=lambda c: -c.score):
-        text = question.context[c.start_char:c.end_char + 1].strip()
-        if text in seen:
-            continue
-        seen.add(text)
-        best.append((text, c))
-        if len(best) >= n_best_size:
-            break
-    if not best:
-        best = [("", _Candidate(0.0, 0.0, 0.0, -1, -1))]
-    scores = np.array([c.score for _, c in best], np.float64)
-    probs = np.exp(scores - scores.max())
-    probs /= probs.sum()
-    return [{"text": t, "probability": float(p), "start_logit": float(c.start_logit),
-             "end_logit": float(c.end_logit)} for (t, c), p in zip(best, probs)]
-
-
-def postprocess(questions, features, outputs, n_best_size, max_answer_length,
-                version_2_with_negative):
-    """(predictions {qid: best non-null text}, nbest {qid: [...]}, null_odds {qid: score} or
-    None) from per-feature top-k outputs of AlbertSquad (outputs sorted by feature)."""
-    offsets = _feature_offsets(features)
-    by_question = {}
-    for f, qi in enumerate(features["host_question"]):
-        by_question.setdefault(int(qi), []).append(f)
-    predictions, nbest, null_odds = {}, {}, {} if version_2_with_negative else None
-    for qi, q in enumerate(questions):
-        candidates, null = [], []
-        for f in by_question.get(qi, []):
-            if version_2_with_negative:
-                k2 = outputs["end_top_index"].shape[1] // outputs["start_top_index"].shape[1]
-                pairs = [(int(s), int(outputs["end_top_index"][f, i * k2 + j]),
-                          float(outputs["start_top_log_probs"][f, i]),
-                          float(outputs["end_top_log_probs"][f, i * k2 + j]))
-                         for i, s in enumerate(outputs["start_top_index"][f]) for j in range(k2)]
-                null.append(float(outputs["cls_logits"][f]))
-            else:
-                pairs = [(int(s), int(e), float(ss), float(es))
-                         for s, ss in zip(outputs["start_top_index"][f],
-                                          outputs["start_top_logits"][f])
-                         for e, es in zip(outputs["end_top_index"][f],
-                                          outputs["end_top_logits"][f])]
-            candidates += _candidates(features, f, offsets[f], pairs, max_answer_length)
-        nbest[q.qas_id] = _nbest(q, candidates, n_best_size)
-        predictions[q.qas_id] = nbest[q.qas_id][0]["text"]
-        if version_2_with_negative:
-            null_odds[q.qas_id] = min(null) if null else 0.0
-    return predictions, nbest, null_odds

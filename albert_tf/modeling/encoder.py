@@ -5,7 +5,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import PretrainedMixin
+from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import kernels
 from albert_tf.modeling.layers import AttentionFfnBlock, Dense, Embeddings, _initializer

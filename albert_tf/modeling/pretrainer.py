@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import PretrainedMixin
+from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling import kernels

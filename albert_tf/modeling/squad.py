@@ -11,7 +11,7 @@ masked in both versions; [CLS] stays available as the no-answer position.
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import assign_weights, read_checkpoint
+from albert_tf.formats.checkpoints import assign_weights, read_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.task_model import TaskModel, example_weights
 

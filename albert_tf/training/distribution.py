@@ -1,4 +1,5 @@
-"""tf.distribute strategy and mixed-precision policy from the scripts' flags."""
+"""The one place that picks how a script runs: tf.distribute strategy, mixed-precision policy
+and XLA compilation, from the flags every training script shares."""
 
 import json
 import os
@@ -11,21 +12,25 @@ STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "none", "bfloat16", "float16")
 
 
-def define_flags():
+def define_flags(flag_values=None):
     """The distribution and precision flags shared by every training script."""
+    fv = flags.FLAGS if flag_values is None else flag_values
     flags.DEFINE_enum("strategy", "auto", STRATEGIES,
                       "tf.distribute strategy; auto: tpu with --use_tpu, multi_worker_mirrored "
                       "when TF_CONFIG names several workers, mirrored with several GPUs, else "
-                      "one_device.")
-    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --strategy=tpu).")
-    flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-    flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
-    flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.")
-    flags.DEFINE_string("master", None, "TensorFlow master address (TPU).")
+                      "one_device.", flag_values=fv)
+    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --strategy=tpu).",
+                      flag_values=fv)
+    flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.", flag_values=fv)
+    flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.", flag_values=fv)
+    flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.", flag_values=fv)
+    flags.DEFINE_string("master", None, "TensorFlow master address (TPU).", flag_values=fv)
     flags.DEFINE_enum("mixed_precision", "auto", PRECISIONS,
                       "Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and "
-                      "on CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.")
-    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+                      "on CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.",
+                      flag_values=fv)
+    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.",
+                      flag_values=fv)
 
 
 def _num_workers_in_tf_config():
@@ -95,6 +100,20 @@ def set_precision_policy(precision):
         raise ValueError(f"--mixed_precision={precision!r}: use one of {', '.join(PRECISIONS)}")
     keras.mixed_precision.set_global_policy(policy[precision])
     return policy[precision]
+
+
+def setup(flags_values):
+    """(strategy, jit_compile) from the shared flags; sets the global precision policy and
+    logs what was chosen."""
+    f = flags_values
+    strategy = get_strategy(f.strategy, f.use_tpu, f.tpu_name, f.tpu_zone, f.gcp_project,
+                            f.master)
+    policy = set_precision_policy(resolve_precision(f.mixed_precision, strategy))
+    jit_compile = bool(f.jit_compile)
+    logging.info("Precision policy %s (--mixed_precision=%s); XLA compilation of the training "
+                 "step %s (--jit_compile)", policy, f.mixed_precision,
+                 "on" if jit_compile else "off")
+    return strategy, jit_compile
 
 
 def is_chief(strategy):

@@ -10,7 +10,6 @@ divided by denominators all-reduced over the whole global batch, so every split 
 
 import math
 import os
-import re
 import shutil
 import signal
 import threading
@@ -21,12 +20,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints import named_weights_checkpoint
-from albert_tf.config import atomic_write_text
-from albert_tf.distribution import is_chief
+from albert_tf.formats.checkpoints import named_weights_checkpoint
+from albert_tf.training import results
+from albert_tf.training.distribution import is_chief
 
 CHECKPOINT_NAME = "model.ckpt"
-BEST_NAME = "model.ckpt-best"
 SUM = tf.distribute.ReduceOp.SUM
 
 
@@ -176,14 +174,12 @@ class Trainer:
         runs after each save (the pretraining script evaluates there). A non-finite loss stops
         training before anything is saved.
         """
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
-        iterator = iter(dataset)
+        iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         last_saved = tf.train.latest_checkpoint(self.output_dir)
         if self.step >= num_train_steps:
             logging.info("Step %d already reaches num_train_steps=%d", self.step, num_train_steps)
             return self.step
-        writer = self._writer("train")
-        window, window_start, window_steps = None, time.perf_counter(), 0
+        progress = _Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = _StopRequest()
         try:
             while self.step < num_train_steps and not stop.requested:
@@ -191,29 +187,10 @@ class Trainer:
                 boundaries = [num_train_steps, _next_multiple(step, save_checkpoints_steps),
                               _next_multiple(step, log_steps)]
                 chunk = min(self.steps_per_execution, min(boundaries) - step)
-                sums = self._train_fn(iterator, tf.constant(chunk))
-                sums = {n: float(v.numpy()) for n, v in sums.items()}
-                metrics = {n: float(v) for n, v in self.model.metrics_from_sums(sums).items()}
-                if not math.isfinite(metrics["loss"]):
-                    raise NonFiniteLossError(
-                        f"loss became {metrics['loss']} in the steps {step + 1}..{step + chunk}; "
-                        f"nothing was saved after it. Last good checkpoint: {last_saved or 'none'}. "
-                        f"Lower --learning_rate or check the data.")
-                window = sums if window is None else {n: window[n] + sums[n] for n in sums}
-                window_steps += chunk
+                progress.add(self._run_chunk(iterator, chunk, last_saved), chunk)
                 step = self.step
                 if step % log_steps == 0 or step >= num_train_steps:
-                    elapsed = time.perf_counter() - window_start
-                    metrics = {n: float(v) for n, v in self.model.metrics_from_sums(window).items()}
-                    metrics["learning_rate"] = self._learning_rate()
-                    metrics["examples_per_second"] = window_steps * self.global_batch_size / elapsed
-                    logging.info("step %d/%d  " % (step, num_train_steps) + "  ".join(
-                        f"{n} {v:.4g}" for n, v in metrics.items()))
-                    with writer.as_default(step=step):
-                        for name, value in metrics.items():
-                            tf.summary.scalar(name, value)
-                    writer.flush()
-                    window, window_start, window_steps = None, time.perf_counter(), 0
+                    progress.log(step, self.model.metrics_from_sums, self._learning_rate())
                 if step % save_checkpoints_steps == 0 or step >= num_train_steps:
                     path = self.save()
                     last_saved = path or last_saved
@@ -226,6 +203,18 @@ class Trainer:
                             self.step, stop.requested)
             self.save()
         return self.step
+
+    def _run_chunk(self, iterator, chunk, last_saved):
+        """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss."""
+        step = self.step
+        sums = {n: float(v.numpy()) for n, v in self._train_fn(iterator, tf.constant(chunk)).items()}
+        loss = float(self.model.metrics_from_sums(sums)["loss"])
+        if not math.isfinite(loss):
+            raise NonFiniteLossError(
+                f"loss became {loss} in the steps {step + 1}..{step + chunk}; nothing was "
+                f"saved after it. Last good checkpoint: {last_saved or 'none'}. Lower "
+                f"--learning_rate or check the data.")
+        return sums
 
     def evaluate(self, dataset_fn, max_steps=None):
         """Metrics over the eval data (up to `max_steps` global batches)."""
@@ -273,32 +262,48 @@ class Trainer:
         """
         if not self.chief:
             return False
-        step = result["global_step"]
-        with self._writer("eval").as_default(step=step):
+        with self._writer("eval").as_default(step=result["global_step"]):
             for name, value in result.items():
                 if name != "global_step":
                     tf.summary.scalar(name, value)
-        write_eval_results(os.path.join(self.output_dir, "eval_results.txt"), result)
-        logging.info("Eval at step %d: %s", step, "  ".join(
-            f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step"))
-        best_file = os.path.join(self.output_dir, "best_checkpoint.txt")
-        value = result[best_metric]
-        if tf.io.gfile.exists(best_file):
-            with tf.io.gfile.GFile(best_file) as f:
-                previous = float(re.search(r"value = (\S+)", f.read()).group(1))
-            if (value <= previous) if higher_is_better else (value >= previous):
-                return False
-        copy_checkpoint(checkpoint_path, os.path.join(self.output_dir, BEST_NAME))
-        atomic_write_text(best_file, f"global_step = {step}\nmetric = {best_metric}\n"
-                                     f"value = {value}\ncheckpoint = {checkpoint_path}\n")
-        logging.info("New best %s %.4g at step %d: %s", best_metric, value, step, BEST_NAME)
-        return True
+        return results.record_eval(self.output_dir, result, checkpoint_path, best_metric,
+                                   higher_is_better)
 
     def close(self):
         for writer in self._writers.values():
             writer.close()
         if not self.chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)
+
+
+class _Progress:
+    """Loss sums and examples/s over the steps since the last progress line."""
+
+    def __init__(self, writer, global_batch_size, num_train_steps):
+        self.writer, self.global_batch_size = writer, global_batch_size
+        self.num_train_steps = num_train_steps
+        self._reset()
+
+    def _reset(self):
+        self.sums, self.steps, self.start = None, 0, time.perf_counter()
+
+    def add(self, sums, steps):
+        self.sums = sums if self.sums is None else {n: self.sums[n] + sums[n] for n in sums}
+        self.steps += steps
+
+    def log(self, step, metrics_from_sums, learning_rate):
+        """A progress line and the train summaries at `step`."""
+        elapsed = time.perf_counter() - self.start
+        metrics = {n: float(v) for n, v in metrics_from_sums(self.sums).items()}
+        metrics["learning_rate"] = learning_rate
+        metrics["examples_per_second"] = self.steps * self.global_batch_size / elapsed
+        logging.info("step %d/%d  " % (step, self.num_train_steps) + "  ".join(
+            f"{n} {v:.4g}" for n, v in metrics.items()))
+        with self.writer.as_default(step=step):
+            for name, value in metrics.items():
+                tf.summary.scalar(name, value)
+        self.writer.flush()
+        self._reset()
 
 
 class _StopRequest:
@@ -319,17 +324,6 @@ class _StopRequest:
             signal.signal(sig, handler)
 
 
-def copy_checkpoint(prefix, target_prefix):
-    """Copies a checkpoint's files to a new prefix: data files first, the index last."""
-    for path in sorted(tf.io.gfile.glob(prefix + ".data-*")):
-        tf.io.gfile.copy(path, target_prefix + path[len(prefix):], overwrite=True)
-    tf.io.gfile.copy(prefix + ".index", target_prefix + ".index", overwrite=True)
-
-
 def _next_multiple(step, every):
     return (step // every + 1) * every
 
-
-def write_eval_results(path, result):
-    """The original eval_results.txt format: `key = value` lines, sorted."""
-    atomic_write_text(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))

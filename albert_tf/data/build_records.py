@@ -1,0 +1,284 @@
+"""Text → pretraining TFRecords (MLM + SOP): corpus reading, shards built in parallel.
+
+Input: one sentence per line, blank lines between documents. Each input file is one shard,
+processed on its own (memory bounded by one shard) into its own output file, written atomically.
+"""
+
+import concurrent.futures
+import dataclasses
+import glob
+import multiprocessing
+import os
+import random
+import time
+
+import numpy as np
+from absl import logging
+
+BATCH_SIZE = 2048  # instances masked and serialized together; fixed so output never depends on it
+
+
+class InputError(ValueError):
+    """A user mistake in the inputs or flags, reported without a traceback."""
+
+
+def expand_globs(patterns):
+    """Files matching comma-separated globs, sorted per pattern, without duplicates."""
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    files = []
+    for pattern in (p.strip() for p in patterns):
+        if not pattern:
+            continue
+        matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+        if not matches:
+            raise InputError(f"No input file matches {pattern!r}")
+        files.extend(m for m in matches if m not in files)
+    if not files:
+        raise InputError("No input files given")
+    return files
+
+
+def output_paths(input_files, output_file):
+    """Output file(s) per input shard: a list of lists, aligned with `input_files`.
+
+    One output name and one input: that name. One output name and N inputs:
+    `<name>-00000-of-0000N` per input. N names and N inputs: one each. One input and M names:
+    instances round-robin across the M files, as in the original.
+    """
+    names = [o.strip() for o in output_file.split(",") if o.strip()]
+    n = len(input_files)
+    if not names:
+        raise InputError("--output_file is empty")
+    if n == 1:
+        return [names]
+    if len(names) == 1:
+        return [[f"{names[0]}-{i:05d}-of-{n:05d}"] for i in range(n)]
+    if len(names) == n:
+        return [[name] for name in names]
+    raise InputError(f"{n} input files and {len(names)} output files: give one output name "
+                     f"(shards are suffixed -NNNNN-of-{n:05d}) or exactly one per input file")
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    spm_model_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = True
+    do_permutation: bool = False
+    favor_shorter_ngram: bool = True
+    random_next_sentence: bool = False
+    sop_random_negatives: bool = True
+    max_seq_length: int = 512
+    ngram: int = 3
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 40
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+
+    def validate(self):
+        if self.max_seq_length < 5:
+            raise InputError(f"--max_seq_length={self.max_seq_length} is too small: an instance "
+                             "needs [CLS], [SEP], [SEP] and at least one token per segment (>= 5)")
+        if self.max_predictions_per_seq < 1:
+            raise InputError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
+        if self.ngram < 1:
+            raise InputError(f"--ngram={self.ngram} must be >= 1")
+        if self.dupe_factor < 1:
+            raise InputError(f"--dupe_factor={self.dupe_factor} must be >= 1")
+        for name in ("masked_lm_prob", "short_seq_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise InputError(f"--{name}={value} must be within [0, 1]")
+
+
+def _seed(*parts):
+    """A 64-bit seed derived from the run's seed and a shard/dupe/purpose index."""
+    return np.random.SeedSequence([p & 0xFFFFFFFFFFFFFFFF for p in parts])
+
+
+def read_lines(path):
+    """Lines of a UTF-8 text file (universal newlines); clear errors if empty or not UTF-8."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if not raw.strip():
+        raise InputError(f"Input file {path} is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path}:{line}: not valid UTF-8 ({e.reason}, byte "
+                         f"{raw[e.start:e.start + 1]!r} at offset {e.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def read_corpus(path, encoder, do_lower_case, chunk_lines=20000):
+    """Tokenizes one text file into a `Corpus` (documents split at blank lines)."""
+    from albert_tf.data.pretraining import Corpus
+    from albert_tf.tokenization import preprocess_text
+
+    lines = read_lines(path)
+    token_chunks, sentence_lengths, doc_sizes = [], [], [0]
+    for first in range(0, len(lines), chunk_lines):  # bounded lists of Python ints
+        chunk = [preprocess_text(line, lower=do_lower_case)
+                 for line in lines[first:first + chunk_lines]]
+        ids = iter(encoder.encode_lines([line for line in chunk if line]))
+        flat = []
+        for line in chunk:
+            if not line:
+                if doc_sizes[-1]:
+                    doc_sizes.append(0)
+                continue
+            line_ids = next(ids)
+            if line_ids:
+                flat.extend(line_ids)
+                sentence_lengths.append(len(line_ids))
+                doc_sizes[-1] += 1
+        token_chunks.append(np.array(flat, dtype=np.int32))
+    del lines
+    doc_sizes = [d for d in doc_sizes if d]
+    if not doc_sizes:
+        raise InputError(f"Input file {path} has no text that tokenizes to any piece")
+    tokens = np.concatenate(token_chunks)
+    return Corpus(tokens, encoder.start_table[tokens],
+                  np.concatenate([[0], np.cumsum(sentence_lengths)]).astype(np.int64),
+                  np.concatenate([[0], np.cumsum(doc_sizes)]).astype(np.int64))
+
+
+def load_model(options):
+    """(SentencePieceProcessor, special ids) with a clear error for unusable models."""
+    from albert_tf import tokenization
+
+    path = options.spm_model_file
+    try:
+        sp_model = tokenization.load_sp_model(path)
+        ids = tokenization.special_ids(sp_model, name=f"SentencePiece model {path}")
+    except (FileNotFoundError, ValueError) as e:
+        raise InputError(str(e)) from None
+    return sp_model, ids
+
+
+def build_shard(shard_index, input_path, outputs, options):
+    """Writes the records of one input file; returns (instances, text bytes, seconds)."""
+    from albert_tf import tokenization
+    from albert_tf.data import pretraining, records
+
+    start = time.time()
+    sp_model, ids = load_model(options)
+    encoder = tokenization.FastEncoder(sp_model)
+    corpus = read_corpus(input_path, encoder, options.do_lower_case)
+    text_bytes = os.path.getsize(input_path)
+    logging.info("Shard %d: %s, %d documents, %d sentences, %d tokens (%.1f s)", shard_index,
+                 input_path, corpus.num_documents, len(corpus.sentence_offsets) - 1,
+                 len(corpus.tokens), time.time() - start)
+
+    document_order = list(range(corpus.num_documents))
+    random.Random(int(_seed(options.random_seed, shard_index, 0).generate_state(1)[0])).shuffle(
+        document_order)
+    masking = pretraining.MaskingOptions(
+        vocab_size=sp_model.get_piece_size(), mask_id=ids["[MASK]"],
+        masked_lm_prob=options.masked_lm_prob,
+        max_predictions_per_seq=options.max_predictions_per_seq, ngram=options.ngram,
+        favor_shorter_ngram=options.favor_shorter_ngram,
+        do_whole_word_mask=options.do_whole_word_mask, do_permutation=options.do_permutation)
+    serializer = records.ExampleSerializer(records.pretraining_feature_lengths(
+        options.max_seq_length, options.max_predictions_per_seq, options.do_permutation))
+
+    writers, total = [], 0
+    try:
+        writers = [records.AtomicTFRecordWriter(p) for p in outputs]
+        for dupe in range(options.dupe_factor):
+            for features in _dupe_batches(corpus, document_order, options, shard_index, dupe,
+                                          ids, masking):
+                if shard_index == 0 and total == 0:
+                    _log_example(sp_model, features)
+                total = _write_batch(writers, serializer.serialize_batch(features), total)
+            logging.info("Shard %d: dupe %d/%d, %d instances so far, %.2f MB/s of text copies",
+                         shard_index, dupe + 1, options.dupe_factor, total,
+                         text_bytes * (dupe + 1) / 1e6 / (time.time() - start))
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
+    seconds = time.time() - start
+    logging.info("Shard %d: wrote %d instances to %s in %.2f s", shard_index, total,
+                 ",".join(outputs), seconds)
+    return total, text_bytes, seconds
+
+
+def _dupe_batches(corpus, document_order, options, shard_index, dupe, ids, masking):
+    """Feature batches (BATCH_SIZE instances) of one pass over a shard, with its own masks."""
+    from albert_tf.data import pretraining
+
+    seeds = _seed(options.random_seed, shard_index, dupe + 1)
+    rng = random.Random(int(seeds.generate_state(1)[0]))
+    np_rng = np.random.default_rng(seeds)
+    a0, a1, b0, b1, label = pretraining.segment_pairs(
+        corpus, document_order, options.max_seq_length, options.short_seq_prob, rng,
+        options.random_next_sentence, options.sop_random_negatives)
+    a_start, a_len, b_start, b_len = pretraining.truncate_pairs(
+        a0, a1, b0, b1, options.max_seq_length - 3, np_rng)
+    order = np_rng.permutation(len(label))
+    for s in range(0, len(order), BATCH_SIZE):
+        idx = order[s:s + BATCH_SIZE]
+        yield pretraining.build_features(
+            corpus, (a_start[idx], a_len[idx], b_start[idx], b_len[idx], label[idx]),
+            options.max_seq_length, ids["[CLS]"], ids["[SEP]"], masking, np_rng)
+
+
+def _write_batch(writers, batch, total):
+    """Writes serialized records (round-robin across several outputs, as the original);
+    returns the new total."""
+    for w, writer in enumerate(writers):
+        if len(writers) == 1:
+            writer.write_batch(batch)
+        else:
+            first = (w - total) % len(writers)
+            writer.write_batch(batch.take(np.arange(first, len(batch), len(writers))))
+    return total + len(batch)
+
+
+def _log_example(sp_model, features):
+    pieces = [sp_model.id_to_piece(int(i)) for i, m in
+              zip(features["input_ids"][0], features["input_mask"][0]) if m]
+    logging.info("Example instance: %s", " ".join(pieces))
+    for name, values in features.items():
+        logging.info("  %s: %s", name, " ".join(str(v) for v in values[0].tolist()))
+
+
+def _build_shard_star(args):
+    return build_shard(*args)
+
+
+def build(input_file, output_file, options, num_workers=1):
+    """Checks the inputs, then builds every shard (in parallel with `num_workers` processes)."""
+    options.validate()
+    load_model(options)
+    inputs = expand_globs(input_file)
+    for path in inputs:
+        if os.path.getsize(path) == 0:
+            raise InputError(f"Input file {path} is empty")
+    outputs = output_paths(inputs, output_file)
+    if num_workers < 1:
+        raise InputError(f"--num_workers={num_workers} must be >= 1")
+    jobs = [(i, path, outs, options) for i, (path, outs) in enumerate(zip(inputs, outputs))]
+    logging.info("Building %d shard(s) with %d worker(s)", len(jobs), min(num_workers, len(jobs)))
+    start = time.time()
+    if num_workers == 1 or len(jobs) == 1:
+        results = [build_shard(*job) for job in jobs]
+    else:
+        context = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(min(num_workers, len(jobs)),
+                                                    mp_context=context) as pool:
+            results = list(pool.map(_build_shard_star, jobs))
+    seconds = time.time() - start
+    instances = sum(r[0] for r in results)
+    text_mb = sum(r[1] for r in results) / 1e6
+    logging.info("Wrote %d instances from %.2f MB of text (x%d copies) in %.2f s: %.2f MB/s of "
+                 "text copies", instances, text_mb, options.dupe_factor, seconds,
+                 text_mb * options.dupe_factor / max(seconds, 1e-9))
+    return [o for outs in outputs for o in outs]

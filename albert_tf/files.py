@@ -1,0 +1,31 @@
+"""Writing files safely and fingerprinting them."""
+
+import hashlib
+import json
+import os
+
+import tensorflow as tf
+
+
+def atomic_write_text(path, text):
+    """Writes `text` to `path` through a temporary name, so readers never see a half file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def write_json(path, value):
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def file_digest(path, chunk=1 << 22):
+    """sha256 of a file's bytes (any tf.io.gfile path)."""
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while True:
+            block = f.read(chunk)
+            if not block:
+                break
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,135 @@
+"""Hugging Face ALBERT checkpoints: transformers' tensor names ↔ the original TF1 names, and
+reading/writing `model.safetensors` (or a `pytorch_model.bin` with torch installed)."""
+
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.files import atomic_write_text
+
+# Hugging Face ↔ TF1 names: (HF pattern, TF1 pattern, transpose). `{g}`/`{i}` are group and
+# inner-group indices. HF stores Linear weights [out, in]; TF1 kernels are [in, out].
+_LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
+_BLOCK = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
+_HF_RULES = [
+    ("albert.embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
+    ("albert.embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings",
+     False),
+    ("albert.embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings",
+     False),
+    ("albert.embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
+    ("albert.embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
+    ("albert.encoder.embedding_hidden_mapping_in.weight",
+     "bert/encoder/embedding_hidden_mapping_in/kernel", True),
+    ("albert.encoder.embedding_hidden_mapping_in.bias",
+     "bert/encoder/embedding_hidden_mapping_in/bias", False),
+]
+for _hf, _tf1 in [("attention.query", "attention_1/self/query"),
+                  ("attention.key", "attention_1/self/key"),
+                  ("attention.value", "attention_1/self/value"),
+                  ("attention.dense", "attention_1/output/dense"),
+                  ("ffn", "ffn_1/intermediate/dense"),
+                  ("ffn_output", "ffn_1/intermediate/output/dense")]:
+    _HF_RULES += [(_LAYER + _hf + ".weight", _BLOCK + _tf1 + "/kernel", True),
+                  (_LAYER + _hf + ".bias", _BLOCK + _tf1 + "/bias", False)]
+for _hf, _tf1 in [("attention.LayerNorm", "LayerNorm"), ("full_layer_layer_norm", "LayerNorm_1")]:
+    _HF_RULES += [(_LAYER + _hf + ".weight", _BLOCK + _tf1 + "/gamma", False),
+                  (_LAYER + _hf + ".bias", _BLOCK + _tf1 + "/beta", False)]
+_HF_RULES += [
+    ("albert.pooler.weight", "bert/pooler/dense/kernel", True),
+    ("albert.pooler.bias", "bert/pooler/dense/bias", False),
+    ("predictions.dense.weight", "cls/predictions/transform/dense/kernel", True),
+    ("predictions.dense.bias", "cls/predictions/transform/dense/bias", False),
+    ("predictions.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
+    ("predictions.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+    ("predictions.bias", "cls/predictions/output_bias", False),
+    ("sop_classifier.classifier.weight", "cls/seq_relationship/output_weights", False),
+    ("sop_classifier.classifier.bias", "cls/seq_relationship/output_bias", False),
+]
+# Tied copies and buffers that transformers may store; they carry no weights of their own.
+_HF_IGNORED = re.compile(r"(^predictions\.decoder\.|position_ids$)")
+
+
+def _pattern_to_regex(pattern):
+    return re.compile("^" + re.escape(pattern).replace(r"\{g\}", r"(?P<g>\d+)")
+                      .replace(r"\{i\}", r"(?P<i>\d+)") + "$")
+
+
+_HF_TO_TF1 = [(_pattern_to_regex(hf), tf1, t) for hf, tf1, t in _HF_RULES]
+_TF1_TO_HF = [(_pattern_to_regex(tf1), hf, t) for hf, tf1, t in _HF_RULES]
+
+
+def _rename(name, rules):
+    for regex, target, transpose in rules:
+        m = regex.match(name)
+        if m:
+            return target.format(**m.groupdict()), transpose
+    return None, False
+
+
+def hf_to_tf1(state):
+    """Hugging Face state dict (numpy arrays) → {TF1 name: array}. Unknown keys are an error."""
+    out, unknown = {}, []
+    for key, value in state.items():
+        name = key if key.startswith(("albert.", "predictions.", "sop_classifier.")) else (
+            "albert." + key)
+        if _HF_IGNORED.search(name):
+            continue
+        target, transpose = _rename(name, _HF_TO_TF1)
+        if target is None:
+            unknown.append(key)
+            continue
+        out[target] = np.ascontiguousarray(value.T) if transpose else value
+    if unknown:
+        raise ValueError(f"Hugging Face checkpoint has tensors that are not ALBERT weights: "
+                         f"{unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+    return out
+
+
+def tf1_to_hf(arrays):
+    """{TF1 name: array} → a Hugging Face state dict (transformers' AlbertForPreTraining names)."""
+    out = {}
+    for name, value in arrays.items():
+        target, transpose = _rename(name, _TF1_TO_HF)
+        if target is None:
+            raise ValueError(f"no Hugging Face name for tensor {name!r}")
+        out[target] = np.ascontiguousarray(value.T) if transpose else np.ascontiguousarray(value)
+    return out
+
+
+def read_hf_state(location):
+    if location.endswith(".index.json"):
+        with tf.io.gfile.GFile(location) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        state = {}
+        for shard in shards:
+            state.update(read_hf_state(os.path.join(os.path.dirname(location), shard)))
+        return state
+    if location.endswith(".safetensors"):
+        from safetensors.numpy import load_file
+        return load_file(location)
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(f"{location} is a PyTorch pickle: install torch to read it, or convert "
+                          f"it to model.safetensors") from None
+    state = torch.load(location, map_location="cpu", weights_only=True)
+    return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
+            for k, v in state.items()}
+
+
+
+def write_hf_checkpoint(arrays, config, directory):
+    """config.json + model.safetensors that transformers' Albert*.from_pretrained loads."""
+    from safetensors.numpy import save_file
+    state = tf1_to_hf(arrays)
+    hf_config = config.to_hf_dict()
+    if not any(k.startswith(("predictions.", "sop_classifier.")) for k in state):
+        hf_config["architectures"] = ["AlbertModel"]
+    tmp = os.path.join(directory, f".model.safetensors.tmp-{os.getpid()}")
+    save_file(state, tmp, metadata={"format": "pt"})
+    os.replace(tmp, os.path.join(directory, "model.safetensors"))
+    atomic_write_text(os.path.join(directory, "config.json"), json.dumps(hf_config, indent=2))

@@ -1,0 +1,162 @@
+"""Classification: labels and probabilities (or a regression score) from a fine-tuned classifier
+checkpoint or a raw-string serving export."""
+
+import numpy as np
+
+from albert_tf.serving.predictor import PredictError, Predictor, batches, check_pairs, pad_batch
+
+
+def _label_names(labels=None, task_name=None):
+    if labels is not None and task_name:
+        raise PredictError("give --labels or --task_name, not both")
+    if labels is not None:
+        names = [s.strip() for s in labels.split(",")] if isinstance(labels, str) else [
+            str(s) for s in labels]
+        if not all(names):
+            raise PredictError(f"--labels={labels!r} has an empty label")
+        return names, False
+    if task_name:
+        from albert_tf.data import glue
+        try:
+            task = glue.get_task(task_name)
+        except ValueError as e:
+            raise PredictError(str(e)) from e
+        return list(task.labels), task.is_regression
+    return None, False
+
+
+def _exported_label_names(loaded):
+    """Label names an export may carry (a string tensor/variable attribute), else None."""
+    for name in ("label_names", "class_names", "labels"):
+        value = getattr(loaded, name, None)
+        if value is None:
+            continue
+        try:
+            value = value() if callable(value) else value
+            array = np.asarray(getattr(value, "numpy", lambda: value)())
+        except Exception:  # noqa: BLE001 - not a constant: no names
+            continue
+        if array.ndim == 1 and array.dtype.kind in "SOU":
+            return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in array]
+    return None
+
+
+class Classifier(Predictor):
+    """Labels and probabilities from a fine-tuned classifier: a run_classifier output_dir (its
+    model.ckpt-best and albert_config.json; label strings from `task_name` or `labels`, else
+    "0", "1", ...) or a raw-string serving export (`serving_default` on `text_a`/`text_b`).
+    A one-output head (STS-B) gives a `score`."""
+
+    def __init__(self, model, labels=None, task_name=None, **kwargs):
+        super().__init__(model, **kwargs)
+        names, regression = _label_names(labels, task_name)
+        kind = self.source.kind
+        if kind == "checkpoint":
+            num_labels = self.source.num_classifier_labels()
+            if num_labels is None:
+                raise PredictError(f"{self.source.path} has no classifier head (output_weights, "
+                                   f"output_bias): give a run_classifier output_dir or a "
+                                   f"classifier export")
+            self.regression = num_labels == 1  # one output: regression (STS-B)
+            if regression and num_labels != 1:
+                raise PredictError(f"--task_name={task_name} is a regression task but the "
+                                   f"checkpoint's head has {num_labels} outputs")
+            if self.regression and names:
+                raise PredictError(f"the checkpoint's head has one output (regression: a score); "
+                                   f"it has no labels {', '.join(names)}")
+            if names is not None and not self.regression and len(names) != num_labels:
+                raise PredictError(f"{len(names)} labels ({', '.join(names)}) but the "
+                                   f"checkpoint's head has {num_labels} outputs")
+            from albert_tf.modeling.classifier import AlbertClassifier
+            self._model = self.source.build(AlbertClassifier, num_labels=num_labels,
+                                            regression=self.regression)
+            self.num_labels = num_labels
+            self.labels = None if self.regression else (
+                names or [str(i) for i in range(num_labels)])
+        elif kind == "text_classifier":
+            if regression:
+                raise PredictError(f"--task_name={task_name} is a regression task; the export "
+                                   f"gives its own outputs")
+            self.regression = False
+            self.inputs = self.source.text_inputs()
+            self.labels = names or _exported_label_names(self.source.loaded)
+            self.num_labels = None
+        else:
+            raise PredictError(f"{self.source.path} is a {kind} export, which has no classifier "
+                               f"head: give a run_classifier output_dir or a classifier export")
+
+    def __call__(self, texts, texts_b=None):
+        texts, texts_b = check_pairs(texts, texts_b)
+        results = []
+        for part in batches(len(texts), self.batch_size):
+            a, b = texts[part], texts_b[part]
+            if self.source.kind == "checkpoint":
+                out = self._run_checkpoint(a, b)
+            else:
+                out = self._run_export(a, b)
+            for i in range(len(a)):
+                row = {"text": a[i]}
+                if b[i] is not None:
+                    row["text_b"] = b[i]
+                row.update({k: v[i] for k, v in out.items()})
+                results.append(row)
+        return results
+
+    def _run_checkpoint(self, a, b):
+        import tensorflow as tf
+        inputs = pad_batch([self._encode(x, y) for x, y in zip(a, b)])
+        out = self._model({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+        if self.regression:
+            return {"score": [float(v) for v in np.asarray(out["predictions"])]}
+        return self._named(np.asarray(out["probabilities"], np.float64))
+
+    def _named(self, probabilities, predicted=None):
+        labels = self.labels
+        if labels is not None and len(labels) != probabilities.shape[-1]:
+            raise PredictError(f"{len(labels)} labels ({', '.join(labels)}) but the model gives "
+                               f"{probabilities.shape[-1]} probabilities")
+        best = probabilities.argmax(-1)
+        if predicted is None:
+            predicted = [labels[i] if labels else str(i) for i in best]
+        out = {"label": list(predicted),
+               "probability": [float(p[i]) for p, i in zip(probabilities, best)],
+               "probabilities": [[float(x) for x in p] for p in probabilities]}
+        if labels is not None:
+            out["labels"] = [list(labels)] * len(probabilities)
+        return out
+
+    def _run_export(self, a, b):
+        import tensorflow as tf
+        has_b = [y is not None for y in b]
+        if "text_b" in self.inputs and not all(has_b):
+            raise PredictError(f"the export {self.source.path} classifies pairs: give --text_b "
+                               f"(or two tab-separated columns)")
+        if "text_b" not in self.inputs and any(has_b):
+            raise PredictError(f"the export {self.source.path} classifies single texts; it takes "
+                               f"no --text_b")
+        feed = {"text_a": tf.constant(a)}
+        if "text_b" in self.inputs:
+            feed["text_b"] = tf.constant(b)
+        out = self.source.loaded.signatures["serving_default"](**feed)
+        if "probabilities" not in out and "logits" not in out:
+            for key in ("predictions", "score", "scores"):  # a regression export (STS-B)
+                if key in out and out[key].dtype.is_floating:
+                    return {"score": [float(v) for v in np.reshape(out[key].numpy(), [-1])]}
+        if "probabilities" in out:
+            probabilities = np.asarray(out["probabilities"], np.float64)
+        elif "logits" in out:
+            probabilities = np.asarray(tf.nn.softmax(out["logits"], -1), np.float64)
+        else:
+            raise PredictError(f"the export {self.source.path} returns {sorted(out)}, not "
+                               f"probabilities, logits or predictions")
+        predicted = None
+        for key in ("labels", "label"):
+            value = out.get(key)
+            if value is not None and value.dtype == tf.string and value.shape.rank == 1:
+                predicted = [v.decode("utf-8") for v in value.numpy()]
+                break
+        if predicted is not None and self.labels is not None:
+            best = probabilities.argmax(-1)
+            predicted = [self.labels[i] if i < len(self.labels) else p
+                         for i, p in zip(best, predicted)]
+        return self._named(probabilities, predicted)

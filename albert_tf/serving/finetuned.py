@@ -1,0 +1,121 @@
+"""Exports of fine-tuned models: a raw-string serving SavedModel around any Keras model (in-graph
+tokenizer + packing) and TFLite flatbuffers."""
+
+import os
+import tempfile
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
+                                           encoder_input_specs, pack_inputs, save_atomically,
+                                           stage_assets, tf_variables)
+from albert_tf.tokenization import InGraphTokenizer
+
+
+def _default_outputs(outputs):
+    if isinstance(outputs, dict):
+        return {k: v for k, v in outputs.items() if not isinstance(v, (list, tuple))}
+    return {"outputs": outputs}
+
+
+def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, seq_length=128,
+                        signatures=None, output_fn=None, first_segment_length=None):
+    """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
+
+    model: any Keras model called as `model(input dict, training=False)` on the encoder
+      inputs (int32 [batch, seq_length]).
+    signatures: {signature name: tuple of 1 or 2 string input names}, each a packed segment;
+      default {"serving_default": ("text_a",)}. Each is also an attribute taking a dict.
+    output_fn: maps the model's outputs to the signature's dict of tensors; by default a dict
+      output without its lists (or {"outputs": tensor}).
+    first_segment_length: see `pack_inputs` (question + context packing).
+    """
+    signatures = signatures or {"serving_default": ("text_a",)}
+    output_fn = output_fn or _default_outputs
+    with tempfile.TemporaryDirectory() as stage:
+        spm_copy, config_copy = stage_assets(stage, spm_model_file, getattr(model, "config", None))
+        tokenizer = InGraphTokenizer(spm_copy, do_lower_case=do_lower_case)
+        root = Trackable()
+        root.tokenizer = tokenizer
+        root.variables = tf_variables(model.variables)
+        root.trainable_variables = tf_variables(model.trainable_variables)
+        root.regularization_losses = []
+        functions = {"tokenization_info": attach_tokenizer_info(
+            root, spm_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
+        for name, keys in signatures.items():
+            functions[name] = _text_signature(model, tokenizer, tuple(keys), seq_length,
+                                              output_fn, first_segment_length)
+            setattr(root, name, functions[name])  # also callable on a dict (TFSMLayer endpoint)
+        return save_atomically(root, export_dir, functions)
+
+
+def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment_length=None):
+    if not 1 <= len(keys) <= 2:
+        raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
+    specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
+
+    @tf.function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
+    def serve(texts):
+        segments = [tokenizer.tokenize(texts[k]) for k in keys]
+        inputs = pack_inputs(segments, seq_length, tokenizer.cls_id, tokenizer.sep_id,
+                             tokenizer.pad_id, first_segment_length)
+        return dict(output_fn(model(inputs, training=False)))
+    return serve
+
+
+def convert_to_tflite(saved_model_dir, seq_length, batch_size=1,
+                      output_keys=("pooled_output", "sequence_output"), input_names=None):
+    """TFLite flatbuffer bytes of an exported encoder's `__call__` at a fixed input shape."""
+    loaded = tf.saved_model.load(os.fspath(saved_model_dir))
+    specs = encoder_input_specs(input_names or ENCODER_INPUTS, seq_length, batch_size)
+
+    @tf.function(input_signature=[specs])
+    def fn(inputs):
+        out = loaded(inputs, training=False)
+        return {k: out[k] for k in output_keys}
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [fn.get_concrete_function()], loaded)
+    return converter.convert()
+
+
+def model_to_tflite(model, seq_length, output_fn=None, batch_size=1):
+    """TFLite flatbuffer bytes of an ids-level Keras model (`model(encoder inputs,
+    training=False)`) at a fixed int32 [batch_size, seq_length] input; `output_fn` picks the
+    outputs (numeric tensors only; default: the model's dict outputs)."""
+    output_fn = output_fn or _default_outputs
+    specs = encoder_input_specs(ENCODER_INPUTS, seq_length, batch_size)
+
+    @tf.function(input_signature=[specs])
+    def serving_default(inputs):
+        return dict(output_fn(model(inputs, training=False)))
+    # Through a SavedModel so that the flatbuffer keeps a `serving_default` signature with
+    # named inputs/outputs (Interpreter.get_signature_runner()).
+    root = Trackable()
+    root.variables = tf_variables(model.variables)
+    root.serving_default = serving_default
+    with tempfile.TemporaryDirectory() as stage:
+        tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
+        return tf.lite.TFLiteConverter.from_saved_model(stage).convert()
+
+
+def export_finetuned(model, export_dir, spm_model_file, do_lower_case, seq_length, text_keys,
+                     output_fn, tflite_name=None, tflite_output_fn=None,
+                     first_segment_length=None):
+    """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
+    `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
+    from `output_fn`), and with `tflite_name` also `export_dir/<tflite_name>`, the ids-level
+    model at [1, seq_length] (outputs from `tflite_output_fn`, default `output_fn`).
+    Returns (export_dir, tflite path or None)."""
+    export_text_serving(model, export_dir, spm_model_file, do_lower_case, seq_length,
+                        signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
+                        first_segment_length=first_segment_length)
+    logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
+    if not tflite_name:
+        return export_dir, None
+    path = os.path.join(os.fspath(export_dir), tflite_name)
+    flatbuffer = model_to_tflite(model, seq_length, tflite_output_fn or output_fn)
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(flatbuffer)
+    logging.info("Wrote %s (%d bytes)", path, len(flatbuffer))
+    return export_dir, path

@@ -1,0 +1,113 @@
+"""What the predictors (fill-mask, classify, embed) share: the model source and its tokenizer,
+and packing texts into encoder inputs the way the original classifier did."""
+
+import numpy as np
+
+from albert_tf.formats.resolve import ModelSource, SourceError
+from albert_tf.formats.tokenizers import load_tokenizer
+
+DEFAULT_MAX_SEQ_LENGTH = 128
+# One error for a bad model, tokenizer, text or labels: the CLI prints its message.
+PredictError = SourceError
+
+
+def pack(a, b, max_seq_length, cls_id, sep_id):
+    """[CLS] A [SEP] (B [SEP]) ids and type ids, truncated as the original classifier:
+    one segment cut at the end, two by `_truncate_seq_pair` (from the end of the longer)."""
+    from albert_tf.data.glue import truncate_pair
+    a = list(a)
+    if b is None:
+        a = a[:max(max_seq_length - 2, 0)]
+        return [cls_id] + a + [sep_id], [0] * (len(a) + 2)
+    b = list(b)
+    truncate_pair(a, b, max(max_seq_length - 3, 0))
+    return [cls_id] + a + [sep_id] + b + [sep_id], [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def pad_batch(rows, extra=None):
+    """Int32 encoder inputs padded to the longest row of the batch (outputs at real positions
+    do not depend on the padding length)."""
+    length = max(len(ids) for ids, _ in rows)
+    ids = np.zeros([len(rows), length], np.int32)
+    types = np.zeros_like(ids)
+    mask = np.zeros_like(ids)
+    for i, (row, row_types) in enumerate(rows):
+        ids[i, :len(row)] = row
+        types[i, :len(row)] = row_types
+        mask[i, :len(row)] = 1
+    out = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+    out.update(extra or {})
+    return out
+
+
+def batches(n, batch_size):
+    for start in range(0, n, max(int(batch_size), 1)):
+        yield slice(start, min(start + batch_size, n))
+
+
+def check_pairs(texts, texts_b):
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if texts_b is None:
+        return texts, [None] * len(texts)
+    texts_b = [texts_b] if isinstance(texts_b, str) else list(texts_b)
+    if len(texts_b) != len(texts):
+        raise PredictError(f"{len(texts)} texts but {len(texts_b)} second texts")
+    return texts, texts_b
+
+
+class Predictor:
+    """What the predictors share: the model source, its tokenizer (loaded on first use), and
+    packing texts into encoder inputs."""
+
+    def __init__(self, model, spm_model_file=None, do_lower_case=None, max_seq_length=None,
+                 batch_size=32, albert_config_file=None):
+        self.source = model if isinstance(model, ModelSource) else ModelSource(
+            model, albert_config_file)
+        config = self.source.config
+        if max_seq_length is None:  # 128, or less when the model has fewer positions
+            max_seq_length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
+                                 if config is not None else DEFAULT_MAX_SEQ_LENGTH)
+        self.max_seq_length = int(max_seq_length)
+        self.batch_size = int(batch_size)
+        self._tokenizer_args = (spm_model_file, do_lower_case)
+        self._tokenizer = None
+        if config is not None and self.max_seq_length > config.max_position_embeddings:
+            raise PredictError(f"--max_seq_length={self.max_seq_length} exceeds the model's "
+                               f"max_position_embeddings={config.max_position_embeddings}")
+        if self.max_seq_length < 3:
+            raise PredictError(f"--max_seq_length={self.max_seq_length} leaves no room for text")
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            spm_model_file, do_lower_case = self._tokenizer_args
+            config = self.source.config
+            self._tokenizer = load_tokenizer(spm_model_file, do_lower_case, model=self.source,
+                                             vocab_size=config.vocab_size if config else None)
+            ids = self._tokenizer.special_ids()
+            self.cls_id, self.sep_id, self.mask_id = ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
+        return self._tokenizer
+
+    def _encode(self, a, b):
+        tokenizer = self.tokenizer
+        return pack(tokenizer.encode(a), None if b is None else tokenizer.encode(b),
+                    self.max_seq_length, self.cls_id, self.sep_id)
+
+    def _encoder_outputs(self, inputs):
+        """pooled_output and sequence_output (numpy) from the checkpoint encoder or export."""
+        import tensorflow as tf
+        feed = {k: tf.constant(inputs[k]) for k in ("input_word_ids", "input_mask",
+                                                     "input_type_ids")}
+        out = self._encoder(feed, training=False)
+        return {k: np.asarray(out[k]) for k in ("pooled_output", "sequence_output")}
+
+    def _load_encoder(self, what):
+        kind = self.source.kind
+        if kind == "checkpoint":
+            from albert_tf.modeling.encoder import AlbertEncoder
+            self._encoder = self.source.build(AlbertEncoder)
+        elif kind in ("encoder", "pretrainer"):
+            self._encoder = self.source.loaded
+        else:
+            raise PredictError(f"{self.source.path} is a {kind} export: {what} needs a checkpoint "
+                               f"or an encoder/pretrainer export")

@@ -1,0 +1,113 @@
+"""What every SavedModel export shares: the encoder input names and specs, in-graph packing of
+segments, the SentencePiece and config assets, tokenization_info, and atomic saving."""
+
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.tokenization import load_sp_model
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+Trackable = tf.__internal__.tracking.AutoTrackable  # tf.Module's `variables` is read-only
+
+
+def encoder_input_specs(names=ENCODER_INPUTS, seq_length=None, batch_size=None):
+    return {k: tf.TensorSpec([batch_size, seq_length], tf.int32, name=k) for k in names}
+
+
+
+def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_length=None):
+    """`[CLS] A [SEP] (B [SEP])` + zero padding from 1 or 2 ragged [batch, (tokens)] id tensors.
+
+    Segments are trimmed round-robin to fit `seq_length` (one token at a time from each
+    segment that still has tokens), which keeps the same tokens as the original
+    `_truncate_seq_pair` (pop from the longer, ties from B) and plain cut for one segment.
+    With `first_segment_length` (SQuAD's max_query_length), A is cut to that many tokens and
+    B gets all the places left (the original SQuAD layout's first window) instead.
+    Returns int32 [batch, seq_length] `input_word_ids`, `input_mask`, `input_type_ids`.
+    """
+    import tensorflow_text as tf_text
+
+    segments = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s for s in segments]
+    segments = [tf.cast(s, tf.int32) for s in segments]
+    seq_length = tf.cast(seq_length, tf.int32)
+    budget = tf.maximum(seq_length - (len(segments) + 1), 0)
+    if first_segment_length is None:
+        trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+    else:
+        segments[0] = segments[0][:, :first_segment_length]
+        trimmed = tf_text.WaterfallTrimmer(max_seq_length=budget).trim(segments)
+    ids, type_ids = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
+                                             end_of_segment_id=sep_id)
+    word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length, pad_value=pad_id)
+    type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length, pad_value=0)
+    return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
+            "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+
+def save_atomically(root, export_dir, signatures):
+    """Saves to a temporary sibling directory, then renames it over `export_dir` (local paths;
+    a gs:// path is written in place)."""
+    export_dir = os.fspath(export_dir).rstrip("/")
+    parent = os.path.dirname(os.path.abspath(export_dir))
+    tf.io.gfile.makedirs(parent)
+    if "://" in export_dir:  # object stores cannot rename directories
+        tf.saved_model.save(root, export_dir, signatures=signatures)
+        return export_dir
+    tmp = f"{export_dir}.tmp-{os.getpid()}"
+    if tf.io.gfile.exists(tmp):
+        tf.io.gfile.rmtree(tmp)
+    tf.saved_model.save(root, tmp, signatures=signatures)
+    old = None
+    if tf.io.gfile.exists(export_dir):
+        old = f"{export_dir}.old-{os.getpid()}"
+        tf.io.gfile.rename(export_dir, old)
+    tf.io.gfile.rename(tmp, export_dir)
+    if old:
+        tf.io.gfile.rmtree(old)
+    return export_dir
+
+
+def stage_assets(stage_dir, spm_model_file, config=None):
+    """Copies the SentencePiece model (named *.model) and albert_config.json into `stage_dir`."""
+    spm_model_file = os.fspath(spm_model_file)
+    if not tf.io.gfile.exists(spm_model_file):
+        raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file}")
+    with tf.io.gfile.GFile(spm_model_file, "rb") as f:
+        pieces = load_sp_model(f.read()).get_piece_size()  # fails early on a bad file
+    if config is not None and pieces != config.vocab_size:
+        logging.warning("%s has %d pieces but the model's vocab_size is %d: is it the model's "
+                        "vocabulary?", spm_model_file, pieces, config.vocab_size)
+    name = os.path.basename(spm_model_file)
+    if not name.endswith(".model"):
+        name += ".model"
+    spm_copy = os.path.join(stage_dir, name)
+    tf.io.gfile.copy(spm_model_file, spm_copy, overwrite=True)
+    config_copy = None
+    if config is not None:
+        config_copy = os.path.join(stage_dir, "albert_config.json")
+        config.to_json_file(config_copy)
+    return spm_copy, config_copy
+
+
+def attach_tokenizer_info(root, spm_copy, do_lower_case, vocab_size, config_copy=None):
+    root.sp_model_file = tf.saved_model.Asset(spm_copy)
+    if config_copy:
+        root.albert_config_file = tf.saved_model.Asset(config_copy)
+    root.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False, name="do_lower_case")
+    root.vocab_size = tf.Variable(int(vocab_size), dtype=tf.int32, trainable=False,
+                                  name="vocab_size")
+
+    @tf.function(input_signature=[])
+    def tokenization_info():
+        return {"vocab_file": root.sp_model_file.asset_path,
+                "do_lower_case": tf.identity(root.do_lower_case)}
+    root.tokenization_info = tokenization_info
+    return tokenization_info
+
+
+def tf_variables(variables):
+    """The tf.Variables behind Keras 3 variables: listing the Keras wrappers instead saves
+    variables that TF1-style loaders (`saved_model_cli run`, sessions) cannot find."""
+    return [getattr(v, "value", v) for v in variables]

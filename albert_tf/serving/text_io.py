@@ -1,0 +1,76 @@
+"""Texts in and results out for the predict CLI: input files of one or two tab-separated
+columns, JSON lines or readable text, embeddings as .npy."""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from albert_tf.serving.predictor import PredictError
+
+
+def read_input_file(path):
+    """(texts, texts_b or None): a second tab-separated column makes pairs (all or none)."""
+    if not os.path.isfile(path):
+        raise PredictError(f"--input_file={path} not found")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\r\n")
+            if line.strip():
+                rows.append(line.split("\t"))
+    if not rows:
+        raise PredictError(f"--input_file={path} holds no text")
+    widths = {len(r) for r in rows}
+    if widths == {1}:
+        return [r[0] for r in rows], None
+    if widths == {2}:
+        return [r[0] for r in rows], [r[1] for r in rows]
+    raise PredictError(f"--input_file={path}: every line needs one text or two tab-separated "
+                       f"texts (found lines with {sorted(widths)} columns)")
+
+
+def format_text(result):
+    """A short human-readable rendering of one result (--format=text)."""
+    pair = f"  |  {result['text_b']}" if "text_b" in result else ""
+    if "masks" in result:
+        filled = result["filled"] + (f"  |  {result['filled_b']}" if "filled_b" in result else "")
+        lines = [filled]
+        for mask in result["masks"]:
+            lines.append(f"  [MASK] {mask['mask'] + 1}: " + "  ".join(
+                f"{p['text'] or p['token']} {p['probability']:.4f}" for p in mask["predictions"]))
+        return "\n".join(lines)
+    if "score" in result:
+        return f"{result['score']:.4f}\t{result['text']}{pair}"
+    if "label" in result:
+        names = result.get("labels")
+        if names:
+            probabilities = ", ".join(f"{n} {p:.4f}"
+                                      for n, p in zip(names, result["probabilities"]))
+        else:
+            probabilities = " ".join(f"{p:.4f}" for p in result["probabilities"])
+        return f"{result['label']} ({probabilities})\t{result['text']}{pair}"
+    vector = result["embedding"]
+    head = " ".join(f"{x:.4f}" for x in vector[:8])
+    more = " ..." if len(vector) > 8 else ""
+    return f"[{head}{more}] ({len(vector)} dims)\t{result['text']}{pair}"
+
+
+def write_results(results, output_file=None, vectors=None, stream=None, output_format="json"):
+    if output_file and output_file.endswith(".npy"):
+        if vectors is None:
+            raise PredictError("--output_file=*.npy is for --task=embed")
+        os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+        np.save(output_file, vectors)
+        return
+    render = format_text if output_format == "text" else (
+        lambda r: json.dumps(r, ensure_ascii=False))
+    lines = "".join(render(r) + "\n" for r in results)
+    if output_file:
+        os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+        with open(output_file, "w", encoding="utf-8") as f:
+            f.write(lines)
+    else:
+        (stream or sys.stdout).write(lines)
+        (stream or sys.stdout).flush()

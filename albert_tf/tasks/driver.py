@@ -1,0 +1,259 @@
+"""The fine-tuning driver that run_classifier, run_squad and run_race share: encoder and
+tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every checkpoint
+(keeping the best) / predict / export around `training.Trainer`.
+
+`run_finetuning(task, FLAGS)` takes a task object with:
+  name, best_metric, higher_is_better (optional, default True), head_names (tuple)
+  build_model(encoder)                  -> a model with the trainer's task protocol and
+                                           `prediction_outputs(features, outputs)`
+  train_features()                      -> features (see `albert_tf.data.features`)
+  eval_sets()                           -> [(name, features)]; the first one selects the best
+  eval_metrics(name, features, outputs) -> {original metric name: value}
+  predict_sets()                        -> [(name, features)]
+  write_predictions(name, features, outputs, output_dir)
+  export(model, export_dir)             -> only with --export_dir: writes the task's exports
+                                           from the restored model
+"""
+
+import math
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data.features import make_dataset, num_examples, real_outputs
+from albert_tf.training import distribution
+
+
+def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train_epochs=None,
+                           warmup_step=0, warmup_proportion=None):
+    """(training steps, warmup steps): epochs and proportions override the step counts."""
+    if num_train_epochs is not None:
+        if num_train_epochs <= 0:
+            raise ValueError(f"--num_train_epochs must be positive, got {num_train_epochs}")
+        train_step = max(1, math.ceil(num_examples * num_train_epochs / train_batch_size))
+    if train_step < 1:
+        raise ValueError(f"--train_step must be positive, got {train_step}")
+    if warmup_proportion is not None:
+        if not 0 <= warmup_proportion <= 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1], got {warmup_proportion}")
+        warmup_step = int(train_step * warmup_proportion)
+    return int(train_step), int(warmup_step)
+
+
+def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object)
+    """The scripts' common start: warn of flags they ignore, create --output_dir, and return
+    the tokenizer from --spm_model_file or the hub module's asset."""
+    from albert_tf.formats.hub import resolve_hub_handle
+    from albert_tf.formats.tokenizers import load_tokenizer
+
+    for name in ignored_flags:
+        if FLAGS[name].value:
+            logging.warning("--%s is ignored: %s", name, why)
+    explicit = FLAGS.spm_model_file and FLAGS.spm_model_file != "from_tf_hub"
+    hub = FLAGS.albert_hub_module_handle
+    tokenizer = load_tokenizer(
+        FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
+        model=resolve_hub_handle(hub) if hub and not explicit else None)
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    return tokenizer
+
+
+def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=None):
+    """The AlbertConfig from --albert_config_file, beside --init_checkpoint, or the one a
+    previous run wrote to --output_dir."""
+    from albert_tf.formats.resolve import resolve_checkpoint
+    config_file = albert_config_file
+    if not config_file and init_checkpoint:
+        config_file = resolve_checkpoint(init_checkpoint)[2]
+    if not config_file and output_dir:
+        candidate = os.path.join(output_dir, "albert_config.json")
+        config_file = candidate if tf.io.gfile.exists(candidate) else None
+    if not config_file:
+        raise ValueError("--albert_config_file is required when --init_checkpoint has no "
+                         "albert_config.json/config.json beside it and no "
+                         "--albert_hub_module_handle is given")
+    return AlbertConfig.from_json_file(config_file)
+
+
+def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_handle=None,
+                    max_seq_length=None, output_dir=None):
+    """A function that builds the encoder (call it under the strategy scope)."""
+    if hub_module_handle:
+        from albert_tf.formats.hub import HubEncoder
+        config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
+        return lambda: HubEncoder(hub_module_handle, config)
+    from albert_tf.modeling.encoder import AlbertEncoder
+    config = encoder_config(albert_config_file, init_checkpoint, output_dir)
+    if max_seq_length and max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
+                         f"max_position_embeddings={config.max_position_embeddings}")
+    return lambda: AlbertEncoder(config, dtype=keras.mixed_precision.global_policy())
+
+
+def command(main):
+    """`main` for absl's app.run: drops the results dict that `main` returns (to tests), which
+    absl would print and turn into exit status 1."""
+    def run_main(argv):
+        main(argv)
+    return run_main
+
+
+# ---- the driver -------------------------------------------------------------------------------
+
+def _saved_checkpoints(output_dir):
+    state = tf.train.get_checkpoint_state(output_dir)
+    paths = list(state.all_model_checkpoint_paths) if state else []
+    return [p if os.path.isabs(p) else os.path.join(output_dir, p) for p in paths]
+
+
+def _restore_for_inference(trainer, task, FLAGS, doing):  # noqa: N803
+    """model.ckpt-best, else the latest checkpoint in output_dir, else --init_checkpoint."""
+    from albert_tf.training.results import BEST_NAME
+    best = os.path.join(FLAGS.output_dir, BEST_NAME)
+    path = best if tf.io.gfile.exists(best + ".index") else tf.train.latest_checkpoint(
+        FLAGS.output_dir)
+    if path:
+        trainer.restore(path)
+    elif FLAGS.init_checkpoint:
+        logging.warning("no fine-tuned checkpoint in %s; %s with %s (its task head may be "
+                        "untrained)", FLAGS.output_dir, doing, FLAGS.init_checkpoint)
+        trainer.model.load_checkpoint(FLAGS.init_checkpoint, allow_missing=tuple(task.head_names))
+    else:
+        logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
+
+
+def _float32_copy(model, build):
+    """The model rebuilt in float32 with the same weights: exports serve (and TFLite converts)
+    in full precision whatever the training policy was."""
+    policy = keras.mixed_precision.global_policy()
+    if policy.name == "float32":
+        return model
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        copy = build()
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+class _Run:
+    """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
+
+    def __init__(self, task, FLAGS):  # noqa: N803
+        from albert_tf.training.optimizers import create_optimizer
+        from albert_tf.training.trainer import Trainer
+
+        self.task, self.flags = task, FLAGS
+        keras.utils.set_random_seed(FLAGS.random_seed)
+        strategy, jit_compile = distribution.setup(FLAGS)
+        self.make_encoder = encoder_factory(
+            FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.albert_hub_module_handle,
+            FLAGS.max_seq_length, FLAGS.output_dir)
+        self.train_features = task.train_features() if FLAGS.do_train else None
+        self.num_train_steps, self.num_warmup_steps = train_and_warmup_steps(
+            num_examples(self.train_features) if self.train_features else 0,
+            FLAGS.train_batch_size, FLAGS.train_step,
+            FLAGS.num_train_epochs if FLAGS.do_train else None, FLAGS.warmup_step,
+            FLAGS.warmup_proportion)
+        self.trainer = Trainer(
+            strategy, self.build_model,
+            lambda: create_optimizer(FLAGS.learning_rate, self.num_train_steps,
+                                     self.num_warmup_steps, FLAGS.optimizer),
+            FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
+            gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+            steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
+            keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+        self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
+        self.best = {}
+
+    def build_model(self):
+        return self.task.build_model(self.make_encoder())
+
+    def dataset_fn(self, features, batch, is_training):
+        f = self.flags
+
+        def fn(input_context):
+            return make_dataset(features, batch, f.max_seq_length, is_training=is_training,
+                                input_context=input_context, padding=f.padding,
+                                pad_to_multiple_of=f.pad_to_multiple_of, seed=f.random_seed)
+        return fn
+
+    def outputs(self, features, batch_size):
+        return real_outputs(self.trainer.predict(self.dataset_fn(features, batch_size, False)))
+
+    def evaluate(self, path, step):
+        """Every eval set's metrics at this checkpoint (the first set unprefixed)."""
+        results = {}
+        for i, (name, features) in enumerate(self.eval_sets):
+            metrics = self.task.eval_metrics(
+                name, features, self.outputs(features, self.flags.eval_batch_size))
+            prefix = "" if i == 0 else f"{name}_"
+            results.update({prefix + k: float(v) for k, v in metrics.items()})
+        results["global_step"] = step
+        higher = getattr(self.task, "higher_is_better", True)
+        if self.trainer.record_eval(results, path, self.task.best_metric, higher) or not self.best:
+            self.best = results
+
+    def train(self):
+        f = self.flags
+        self.trainer.restore_or_initialize(f.init_checkpoint,
+                                           allow_missing=tuple(self.task.head_names))
+        logging.info("Training %d steps (%d warmup) on %d examples", self.num_train_steps,
+                     self.num_warmup_steps, num_examples(self.train_features))
+        self.trainer.train(self.dataset_fn(self.train_features, f.train_batch_size, True),
+                           self.num_train_steps, save_checkpoints_steps=f.save_checkpoints_steps,
+                           log_steps=f.log_steps,
+                           on_checkpoint=self.evaluate if f.do_eval else None)
+
+    def evaluate_saved(self):
+        checkpoints = _saved_checkpoints(self.flags.output_dir)
+        if not checkpoints:
+            raise ValueError(f"--do_eval without --do_train needs checkpoints in "
+                             f"--output_dir={self.flags.output_dir}")
+        for path in checkpoints:
+            self.trainer.restore(path)
+            self.evaluate(path, self.trainer.step)
+
+    def predict(self):
+        _restore_for_inference(self.trainer, self.task, self.flags, "predicting")
+        for name, features in self.task.predict_sets():
+            self.task.write_predictions(name, features,
+                                        self.outputs(features, self.flags.predict_batch_size),
+                                        self.flags.output_dir)
+
+    def export(self, export_dir):
+        _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
+        self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir)
+
+
+def run_finetuning(task, FLAGS):  # noqa: N803
+    """Train, evaluate every checkpoint (keeping the best), predict and export, as the flags
+    say; returns the best eval results."""
+    from albert_tf.training.results import write_eval_results
+
+    export_dir = getattr(FLAGS, "export_dir", None)
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or export_dir):
+        raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
+    if export_dir and not hasattr(task, "export"):
+        raise ValueError(f"--export_dir: {task.name} has no export")
+    run = _Run(task, FLAGS)
+    try:
+        if FLAGS.do_train:
+            run.train()
+        elif FLAGS.do_eval:
+            run.evaluate_saved()
+        if run.best:
+            write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), run.best)
+            logging.info("Best %s = %.4g at step %d", task.best_metric,
+                         run.best[task.best_metric], run.best["global_step"])
+        if FLAGS.do_predict:
+            run.predict()
+        if export_dir:
+            run.export(export_dir)
+    finally:
+        run.trainer.close()
+    return run.best

@@ -1,0 +1,100 @@
+"""The flags run_classifier, run_squad and run_race share: the original fine-tuning flags with
+the original's defaults per script, plus strategy, precision, padding and classifier_dropout."""
+
+import types
+
+from absl import flags
+
+from albert_tf.data.features import PADDINGS
+from albert_tf.training import distribution
+
+
+def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
+                 predict_batch_size=8, learning_rate=5e-5, train_step=1000,
+                 save_checkpoints_steps=1000, flag_values=None):
+    """The original fine-tuning flags plus strategy, precision, padding and classifier_dropout;
+    scripts pass the original's defaults for the numbers. Flags already defined (another script
+    imported in the same process, as in tests) are left as they are."""
+    S, B, I, F, E = (flags.DEFINE_string, flags.DEFINE_bool, flags.DEFINE_integer,
+                     flags.DEFINE_float, flags.DEFINE_enum)
+    fv = flags.FLAGS if flag_values is None else flag_values
+
+    def D(define, name, *args):  # noqa: N802
+        define_if_missing(define, name, *args, flag_values=fv)
+    D(S, "data_dir", None, "Directory of the task's input files.")
+    D(S, "output_dir", None, "Checkpoints, eval_results.txt and predictions.")
+    D(S, "cached_dir", None, "Where feature caches live; default --output_dir.")
+    D(S, "albert_config_file", None,
+      "albert_config.json; default: the config beside --init_checkpoint (or in the hub "
+      "module's assets).")
+    D(S, "spm_model_file", None,
+      "SentencePiece model. With --albert_hub_module_handle it may be omitted (or "
+      "'from_tf_hub') to use the module's asset.")
+    D(S, "vocab_file", None, "Accepted for compatibility; ALBERT uses --spm_model_file.")
+    D(S, "init_checkpoint", None,
+      "Initial weights: an original release, a Hugging Face directory or one of our "
+      "checkpoints (pretraining or fine-tuned).")
+    D(S, "albert_hub_module_handle", None,
+      "A TF2 SavedModel with the TF-Hub text-encoder API (path or handle), instead of "
+      "--init_checkpoint.")
+    D(B, "do_lower_case", True, "Lowercase the text (uncased models).")
+    D(I, "max_seq_length", max_seq_length, "Longest sequence after tokenization.")
+    D(B, "do_train", False, "Fine-tune on the training split.")
+    D(B, "do_eval", False,
+      "Evaluate every saved checkpoint on the dev split and keep the best as "
+      "model.ckpt-best.")
+    D(B, "do_predict", False, "Predict the test split (from model.ckpt-best).")
+    D(I, "train_batch_size", train_batch_size, "Global training batch size.")
+    D(I, "eval_batch_size", eval_batch_size, "Global eval batch size.")
+    D(I, "predict_batch_size", predict_batch_size, "Global predict batch size.")
+    D(F, "learning_rate", learning_rate, "Peak learning rate.")
+    D(I, "train_step", train_step, "Training steps (global batches).")
+    D(F, "num_train_epochs", None, "If set, train this many epochs instead of --train_step.")
+    D(I, "warmup_step", 0, "Linear warmup steps.")
+    D(F, "warmup_proportion", None,
+      "If set, warm up for this fraction of the training steps instead of --warmup_step.")
+    D(I, "save_checkpoints_steps", save_checkpoints_steps,
+      "Steps between checkpoints (each is evaluated with --do_eval).")
+    D(I, "keep_checkpoint_max", 5, "Checkpoints kept besides model.ckpt-best.")
+    D(I, "iterations_per_loop", 1000,
+      "Accepted for compatibility; see --steps_per_execution.")
+    D(I, "num_tpu_cores", 8, "Accepted for compatibility.")
+    D(E, "optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
+    D(F, "classifier_dropout", 0.1,
+      "Dropout before the task head (the original hard-coded 0.1).")
+    D(E, "padding", "bucket", PADDINGS,
+      "bucket: training batches grouped by length and every batch padded only to its "
+      "longest sequence (rounded up to --pad_to_multiple_of); batch: the same without "
+      "grouping; max_length: everything padded to --max_seq_length (the original; best on "
+      "TPU).")
+    D(I, "pad_to_multiple_of", 16,
+      "Round padded lengths up to this multiple, so that a bounded number of shapes is "
+      "traced.")
+    D(I, "steps_per_execution", 1, "Training steps per tf.function call.")
+    D(I, "gradient_accumulation_steps", 1, "Micro-batches per step.")
+    D(I, "log_steps", 100, "Steps between progress lines.")
+    D(I, "random_seed", 12345, "Seed of initialisation, dropout and shuffling.")
+    if "strategy" not in fv:
+        distribution.define_flags(fv)
+
+
+def define_if_missing(define, name, *args, flag_values=None, **kwargs):
+    """Defines a flag unless another script in this process already did (tests import all)."""
+    fv = flags.FLAGS if flag_values is None else flag_values
+    if name not in fv:
+        define(name, *args, flag_values=fv, **kwargs)
+
+
+def finetuning_options(**values):
+    """The fine-tuning flags' defaults with `values` set, as an object for `run_finetuning`:
+    the command line's equivalent from Python (unknown names are an error)."""
+    fv = flags.FlagValues()
+    define_flags(flag_values=fv)
+    fv.mark_as_parsed()
+    unknown = sorted(set(values) - set(fv))
+    if unknown:
+        raise ValueError(f"unknown fine-tuning options: {', '.join(unknown)}")
+    options = {name: fv[name].value for name in fv}
+    options.update(values)
+    return types.SimpleNamespace(**options)
+

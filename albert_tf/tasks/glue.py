@@ -1,0 +1,203 @@
+"""GLUE fine-tuning: the task (features, metrics under the original names, prediction files,
+serving export) and its metrics."""
+
+import os
+
+import numpy as np
+from absl import logging
+
+from albert_tf.data.features import cached_features, tokenizer_digest
+from albert_tf.files import atomic_write_text, file_digest
+
+
+def matthews_corrcoef(labels, predictions):
+    tp = float(np.sum((predictions == 1) & (labels == 1)))
+    tn = float(np.sum((predictions == 0) & (labels == 0)))
+    fp = float(np.sum((predictions == 1) & (labels == 0)))
+    fn = float(np.sum((predictions == 0) & (labels == 1)))
+    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denominator if denominator else 0.0
+
+
+def f1_score(labels, predictions, positive=1):
+    tp = float(np.sum((predictions == positive) & (labels == positive)))
+    fp = float(np.sum((predictions == positive) & (labels != positive)))
+    fn = float(np.sum((predictions != positive) & (labels == positive)))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def pearson(x, y):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    x, y = x - x.mean(), y - y.mean()
+    denominator = np.sqrt((x * x).sum() * (y * y).sum())
+    return float((x * y).sum() / denominator) if denominator else 0.0
+
+
+def _ranks(x):
+    """Ranks with ties given their average rank."""
+    x = np.asarray(x)
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x), np.float64)
+    ranks[order] = np.arange(1, len(x) + 1)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse]
+
+
+def spearman(x, y):
+    return pearson(_ranks(x), _ranks(y))
+
+
+def glue_metrics(task, labels, outputs):
+    """Metrics under the original names (eval_accuracy, eval_loss, matthew_corr, pearson, MSE)
+    plus f1 (MRPC, QQP) and spearman (STS-B)."""
+    result = {"eval_loss": float(np.mean(outputs["per_example_loss"]))}
+    if task.is_regression:
+        predictions = outputs["predictions"]
+        result.update(pearson=pearson(predictions, labels), spearman=spearman(predictions, labels),
+                      MSE=float(np.mean((predictions - labels) ** 2)))
+        return result
+    predictions = np.argmax(outputs["logits"], -1)
+    result["eval_accuracy"] = float(np.mean(predictions == labels))
+    if task.name == "cola":
+        result["matthew_corr"] = matthews_corrcoef(labels, predictions)
+    if task.name in ("mrpc", "qqp"):
+        result["f1"] = f1_score(labels, predictions)
+    return result
+
+
+class GlueTask:
+    """A GLUE task (or your data in a GLUE format) for `run_finetuning`.
+
+    task: a `data.glue.Task` (`glue.get_task("mrpc")`); tokenizer: a FullTokenizer;
+    features are cached in `cache_dir`. `threshold_to_export`: a constant the serving export
+    also returns as `threshold`.
+    """
+
+    head_names = ("output_weights", "output_bias")
+
+    def __init__(self, task, data_dir, tokenizer, max_seq_length, cache_dir,
+                 classifier_dropout=0.1, threshold_to_export=None):
+        self.task = task
+        self.threshold_to_export = threshold_to_export
+        self.name = task.name
+        self.best_metric = task.metric
+        self.data_dir = data_dir
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.cache_dir = cache_dir
+        self.classifier_dropout = classifier_dropout
+
+    def build_model(self, encoder):
+        from albert_tf.modeling.classifier import AlbertClassifier
+        return AlbertClassifier(encoder, self.task.num_labels, self.classifier_dropout,
+                                regression=self.task.is_regression)
+
+    def features(self, split, task=None):
+        from albert_tf.data import glue
+        task = task or self.task
+        path = glue.split_path(self.data_dir, task, split)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{task.name} {split} file not found: {path}")
+        settings = dict(task=task.name, split=split, file=_file_digest_cached(path),
+                        max_seq_length=self.max_seq_length,
+                        tokenizer=tokenizer_digest(self.tokenizer),
+                        do_lower_case=self.tokenizer.do_lower_case)
+        return cached_features(
+            self.cache_dir, f"{task.name}_{split}", settings,
+            lambda: glue.convert_examples(glue.read_examples(self.data_dir, task, split), task,
+                                          self.tokenizer, self.max_seq_length))
+
+    def train_features(self):
+        return self.features("train")
+
+    def eval_sets(self):
+        from albert_tf.data import glue
+        sets = [("dev", self.features("dev"))]
+        if self.name == "mnli":
+            mismatched = glue.TASKS["mismnli"]
+            if os.path.isfile(glue.split_path(self.data_dir, mismatched, "dev")):
+                sets.append(("dev_mismatched", self.features("dev", mismatched)))
+        return sets
+
+    def eval_metrics(self, name, features, outputs):
+        return glue_metrics(self.task, features["label_ids"], outputs)
+
+    def predict_sets(self):
+        """(name, features); MNLI adds the mismatched test set and AX when their files exist."""
+        from albert_tf.data import glue
+        sets = [("test", self.features("test"))]
+        if self.name == "mnli":
+            for name, other in (("test_mismatched", glue.TASKS["mismnli"]),
+                                ("ax", glue.TASKS["ax"])):
+                if os.path.isfile(glue.split_path(self.data_dir, other, "test")):
+                    sets.append((name, self.features("test", other)))
+                else:
+                    logging.warning("%s not found: no %s predictions",
+                                    glue.split_path(self.data_dir, other, "test"), name)
+        return sets
+
+    @property
+    def text_keys(self):
+        """The serving inputs: `text_a`, plus `text_b` for sentence-pair tasks."""
+        return ("text_a",) if self.task.splits["train"].text_b is None else ("text_a", "text_b")
+
+    def export(self, model, export_dir):
+        """The raw-string serving SavedModel (probabilities and label strings; STS-B:
+        predictions) and export_dir/classifier.tflite (ids in, probabilities/predictions and
+        logits out, at [1, max_seq_length])."""
+        import tensorflow as tf
+
+        from albert_tf.serving.finetuned import export_finetuned
+
+        regression, labels = self.task.is_regression, self.task.labels
+        threshold = self.threshold_to_export
+
+        def numeric(outputs):
+            if regression:
+                return {"predictions": outputs["predictions"], "logits": outputs["logits"]}
+            return {"probabilities": outputs["probabilities"], "logits": outputs["logits"]}
+
+        def serving(outputs):
+            out = ({"predictions": outputs["predictions"]} if regression else
+                   {"probabilities": outputs["probabilities"],
+                    "labels": tf.gather(tf.constant(labels), tf.argmax(outputs["logits"], -1))})
+            if threshold is not None:
+                out["threshold"] = tf.fill(tf.shape(outputs["logits"])[:1],
+                                           tf.constant(threshold, tf.float32))
+            return out
+
+        return export_finetuned(
+            model, export_dir, self.tokenizer.spm_model_file, self.tokenizer.do_lower_case,
+            self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
+            tflite_output_fn=numeric)
+
+    def write_predictions(self, name, features, outputs, output_dir):
+        suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (
+            "_" + name)
+        guids = features["guids"]
+        if self.task.is_regression:
+            values = outputs["predictions"]
+            results = "".join(f"{v:.6f}\n" for v in values)
+            submit = "".join(f"{g}\t{v:.3f}\n" for g, v in zip(guids, values))
+        else:
+            probabilities = outputs["probabilities"]
+            labels = [self.task.labels[i] for i in np.argmax(probabilities, -1)]
+            results = "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in probabilities)
+            submit = "".join(f"{g}\t{label}\n" for g, label in zip(guids, labels))
+        atomic_write_text(os.path.join(output_dir, f"test_results{suffix}.tsv"), results)
+        atomic_write_text(os.path.join(output_dir, f"submit_results{suffix}.tsv"),
+                          "index\tprediction\n" + submit)
+        logging.info("Wrote %d %s predictions to %s", len(guids), name,
+                     os.path.join(output_dir, f"submit_results{suffix}.tsv"))
+
+
+_DIGESTS = {}
+
+
+def _file_digest_cached(path):
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_digest(path)
+    return _DIGESTS[key]

@@ -1,0 +1,110 @@
+"""RACE fine-tuning: the task and its accuracies per level."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+from absl import logging
+
+from albert_tf.data.features import cached_features, tokenizer_digest
+from albert_tf.files import atomic_write_text
+from albert_tf.training.results import write_eval_results
+
+
+def accuracies(levels, labels, outputs, prefix="eval_"):
+    """Accuracy and loss over all questions plus accuracy per level (middle, high) present."""
+    hits = np.argmax(outputs["logits"], -1) == labels
+    result = {f"{prefix}accuracy": float(np.mean(hits)),
+              f"{prefix}loss": float(np.mean(outputs["per_example_loss"]))}
+    for level in ("middle", "high"):
+        if np.any(levels == level):
+            result[f"{prefix}accuracy_{level}"] = float(np.mean(hits[levels == level]))
+    return result
+
+
+class RaceTask:
+    """RACE (4-way multiple choice) for `run_finetuning`: features from the released files or
+    all.txt (cached in `cache_dir`), accuracy over all/middle/high, per-question predictions."""
+
+    name = "race"
+    best_metric = "eval_accuracy"
+    head_names = ("output_weights", "output_bias")
+
+    def __init__(self, data_dir, tokenizer, max_seq_length, max_qa_length, cache_dir,
+                 high_only=False, middle_only=False, dropout_prob=0.1):
+        from albert_tf.data import race
+        self.levels = race.levels(high_only, middle_only)
+        race.check_lengths(max_seq_length, max_qa_length)
+        self.data_dir = data_dir
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.max_qa_length = max_qa_length
+        self.cache_dir = cache_dir
+        self.high_only, self.middle_only = high_only, middle_only
+        self.dropout_prob = dropout_prob
+
+    def build_model(self, encoder):
+        from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+        return AlbertMultipleChoice(encoder, self.dropout_prob)
+
+    def features(self, split):
+        from albert_tf.data import race
+        root = race.split_dir(self.data_dir, split)
+        settings = dict(task="race", split=split, data=_tree_digest(root, self.levels),
+                        levels=self.levels, max_seq_length=self.max_seq_length,
+                        max_qa_length=self.max_qa_length,
+                        tokenizer=tokenizer_digest(self.tokenizer),
+                        do_lower_case=self.tokenizer.do_lower_case)
+        stem = "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
+        return cached_features(
+            self.cache_dir, stem, settings,
+            lambda: race.convert_examples(
+                race.read_examples(self.data_dir, split, self.high_only, self.middle_only),
+                self.tokenizer, self.max_seq_length, self.max_qa_length))
+
+    def train_features(self):
+        return self.features("train")
+
+    def eval_sets(self):
+        return [("dev", self.features("dev"))]
+
+    def eval_metrics(self, name, features, outputs):
+        return accuracies(features["levels"], features["label_ids"], outputs)
+
+    def predict_sets(self):
+        return [("test", self.features("test"))]
+
+    def write_predictions(self, name, features, outputs, output_dir):
+        """predict_results.txt (test accuracies, the original's file) and <name>_predictions.jsonl
+        (one line per question: id, level, prediction, answer, probabilities)."""
+        from albert_tf.data.race import LETTERS
+        result = accuracies(features["levels"], features["label_ids"], outputs)
+        write_eval_results(os.path.join(output_dir, "predict_results.txt"), result)
+        lines = []
+        for guid, level, label, probs in zip(features["guids"], features["levels"],
+                                             features["label_ids"], outputs["probabilities"]):
+            lines.append(json.dumps({"id": str(guid), "level": str(level),
+                                     "prediction": LETTERS[int(np.argmax(probs))],
+                                     "answer": LETTERS[int(label)],
+                                     "probabilities": [round(float(p), 6) for p in probs]}))
+        path = os.path.join(output_dir, f"{name}_predictions.jsonl")
+        atomic_write_text(path, "".join(line + "\n" for line in lines))
+        logging.info("RACE %s: %s; %d predictions in %s", name, "  ".join(
+            f"{k} {v:.4f}" for k, v in sorted(result.items())), len(lines), path)
+        return result
+
+
+def _tree_digest(root, levels):
+    """A digest of the file names, sizes and contents a split's features are built from."""
+    digest = hashlib.sha256()
+    for level in levels:
+        directory = os.path.join(root, level)
+        if not os.path.isdir(directory):
+            continue  # read_examples reports it
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if os.path.isfile(path) and not name.startswith("."):
+                with open(path, "rb") as f:
+                    digest.update(f"{level}/{name}\0".encode() + f.read() + b"\0")
+    return digest.hexdigest()

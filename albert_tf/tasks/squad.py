@@ -1,0 +1,213 @@
+"""SQuAD v1.1 / v2.0 fine-tuning: the task, the no-answer threshold of v2 and the serving
+wrapper of the exported model."""
+
+import os
+import re
+
+import numpy as np
+from absl import logging
+
+from albert_tf.data.features import cached_features, tokenizer_digest
+from albert_tf.files import file_digest, write_json
+from albert_tf.tasks import squad_metrics
+from albert_tf.tasks.squad_answers import postprocess
+
+
+class SquadTask:
+    """SQuAD v1.1/v2.0 for `run_finetuning`: features from the JSON files (cached in
+    `cache_dir`), EM/F1 with the official scripts' rules, predictions.json / nbest / null_odds,
+    and the question + context serving export."""
+
+    best_metric = "f1"
+
+    def __init__(self, tokenizer, train_file, predict_file, cache_dir, version_2=False,
+                 max_seq_length=384, doc_stride=128, max_query_length=64, n_best_size=20,
+                 max_answer_length=30, start_n_top=5, end_n_top=5, dropout_prob=0.1,
+                 null_score_diff_threshold=None, threshold_dev_fraction=0.5,
+                 null_threshold_file=None, seed=12345):
+        from albert_tf.modeling.squad import V1_HEAD, V2_HEAD
+        self.name = "squad_v2" if version_2 else "squad_v1"
+        self.head_names = V2_HEAD if version_2 else V1_HEAD
+        self.tokenizer = tokenizer
+        self.train_file, self.predict_file = train_file, predict_file
+        self.cache_dir = cache_dir
+        self.version_2 = version_2
+        self.max_seq_length, self.doc_stride = max_seq_length, doc_stride
+        self.max_query_length = max_query_length
+        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.start_n_top, self.end_n_top = start_n_top, end_n_top
+        self.dropout_prob = dropout_prob
+        self.threshold = null_score_diff_threshold
+        self.threshold_dev_fraction = threshold_dev_fraction
+        self.null_threshold_file = null_threshold_file
+        self.seed = seed
+        self._questions, self._features = {}, {}
+
+    def build_model(self, encoder):
+        from albert_tf.modeling.squad import AlbertSquad
+        return AlbertSquad(encoder, self.version_2, self.n_best_size, self.start_n_top,
+                           self.end_n_top, self.dropout_prob)
+
+    def questions(self, path, is_training):
+        from albert_tf.data import squad
+        if (path, is_training) not in self._questions:
+            if not path:
+                raise ValueError(f"--{'train' if is_training else 'predict'}_file is required")
+            self._questions[path, is_training] = squad.read_squad(
+                path, is_training, self.version_2)[0]
+        return self._questions[path, is_training]
+
+    def features(self, path, is_training):
+        from albert_tf.data import squad
+        if (path, is_training) in self._features:
+            return self._features[path, is_training]
+        if not path or not os.path.isfile(path):
+            flag = "train_file" if is_training else "predict_file"
+            raise FileNotFoundError(f"--{flag}={path} does not exist")
+        settings = dict(task=self.name, is_training=is_training, file=file_digest(path),
+                        max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
+                        max_query_length=self.max_query_length,
+                        tokenizer=tokenizer_digest(self.tokenizer),
+                        do_lower_case=self.tokenizer.do_lower_case)
+        stem = f"{self.name}_{'train' if is_training else 'predict'}"
+        features = cached_features(
+            self.cache_dir, stem, settings,
+            lambda: squad.convert_questions(self.questions(path, is_training), self.tokenizer,
+                                            self.max_seq_length, self.doc_stride,
+                                            self.max_query_length, is_training))
+        self._features[path, is_training] = features
+        return features
+
+    def train_features(self):
+        return self.features(self.train_file, True)
+
+    def eval_sets(self):
+        return [("dev", self.features(self.predict_file, False))]
+
+    def predict_sets(self):
+        return [("predict", self.features(self.predict_file, False))]
+
+    def _postprocess(self, features, outputs):
+        questions = self.questions(self.predict_file, False)
+        return questions, postprocess(questions, features, outputs, self.n_best_size,
+                                            self.max_answer_length, self.version_2)
+
+    def eval_metrics(self, name, features, outputs):
+        questions, (predictions, _, null_odds) = self._postprocess(features, outputs)
+        golds = {q.qas_id: q.answers for q in questions}
+        if not self.version_2:
+            missing = [qid for qid, answers in golds.items() if not answers]
+            if missing:
+                raise ValueError(f"{self.predict_file}: question {missing[0]!r} (and "
+                                 f"{len(missing) - 1} more) has no gold answer to evaluate")
+            return squad_metrics.squad_v1(golds, predictions)
+        threshold, report = self.threshold, list(golds)
+        extra = {}
+        if threshold is None:
+            tune, report = split_by_paragraph(questions, self.threshold_dev_fraction, self.seed)
+            threshold, tune_f1 = squad_metrics.tune_threshold_v2(
+                {q: golds[q] for q in tune}, predictions, null_odds)
+            extra = {"threshold_questions": len(tune), "threshold_f1": tune_f1}
+        result = squad_metrics.squad_v2({q: golds[q] for q in report}, predictions, null_odds,
+                                        threshold)
+        result.update(extra, null_score_diff_threshold=threshold)
+        return result
+
+    def predict_threshold(self, output_dir):
+        """The threshold for predictions.json: the flag, else --null_threshold_file (default
+        output_dir/eval_results.txt), else 0 (a no-answer probability above one half)."""
+        if self.threshold is not None:
+            return self.threshold
+        path = self.null_threshold_file or os.path.join(output_dir, "eval_results.txt")
+        if os.path.isfile(path):
+            return read_threshold(path)
+        if self.null_threshold_file:
+            raise FileNotFoundError(f"--null_threshold_file={path} does not exist")
+        logging.warning("no --null_score_diff_threshold and no %s: answering \"\" when "
+                        "null_odds > 0", path)
+        return 0.0
+
+    def export(self, model, export_dir):
+        """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
+        max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
+        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. v1 also
+        writes export_dir/albert_model.tflite (ids in, start/end logits out)."""
+        from albert_tf.serving.finetuned import export_finetuned
+
+        serving_model = SquadServing(model)
+        keys = SquadServing.OUTPUTS[self.version_2]
+        return export_finetuned(
+            serving_model, export_dir, self.tokenizer.spm_model_file, self.tokenizer.do_lower_case,
+            self.max_seq_length, ("question", "context"),
+            lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
+            tflite_name=None if self.version_2 else "albert_model.tflite",
+            tflite_output_fn=lambda out: {k: out[k] for k in keys},
+            first_segment_length=self.max_query_length)
+
+    def write_predictions(self, name, features, outputs, output_dir):
+        _, (predictions, nbest, null_odds) = self._postprocess(features, outputs)
+        if self.version_2:
+            threshold = self.predict_threshold(output_dir)
+            predictions = {q: "" if null_odds[q] > threshold else text
+                           for q, text in predictions.items()}
+            write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
+            logging.info("v2 predictions use null_score_diff_threshold=%g", threshold)
+        write_json(os.path.join(output_dir, "predictions.json"), predictions)
+        write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
+        logging.info("Wrote %d predictions to %s", len(predictions),
+                     os.path.join(output_dir, "predictions.json"))
+
+
+class SquadServing:
+    """An AlbertSquad called on packed `[CLS] question [SEP] context [SEP]` ids alone: adds the
+    p_mask of the training features (only [CLS] and the context tokens can be answers) and
+    passes `input_word_ids` through. What the --export_dir exports wrap."""
+
+    OUTPUTS = {False: ("start_logits", "end_logits"),
+               True: ("start_log_probs", "start_top_log_probs", "start_top_index",
+                      "end_top_log_probs", "end_top_index", "cls_logits")}
+
+    def __init__(self, model):
+        self.model = model
+        self.config = model.config
+        self.variables = model.variables
+        self.trainable_variables = model.trainable_variables
+
+    def __call__(self, inputs, training=False):
+        import tensorflow as tf
+        types, mask = inputs["input_type_ids"], inputs["input_mask"]
+        positions = tf.range(tf.shape(types)[1])[None]
+        last = tf.reduce_sum(tf.cast(mask, tf.int32), -1, keepdims=True) - 1  # the final [SEP]
+        answerable = (positions == 0) | ((tf.cast(types, tf.int32) == 1) & (positions < last))
+        features = dict(inputs, p_mask=1 - tf.cast(answerable, tf.int32))
+        out = dict(self.model(features, training=training))
+        out["input_word_ids"] = inputs["input_word_ids"]
+        return out
+
+
+def split_by_paragraph(questions, fraction, seed):
+    """(threshold qids, report qids): a seeded share `fraction` of the paragraphs, so that
+    questions on one context never fall on both sides."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"--threshold_dev_fraction must be in (0, 1), got {fraction}; or give "
+                         f"--null_score_diff_threshold")
+    paragraphs = sorted({q.paragraph for q in questions})
+    if len(paragraphs) < 2:
+        raise ValueError("choosing the v2 threshold needs at least two paragraphs in "
+                         "--predict_file; give --null_score_diff_threshold instead")
+    order = np.random.RandomState(seed).permutation(len(paragraphs))
+    count = min(max(1, int(round(fraction * len(paragraphs)))), len(paragraphs) - 1)
+    tune = {paragraphs[i] for i in order[:count]}
+    return ([q.qas_id for q in questions if q.paragraph in tune],
+            [q.qas_id for q in questions if q.paragraph not in tune])
+
+
+def read_threshold(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    match = re.search(r"null_score_diff_threshold\s*=\s*(\S+)", text)
+    try:
+        return float(match.group(1) if match else text.strip())
+    except ValueError:
+        raise ValueError(f"{path} holds no threshold (a number or a "
+                         f"'null_score_diff_threshold = x' line)") from None

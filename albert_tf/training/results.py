@@ -1,0 +1,45 @@
+"""Evaluation results in the original eval_results.txt format, and the best checkpoint kept
+apart as model.ckpt-best (best_checkpoint.txt says which step and value it holds)."""
+
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.files import atomic_write_text
+
+BEST_NAME = "model.ckpt-best"
+
+
+def write_eval_results(path, result):
+    """The original eval_results.txt format: `key = value` lines, sorted."""
+    atomic_write_text(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))
+
+
+def copy_checkpoint(prefix, target_prefix):
+    """Copies a checkpoint's files to a new prefix: data files first, the index last."""
+    for path in sorted(tf.io.gfile.glob(prefix + ".data-*")):
+        tf.io.gfile.copy(path, target_prefix + path[len(prefix):], overwrite=True)
+    tf.io.gfile.copy(prefix + ".index", target_prefix + ".index", overwrite=True)
+
+
+def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_better=True):
+    """Writes output_dir/eval_results.txt; when `result[best_metric]` beats the best so far,
+    copies the checkpoint to model.ckpt-best and returns True."""
+    step = result["global_step"]
+    write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
+    logging.info("Eval at step %d: %s", step, "  ".join(
+        f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step"))
+    best_file = os.path.join(output_dir, "best_checkpoint.txt")
+    value = result[best_metric]
+    if tf.io.gfile.exists(best_file):
+        with tf.io.gfile.GFile(best_file) as f:
+            previous = float(re.search(r"value = (\S+)", f.read()).group(1))
+        if (value <= previous) if higher_is_better else (value >= previous):
+            return False
+    copy_checkpoint(checkpoint_path, os.path.join(output_dir, BEST_NAME))
+    atomic_write_text(best_file, f"global_step = {step}\nmetric = {best_metric}\n"
+                                 f"value = {value}\ncheckpoint = {checkpoint_path}\n")
+    logging.info("New best %s %.4g at step %d: %s", best_metric, value, step, BEST_NAME)
+    return True
