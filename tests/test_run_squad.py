@@ -2,6 +2,7 @@
 a marker, with a tiny ALBERT (hidden 32, 2 layers)."""
 
 import json
+import math
 import os
 import random
 import re
@@ -198,3 +199,22 @@ def test_flag_errors(assets, tmp_path):
     with pytest.raises(ValueError, match="is_impossible, which needs --version_2"):
         run(train_file=assets["files"]["v2"][0], output_dir=tmp_path,
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True)
+
+
+@pytest.mark.parametrize("version,precision", [("v1", "bfloat16"), ("v2", "float16"),
+                                               ("v2", "bfloat16")])
+def test_mixed_precision_train_eval_predict(assets, tmp_path, version, precision):
+    """The SQuAD heads once crashed at the first step under a mixed policy (float32 head
+    weights autocast against the float32 sequence output)."""
+    train, dev = assets["files"][version]
+    out = tmp_path / f"{version}_{precision}"
+    run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
+        init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
+        train_step=20, warmup_step=2, save_checkpoints_steps=20, mixed_precision=precision,
+        version_2_with_negative=version == "v2", null_score_diff_threshold=0.0)
+    results = _read_kv(out / "eval_results.txt")
+    assert results["global_step"] == 20 and all(map(math.isfinite, results.values())), results
+    written = {"predictions.json", "nbest_predictions.json"} | (
+        {"null_odds.json"} if version == "v2" else set())
+    assert written <= set(os.listdir(out))
+    assert len(_load(out / "predictions.json")) == len(_load(out / "nbest_predictions.json"))

@@ -52,12 +52,15 @@ class AlbertSquad(TaskModel):
         self._add("answer_class/dense_0/kernel", (2 * h, h))
         self._add("answer_class/dense_0/bias", (h,), "zeros")
         self._add("answer_class/dense_1/kernel", (h, 1))
-        self.dropout = keras.layers.Dropout(self.dropout_prob)
+        self.dropout = keras.layers.Dropout(self.dropout_prob, dtype="float32")
 
     def _add(self, name, shape, initializer=None):
+        # The heads compute in float32 on the float32 sequence output under every policy:
+        # autocast would hand them bfloat16/float16 copies inside `call`.
         initializer = initializer or keras.initializers.TruncatedNormal(stddev=0.02)
         self._head[name] = self.add_weight(name=name.replace("/", "_"), shape=shape,
-                                           initializer=initializer, dtype="float32")
+                                           initializer=initializer, dtype="float32",
+                                           autocast=False)
 
     @property
     def head_names(self):
