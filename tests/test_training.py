@@ -231,3 +231,71 @@ def test_sigterm_saves_before_exit(config_file, records, tmp_path):
     assert proc.returncode == 0, stderr[-3000:]
     stopped = int(re.search(r"Stopping at step (\d+) on SIGTERM", stderr).group(1))
     assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{stopped}")
+
+
+def _task_batch(kind, batch=4, length=16):
+    """A synthetic training batch for each script's model."""
+    rng = np.random.RandomState(0)
+    shape = (batch, 4, length) if kind == "race" else (batch, length)
+    ids = rng.randint(5, TINY["vocab_size"], shape).astype(np.int32)
+    ids[..., 0] = 2
+    out = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+           "input_type_ids": np.zeros_like(ids)}
+    if kind == "pretraining":
+        out.update(masked_lm_positions=np.tile(np.arange(1, 5, dtype=np.int32), (batch, 1)),
+                   masked_lm_ids=rng.randint(5, 60, (batch, 4)).astype(np.int32),
+                   masked_lm_weights=np.ones((batch, 4), np.float32),
+                   next_sentence_labels=rng.randint(0, 2, (batch, 1)).astype(np.int32))
+    elif kind.startswith("squad"):
+        out.update(p_mask=np.zeros_like(ids), start_positions=np.full(batch, 3, np.int32),
+                   end_positions=np.full(batch, 5, np.int32),
+                   is_impossible=np.zeros(batch, np.int32))
+    else:
+        out["label_ids"] = rng.randint(0, 4 if kind == "race" else 2, batch).astype(np.int32)
+    return out
+
+
+def _task_model(kind):
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+    from albert_tf.modeling.squad import AlbertSquad
+    config = AlbertConfig(**TINY)
+    # No dropout: XLA draws other random numbers than the TF kernels.
+    return {"pretraining": lambda: AlbertPretrainer(config),
+            "glue": lambda: AlbertClassifier(config, 2, classifier_dropout=0.0),
+            "squad_v1": lambda: AlbertSquad(config, version_2=False, dropout_prob=0.0),
+            "squad_v2": lambda: AlbertSquad(config, version_2=True, dropout_prob=0.0),
+            "race": lambda: AlbertMultipleChoice(config, dropout_prob=0.0)}[kind]()
+
+
+@pytest.mark.parametrize("kind", ["pretraining", "glue", "squad_v1", "squad_v2", "race"])
+def test_whole_training_step_compiles_as_one_xla_computation(kind, tmp_path):
+    """As on a TPU: forward, backward (with accumulation) and the optimizer update of each
+    script's model trace into one XLA computation, run, and give the step the plain step gives."""
+    batch = _task_batch(kind)
+    dataset_fn = lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()  # noqa: E731
+    # LAMB for pretraining; plain SGD elsewhere, whose update is linear in the gradient, so
+    # that the two runs' weights differ only by rounding (Adam-type updates amplify it).
+    optimizer = ((lambda: create_optimizer(1e-3, 10, 1, "lamb")) if kind == "pretraining"
+                 else (lambda: tf.keras.optimizers.SGD(0.5)))
+    weights = {}
+    for jit in (False, True):
+        tf.keras.utils.set_random_seed(0)
+        trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: _task_model(kind),
+                          optimizer, str(tmp_path / str(jit)), global_batch_size=4,
+                          gradient_accumulation_steps=2, jit_compile=jit)
+        assert trainer.whole_step_jit is jit
+        initial = _weights(trainer.model)
+        assert trainer.train(dataset_fn, 2, save_checkpoints_steps=10, log_steps=1) == 2
+        weights[jit] = {n: v - initial[n] for n, v in _weights(trainer.model).items()}
+        assert max(np.abs(update).max() for update in weights[jit].values()) > 1e-5
+    # One HLO module for the whole replica step, and the update is inside it.
+    hlo = trainer.strategy.run(
+        lambda b: trainer._step_fn.experimental_get_compiler_ir(b)(stage="hlo"),
+        args=({k: tf.constant(v) for k, v in batch.items()},))
+    assert hlo.count("HloModule ") == 1
+    graph = trainer._step_fn._list_all_concrete_functions()[0].graph
+    assert {"AssignVariableOp", "While"} <= {op.type for op in graph.get_operations()}
+    for name, update in weights[True].items():  # the two runs' updates
+        np.testing.assert_allclose(update, weights[False][name], rtol=1e-3, atol=1e-6,
+                                   err_msg=name)

@@ -10,6 +10,7 @@ from absl import flags, logging
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "none", "bfloat16", "float16")
+JIT_CHOICES = ("auto", "true", "false")
 
 
 def define_flags(flag_values=None):
@@ -29,8 +30,12 @@ def define_flags(flag_values=None):
                       "Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and "
                       "on CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.",
                       flag_values=fv)
-    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.",
-                      flag_values=fv)
+    # A boolean-style flag (--jit_compile, --nojit_compile) that also takes `auto`.
+    flags.DEFINE_flag(flags.Flag(
+        flags.EnumParser(list(JIT_CHOICES), case_sensitive=False), flags.ArgumentSerializer(),
+        "jit_compile", "auto",
+        "Compile the training step with XLA: auto (on GPU and TPU; off on CPU, where XLA was "
+        "slower than oneDNN), true or false.", boolean=True), flag_values=fv)
 
 
 def _num_workers_in_tf_config():
@@ -102,6 +107,20 @@ def set_precision_policy(precision):
     return policy[precision]
 
 
+def resolve_jit_compile(jit_compile, strategy):
+    """True/False for `auto`, "true", "false" or a bool: auto compiles on TPU and GPU only (on
+    these CPUs the XLA step measured slower than oneDNN's, docs/benchmarks.md)."""
+    if isinstance(jit_compile, bool):
+        return jit_compile
+    value = str(jit_compile).lower()
+    if value not in JIT_CHOICES:
+        raise ValueError(f"--jit_compile={jit_compile!r}: use one of {', '.join(JIT_CHOICES)}")
+    if value != "auto":
+        return value == "true"
+    return (isinstance(strategy, tf.distribute.TPUStrategy)
+            or bool(tf.config.list_logical_devices("GPU")))
+
+
 def setup(flags_values):
     """(strategy, jit_compile) from the shared flags; sets the global precision policy and
     logs what was chosen."""
@@ -109,10 +128,10 @@ def setup(flags_values):
     strategy = get_strategy(f.strategy, f.use_tpu, f.tpu_name, f.tpu_zone, f.gcp_project,
                             f.master)
     policy = set_precision_policy(resolve_precision(f.mixed_precision, strategy))
-    jit_compile = bool(f.jit_compile)
+    jit_compile = resolve_jit_compile(f.jit_compile, strategy)
     logging.info("Precision policy %s (--mixed_precision=%s); XLA compilation of the training "
-                 "step %s (--jit_compile)", policy, f.mixed_precision,
-                 "on" if jit_compile else "off")
+                 "step %s (--jit_compile=%s)", policy, f.mixed_precision,
+                 "on" if jit_compile else "off", f.jit_compile)
     return strategy, jit_compile
 
 

@@ -72,7 +72,15 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.write_dir, max_to_keep=keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
-        self._grad_fn = tf.function(self._gradients, jit_compile=jit_compile)
+        # One device: forward, backward and update as one XLA computation. Mirrored and
+        # multi-worker updates all-reduce across replicas, which stays outside XLA: there the
+        # forward and backward pass is compiled. A TPU compiles every step whatever the flag.
+        self.whole_step_jit = bool(jit_compile) and isinstance(
+            strategy, tf.distribute.OneDeviceStrategy)
+        self._grad_fn = tf.function(self._gradients,
+                                    jit_compile=bool(jit_compile) and not self.whole_step_jit)
+        self._step_fn = (tf.function(self._replica_step, jit_compile=True)
+                         if self.whole_step_jit else self._replica_step)
         self._train_fn = tf.function(self._train_steps)
         self._eval_fn = tf.function(self._eval_step)
         self._writers = {}
@@ -128,6 +136,10 @@ class Trainer:
             grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
             sums = self._zero_sums()
             for i in tf.range(k):
+                # One micro-batch at a time: overlapping iterations (tf.while_loop runs up to
+                # 10 at once by default) would hold several micro-batches' activations, which
+                # accumulation exists to avoid, and race on the dropout seed state.
+                tf.autograph.experimental.set_loop_options(parallel_iterations=1)
                 g, s = self._grad_fn({n: v[i] for n, v in micro.items()}, denominators)
                 grads = [a + b for a, b in zip(grads, g)]
                 sums = {n: sums[n] + s[n] for n in sums}
@@ -140,7 +152,7 @@ class Trainer:
     def _train_steps(self, iterator, num_steps):
         totals = self._zero_sums()
         for _ in tf.range(num_steps):
-            per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+            per_replica = self.strategy.run(self._step_fn, args=(next(iterator),))
             totals = {n: totals[n] + self.strategy.reduce(SUM, per_replica[n], axis=None)
                       for n in totals}
         return totals
