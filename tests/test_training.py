@@ -123,6 +123,18 @@ def _logged_losses(stderr):
     return [float(x) for x in re.findall(r"step \d+/\d+ .*?  loss (\S+)", stderr)]
 
 
+def test_float16_overflow_on_one_replica_skips_the_step_on_all(tmp_path):
+    """Two replicas under mixed_float16, an inf injected into the second replica's gradient:
+    no replica applies the step (weights unchanged and finite on both copies, step still 0)
+    and the loss scale halves. Keras's own LossScaleOptimizer decided by replica 0 alone and
+    applied the inf."""
+    result = _run(["tests/helpers/loss_scale_two_replicas.py"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == {"copies": 2, "changed": False, "finite": True, "scale_before": 32768.0,
+                   "scale_after": 16384.0, "step": 0}
+
+
 def test_mirrored_two_devices_equal_one_device(config_file, records, tmp_path):
     one = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, tmp_path / "one",
                                                         strategy="one_device"))

@@ -222,3 +222,22 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="lamb
     if name == "lamb":
         return Lamb(exclude_from_layer_adaptation=exclude_from_layer_adaptation, **common)
     return AdamWeightDecay(**common)
+
+
+class ReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras's dynamic loss scaling, with the finiteness check all-reduced over the replicas.
+
+    Keras reads each replica's own gradients before they are summed and, under
+    MirroredStrategy, decides by replica 0 alone: an inf on another replica was applied (and
+    summed into every weight) while the scale stayed. Here a non-finite gradient on any replica
+    skips the step on every replica and halves the scale.
+    """
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return finite
+        bad = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                 tf.cast(tf.logical_not(finite), tf.float32))
+        return tf.equal(bad, 0.0)

@@ -23,6 +23,7 @@ from absl import logging
 from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.training import results
 from albert_tf.training.distribution import is_chief
+from albert_tf.training.optimizers import ReplicaLossScaleOptimizer
 
 CHECKPOINT_NAME = "model.ckpt"
 SUM = tf.distribute.ReduceOp.SUM
@@ -63,7 +64,7 @@ class Trainer:
             self.model = model_fn()
             self.optimizer = optimizer_fn()
             if keras.mixed_precision.global_policy().name == "mixed_float16":
-                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
+                self.optimizer = ReplicaLossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
         if self.chief:  # so that output_dir is itself a from_pretrained source
             self.model.config.to_json_file(os.path.join(output_dir, "albert_config.json"))
