@@ -111,3 +111,28 @@ def run_main(module, defaults, overrides):
         return module.main(None)
     finally:
         flags.FLAGS.unparse_flags()
+
+
+# The accelerator paths every script is tested under: (--mixed_precision, --jit_compile).
+PRECISION_MATRIX = [(p, x) for p in ("none", "bfloat16", "float16") for x in ("false", "true")]
+# A short run's metric under bfloat16/float16 (or XLA) stays this close to float32's with the
+# same seed: |value - float32 value| <= MATRIX_ABS + MATRIX_REL * |float32 value|.
+MATRIX_ABS, MATRIX_REL = 0.05, 0.05
+
+
+def assert_near_float32(results, reference, keys, scale=1.0):
+    """`scale`: the metrics' unit (100 for SQuAD's percentages)."""
+    import math
+    for key in keys:
+        value, expected = float(results[key]) / scale, float(reference[key]) / scale
+        assert math.isfinite(value), (key, results)
+        assert abs(value - expected) <= MATRIX_ABS + MATRIX_REL * abs(expected), (
+            key, value, expected)
+
+
+@pytest.fixture(autouse=True)
+def float32_policy_after_each_test():
+    """A script run under a mixed precision leaves its global Keras policy behind."""
+    yield
+    import keras
+    keras.mixed_precision.set_global_policy("float32")

@@ -12,7 +12,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import run_main
+from conftest import PRECISION_MATRIX, assert_near_float32, run_main
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -305,3 +305,38 @@ def test_mnli_predicts_matched_mismatched_and_ax(assets, tmp_path):
         assert {line.split("\t")[1] for line in lines[1:]} <= labels
         probabilities = np.loadtxt(tmp_path / "out" / f"test_results{suffix}.tsv", ndmin=2)
         assert probabilities.shape == (n, 3)
+
+
+@pytest.fixture(scope="module")
+def matrix_runs(assets, tmp_path_factory):
+    """Each run of the precision matrix, made once: {(precision, jit): output dir}."""
+    root, runs = tmp_path_factory.mktemp("matrix"), {}
+
+    def get(precision, jit):
+        if (precision, jit) not in runs:
+            out = root / f"{precision}-{jit}"
+            run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+                spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+                do_eval=True, do_predict=True, export_dir=out / "export", train_step=40,
+                warmup_step=4, save_checkpoints_steps=40, mixed_precision=precision,
+                jit_compile=jit)
+            runs[precision, jit] = out
+        return runs[precision, jit]
+    return get
+
+
+@pytest.mark.parametrize("precision,jit", PRECISION_MATRIX)
+def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
+    """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA:
+    every file written, metrics finite and near the float32 run's."""
+    out = matrix_runs(precision, jit)
+    results = _read_kv(out / "eval_results.txt")
+    assert results["global_step"] == "40"
+    assert_near_float32(results, _read_kv(matrix_runs("none", "false") / "eval_results.txt"),
+                        ("eval_loss", "eval_accuracy"))
+    rows = (out / "submit_results.tsv").read_text().splitlines()[1:]
+    assert len(rows) == len(assets["truth"])
+    assert np.isfinite(np.loadtxt(out / "test_results.tsv", delimiter="\t")).all()
+    assert (out / "export" / "saved_model.pb").exists()
+    assert (out / "export" / "classifier.tflite").stat().st_size > 0
+

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_race
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import run_main
+from conftest import PRECISION_MATRIX, assert_near_float32, run_main
 from test_race import corpus_lines, write_race
 
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
@@ -142,3 +142,38 @@ def test_flag_errors(assets, tmp_path):
         run(**common, max_qa_length=46)
     with pytest.raises(FileNotFoundError, match="RACE train split not found"):
         run(**{**common, "data_dir": str(tmp_path)}, init_checkpoint=assets["init"])
+
+
+@pytest.fixture(scope="module")
+def matrix_runs(assets, tmp_path_factory):
+    """Each run of the precision matrix, made once: {(precision, jit): output dir}."""
+    root, runs = tmp_path_factory.mktemp("matrix"), {}
+
+    def get(precision, jit):
+        if (precision, jit) not in runs:
+            out = root / f"{precision}-{jit}"
+            run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+                init_checkpoint=assets["init"], train_step=10, warmup_step=2,
+                save_checkpoints_steps=10, do_predict=True, mixed_precision=precision,
+                jit_compile=jit)
+            runs[precision, jit] = out
+        return runs[precision, jit]
+    return get
+
+
+@pytest.mark.parametrize("precision,jit", PRECISION_MATRIX)
+def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
+    """Train, eval and predict under float32/bfloat16/float16, with and without XLA: files
+    written, accuracies and loss finite and near the float32 run's."""
+    out = matrix_runs(precision, jit)
+    results = _read_kv(out / "eval_results.txt")
+    assert results["global_step"] == "10"
+    keys = ("eval_loss", "eval_accuracy")
+    assert_near_float32(results, _read_kv(matrix_runs("none", "false") / "eval_results.txt"), keys)
+    predicted = _read_kv(out / "predict_results.txt")
+    assert_near_float32(predicted, _read_kv(matrix_runs("none", "false") / "predict_results.txt"),
+                        keys)
+    questions = sum(len(a["answers"]) for articles in assets["data"]["test"].values()
+                    for a in articles)
+    assert (out / "test_predictions.jsonl").read_text().count("\n") == questions
+

@@ -14,7 +14,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.trainer import NonFiniteLossError, Trainer
-from conftest import TINY, write_pretraining_records
+from conftest import TINY, assert_near_float32, write_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -311,3 +311,26 @@ def test_whole_training_step_compiles_as_one_xla_computation(kind, tmp_path):
     for name, update in weights[True].items():  # the two runs' updates
         np.testing.assert_allclose(update, weights[False][name], rtol=1e-3, atol=1e-6,
                                    err_msg=name)
+
+
+def test_pretraining_precision_and_xla_matrix(records, tmp_path):
+    """run_pretraining under float32/bfloat16/float16, each with and without XLA, with dropout
+    0.1 and gradient accumulation (the bf16 + accumulation + dropout path of issue 12): every
+    run trains, checkpoints and evaluates, with losses near the float32 run's."""
+    config = tmp_path / "albert_config.json"
+    AlbertConfig(**{**TINY, "hidden_dropout_prob": 0.1,
+                    "attention_probs_dropout_prob": 0.1}).to_json_file(str(config))
+    flags = _pretrain_flags(str(config), records, tmp_path, num_train_steps=8,
+                            save_checkpoints_steps=8, gradient_accumulation_steps=2,
+                            do_eval=True, max_eval_steps=4, strategy="one_device")
+    flags = [f for f in flags if not f.startswith(("--output_dir", "--mixed_precision"))]
+    result = _run(["tests/helpers/pretraining_matrix.py", str(tmp_path)] + flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(runs) == 6
+    for name, values in runs.items():
+        assert values["global_step"] == "8", name
+        assert (tmp_path / name / "model.ckpt-8.index").exists()
+        assert_near_float32(values, runs["none-false"],
+                            ("masked_lm_loss", "sentence_order_loss", "loss"))
+
