@@ -63,9 +63,9 @@ def _define_flags():
                           "latest checkpoint in --output_dir): a raw-string serving SavedModel "
                           "(question + context) and, for v1, <export_dir>/albert_model.tflite "
                           "(see docs/export.md).")
-    F("num_train_epochs", 3.0, "Epochs to train (default 3 unless --train_step is given).")
-    F("warmup_proportion", 0.1,
-      "Warmup share of training (default 0.1 unless --warmup_step is given).")
+    # --num_train_epochs and --warmup_proportion are the shared flags (default None, so that
+    # every script in one process sees the same definitions); main() makes them 3 and 0.1,
+    # the original's, unless --train_step / --warmup_step are given.
     define_flags(**SQUAD_DEFAULTS)
 
 

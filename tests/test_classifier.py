@@ -110,8 +110,12 @@ def test_eval_dataset_keeps_every_example_and_pads_each_batch():
     assert not first["input_word_ids"].numpy()[1, 40:].any()
     short = list(make_dataset(_features([3, 5, 20, 9]), 2, 64, is_training=False))
     assert [b["input_word_ids"].shape[1] for b in short] == [16, 32]
-    fixed = list(make_dataset(features, 4, 64, is_training=False, padding="max_length"))
+    fixed = make_dataset(features, 4, 64, is_training=False, padding="max_length")
     assert {b["input_word_ids"].shape[1] for b in fixed} == {64}
+    # As a TPU needs: every batch of one static shape, training and eval alike.
+    for dataset in (fixed, make_dataset(features, 4, 64, is_training=True,
+                                        padding="max_length")):
+        assert all(spec.shape.is_fully_defined() for spec in dataset.element_spec.values())
     # Outputs gathered in any batch order come back in example order, fillers dropped.
     outputs = {"example_index": index[::-1].copy(), "is_real_example": weight[::-1].copy(),
                "x": index[::-1] * 10}

@@ -189,7 +189,11 @@ def test_killed_run_resumes_to_the_end(config_file, records, tmp_path):
     proc = subprocess.Popen([sys.executable, "run_pretraining.py"] + flags, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not (out / "model.ckpt-40.index").exists():
+
+    def saved_step():  # what a rerun sees: the `checkpoint` state, written after the files
+        latest = tf.train.latest_checkpoint(str(out))
+        return int(latest.rsplit("-", 1)[1]) if latest else 0
+    while saved_step() < 40:
         assert proc.poll() is None and time.time() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
@@ -283,34 +287,32 @@ def _task_model(kind):
 @pytest.mark.parametrize("kind", ["pretraining", "glue", "squad_v1", "squad_v2", "race"])
 def test_whole_training_step_compiles_as_one_xla_computation(kind, tmp_path):
     """As on a TPU: forward, backward (with accumulation) and the optimizer update of each
-    script's model trace into one XLA computation, run, and give the step the plain step gives."""
+    script's model trace into one XLA computation and run; for pretraining (LAMB) the step
+    equals the plain step's. (Each script's XLA run against float32 is in its matrix test.)"""
     batch = _task_batch(kind)
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()  # noqa: E731
-    # LAMB for pretraining; plain SGD elsewhere, whose update is linear in the gradient, so
-    # that the two runs' weights differ only by rounding (Adam-type updates amplify it).
-    optimizer = ((lambda: create_optimizer(1e-3, 10, 1, "lamb")) if kind == "pretraining"
-                 else (lambda: tf.keras.optimizers.SGD(0.5)))
-    weights = {}
-    for jit in (False, True):
+    updates = {}
+    for jit in (True, False) if kind == "pretraining" else (True,):
         tf.keras.utils.set_random_seed(0)
         trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: _task_model(kind),
-                          optimizer, str(tmp_path / str(jit)), global_batch_size=4,
+                          lambda: create_optimizer(1e-3, 10, 1, "lamb"),
+                          str(tmp_path / str(jit)), global_batch_size=4,
                           gradient_accumulation_steps=2, jit_compile=jit)
         assert trainer.whole_step_jit is jit
         initial = _weights(trainer.model)
         assert trainer.train(dataset_fn, 2, save_checkpoints_steps=10, log_steps=1) == 2
-        weights[jit] = {n: v - initial[n] for n, v in _weights(trainer.model).items()}
-        assert max(np.abs(update).max() for update in weights[jit].values()) > 1e-5
-    # One HLO module for the whole replica step, and the update is inside it.
-    hlo = trainer.strategy.run(
-        lambda b: trainer._step_fn.experimental_get_compiler_ir(b)(stage="hlo"),
-        args=({k: tf.constant(v) for k, v in batch.items()},))
-    assert hlo.count("HloModule ") == 1
-    graph = trainer._step_fn._list_all_concrete_functions()[0].graph
-    assert {"AssignVariableOp", "While"} <= {op.type for op in graph.get_operations()}
-    for name, update in weights[True].items():  # the two runs' updates
-        np.testing.assert_allclose(update, weights[False][name], rtol=1e-3, atol=1e-6,
-                                   err_msg=name)
+        updates[jit] = {n: v - initial[n] for n, v in _weights(trainer.model).items()}
+        assert max(np.abs(update).max() for update in updates[jit].values()) > 1e-4
+        if jit:  # one HLO module for the whole replica step, and the update is inside it
+            hlo = trainer.strategy.run(
+                lambda b: trainer._step_fn.experimental_get_compiler_ir(b)(stage="hlo"),
+                args=({k: tf.constant(v) for k, v in batch.items()},))
+            assert hlo.count("HloModule ") == 1
+            graph = trainer._step_fn._list_all_concrete_functions()[0].graph
+            assert {"AssignVariableOp", "While"} <= {op.type for op in graph.get_operations()}
+    if False in updates:
+        for name, update in updates[True].items():
+            np.testing.assert_allclose(update, updates[False][name], atol=2e-5, err_msg=name)
 
 
 def test_pretraining_precision_and_xla_matrix(records, tmp_path):
@@ -320,17 +322,17 @@ def test_pretraining_precision_and_xla_matrix(records, tmp_path):
     config = tmp_path / "albert_config.json"
     AlbertConfig(**{**TINY, "hidden_dropout_prob": 0.1,
                     "attention_probs_dropout_prob": 0.1}).to_json_file(str(config))
-    flags = _pretrain_flags(str(config), records, tmp_path, num_train_steps=8,
-                            save_checkpoints_steps=8, gradient_accumulation_steps=2,
-                            do_eval=True, max_eval_steps=4, strategy="one_device")
+    flags = _pretrain_flags(str(config), records, tmp_path, num_train_steps=4,
+                            save_checkpoints_steps=4, gradient_accumulation_steps=2,
+                            do_eval=True, max_eval_steps=2, strategy="one_device")
     flags = [f for f in flags if not f.startswith(("--output_dir", "--mixed_precision"))]
     result = _run(["tests/helpers/pretraining_matrix.py", str(tmp_path)] + flags)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(runs) == 6
     for name, values in runs.items():
-        assert values["global_step"] == "8", name
-        assert (tmp_path / name / "model.ckpt-8.index").exists()
+        assert values["global_step"] == "4", name
+        assert (tmp_path / name / "model.ckpt-4.index").exists()
         assert_near_float32(values, runs["none-false"],
                             ("masked_lm_loss", "sentence_order_loss", "loss"))
 

@@ -150,6 +150,11 @@ class _Run:
         self.task, self.flags = task, FLAGS
         keras.utils.set_random_seed(FLAGS.random_seed)
         strategy, jit_compile = distribution.setup(FLAGS)
+        self.padding = FLAGS.padding
+        if isinstance(strategy, tf.distribute.TPUStrategy) and self.padding != "max_length":
+            logging.warning("--padding=%s: a TPU compiles one program per input shape, so "
+                            "batches are padded to --max_seq_length", self.padding)
+            self.padding = "max_length"
         self.make_encoder = encoder_factory(
             FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.albert_hub_module_handle,
             FLAGS.max_seq_length, FLAGS.output_dir)
@@ -178,7 +183,7 @@ class _Run:
 
         def fn(input_context):
             return make_dataset(features, batch, f.max_seq_length, is_training=is_training,
-                                input_context=input_context, padding=f.padding,
+                                input_context=input_context, padding=self.padding,
                                 pad_to_multiple_of=f.pad_to_multiple_of, seed=f.random_seed)
         return fn
 
