@@ -25,6 +25,8 @@ setup(
     extras_require={
         "test": [
             "pytest>=8",
+            # The suite runs its test files on every core (scripts/test.sh).
+            "pytest-xdist>=3.5",
             "tf-keras==2.21.*",
             "transformers>=4.45",
             # The original tokenization.py (2019), for the tokenizer parity test.

@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
-exec .venv/bin/python -m pytest -q tests "$@"
+# One worker per core, each taking whole files (module fixtures are built once per file).
+exec .venv/bin/python -m pytest -q -n auto --dist loadfile tests "$@"
