@@ -11,7 +11,7 @@ from albert_tf.modeling.encoder import AlbertEncoder
 class TaskModel(PretrainedMixin, keras.Model):
     """An encoder plus a task head. `encoder` is an AlbertConfig (or its dict; a new
     AlbertEncoder is built) or any encoder layer with the TF-Hub call API, `config` and
-    `tf1_weights()` (AlbertEncoder, finetuning.HubEncoder)."""
+    `tf1_weights()` (AlbertEncoder, formats.hub.HubEncoder)."""
 
     def __init__(self, encoder, **kwargs):
         super().__init__(**kwargs)

@@ -220,7 +220,8 @@ class Trainer:
     def _run_chunk(self, iterator, chunk, last_saved):
         """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss."""
         step = self.step
-        sums = {n: float(v.numpy()) for n, v in self._train_fn(iterator, tf.constant(chunk)).items()}
+        sums = self._train_fn(iterator, tf.constant(chunk))
+        sums = {n: float(v.numpy()) for n, v in sums.items()}
         loss = float(self.model.metrics_from_sums(sums)["loss"])
         if not math.isfinite(loss):
             raise NonFiniteLossError(
