@@ -120,6 +120,19 @@ PRECISION_MATRIX = [(p, x) for p in ("none", "bfloat16", "float16") for x in ("f
 MATRIX_ABS, MATRIX_REL = 0.05, 0.05
 
 
+def memoized_runs(root, run_one):
+    """`get(*key)` → the output directory of `run_one(out, *key)`, each key run once (the
+    matrix tests share one run per cell with the other tests of their module)."""
+    runs = {}
+
+    def get(*key):
+        if key not in runs:
+            runs[key] = root / "-".join(key)
+            run_one(runs[key], *key)
+        return runs[key]
+    return get
+
+
 def assert_near_float32(results, reference, keys, scale=1.0):
     """`scale`: the metrics' unit (100 for SQuAD's percentages)."""
     import math

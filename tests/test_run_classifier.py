@@ -12,7 +12,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import PRECISION_MATRIX, assert_near_float32, run_main
+from conftest import PRECISION_MATRIX, assert_near_float32, memoized_runs, run_main
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -309,21 +309,13 @@ def test_mnli_predicts_matched_mismatched_and_ax(assets, tmp_path):
 
 @pytest.fixture(scope="module")
 def matrix_runs(assets, tmp_path_factory):
-    """Each run of the precision matrix, made once: {(precision, jit): output dir}."""
-    root, runs = tmp_path_factory.mktemp("matrix"), {}
-
-    def get(precision, jit):
-        if (precision, jit) not in runs:
-            out = root / f"{precision}-{jit}"
-            run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
-                spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
-                do_eval=True, do_predict=True, train_step=40,
-                export_dir=out / "export" if jit == "false" else None,
-                warmup_step=4, save_checkpoints_steps=40, mixed_precision=precision,
-                jit_compile=jit)
-            runs[precision, jit] = out
-        return runs[precision, jit]
-    return get
+    def run_one(out, precision, jit):
+        run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+            do_eval=True, do_predict=True, train_step=40,
+            export_dir=out / "export" if jit == "false" else None, warmup_step=4,
+            save_checkpoints_steps=40, mixed_precision=precision, jit_compile=jit)
+    return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
 @pytest.mark.parametrize("precision,jit", PRECISION_MATRIX)

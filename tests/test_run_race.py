@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_race
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import PRECISION_MATRIX, assert_near_float32, run_main
+from conftest import PRECISION_MATRIX, assert_near_float32, memoized_runs, run_main
 from test_race import corpus_lines, write_race
 
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
@@ -147,19 +147,12 @@ def test_flag_errors(assets, tmp_path):
 
 @pytest.fixture(scope="module")
 def matrix_runs(assets, tmp_path_factory):
-    """Each run of the precision matrix, made once: {(precision, jit): output dir}."""
-    root, runs = tmp_path_factory.mktemp("matrix"), {}
-
-    def get(precision, jit):
-        if (precision, jit) not in runs:
-            out = root / f"{precision}-{jit}"
-            run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
-                init_checkpoint=assets["init"], train_step=10, warmup_step=2,
-                save_checkpoints_steps=10, do_predict=True, mixed_precision=precision,
-                jit_compile=jit)
-            runs[precision, jit] = out
-        return runs[precision, jit]
-    return get
+    def run_one(out, precision, jit):
+        run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+            init_checkpoint=assets["init"], train_step=10, warmup_step=2,
+            save_checkpoints_steps=10, do_predict=True, mixed_precision=precision,
+            jit_compile=jit)
+    return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
 @pytest.mark.parametrize("precision,jit", PRECISION_MATRIX)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, run_squad
 from albert_tf.tasks import SquadTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import PRECISION_MATRIX, assert_near_float32, run_main
+from conftest import PRECISION_MATRIX, assert_near_float32, memoized_runs, run_main
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -204,23 +204,14 @@ def test_flag_errors(assets, tmp_path):
 
 @pytest.fixture(scope="module")
 def matrix_runs(assets, tmp_path_factory):
-    """Each run of the precision matrix, made once: {(version, precision, jit): output dir}."""
-    root, runs = tmp_path_factory.mktemp("matrix"), {}
-
-    def get(version, precision, jit):
-        key = (version, precision, jit)
-        if key not in runs:
-            train, dev = assets["files"][version]
-            out = root / "-".join(key)
-            run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
-                init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
-                export_dir=out / "export" if jit == "false" else None, train_step=40,
-                warmup_step=4, save_checkpoints_steps=40, mixed_precision=precision,
-                jit_compile=jit,
-                version_2_with_negative=version == "v2")
-            runs[key] = out
-        return runs[key]
-    return get
+    def run_one(out, version, precision, jit):
+        train, dev = assets["files"][version]
+        run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
+            init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
+            export_dir=out / "export" if jit == "false" else None, train_step=40,
+            warmup_step=4, save_checkpoints_steps=40, mixed_precision=precision,
+            jit_compile=jit, version_2_with_negative=version == "v2")
+    return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
 # v1 runs the whole matrix; v2 differs only in its head, whose other precision paths are
