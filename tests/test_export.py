@@ -392,14 +392,14 @@ def test_export_cli_from_tf1_and_hf_checkpoints(pretrainer, spm, tmp_path):
 
 def test_export_cli_errors(pretrainer, spm, tmp_path):
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
-        export.export_from_checkpoint("encoder", str(tmp_path / "out"), str(tmp_path / "missing"),
-                          spm_model_file=spm)
+        export.export_from_checkpoint("encoder", str(tmp_path / "out"),
+                                      str(tmp_path / "missing"), spm_model_file=spm)
     ckpt = pretrainer.save_pretrained(str(tmp_path / "ckpt"))
     with pytest.raises(ValueError, match=r"exactly one \*\.model beside checkpoint"):
         export.export_from_checkpoint("encoder", str(tmp_path / "out"), ckpt)
     with pytest.raises(FileNotFoundError, match="--spm_model_file=.*nope.model does not exist"):
         export.export_from_checkpoint("preprocessor", str(tmp_path / "out"),
-                          spm_model_file=str(tmp_path / "nope.model"))
+                                      spm_model_file=str(tmp_path / "nope.model"))
     with pytest.raises(ValueError, match="needs --init_checkpoint"):
         export.export_from_checkpoint("pretrainer", str(tmp_path / "out"), spm_model_file=spm)
     result = _run_cli("--export_type=encoder", f"--init_checkpoint={tmp_path / 'missing'}",
