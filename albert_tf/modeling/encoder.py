@@ -64,7 +64,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         positions: the result is then `sequence_output` [batch, P, H] (the hidden states at the
         positions) and `pooled_output`, nothing else. Pretraining needs no more."""
         word_ids, input_mask, type_ids = _unpack_inputs(inputs)
-        batch, seq = tf.shape(word_ids)[0], tf.shape(word_ids)[1]
+        # Static sizes where known (XLA and the fused attention want them), else tensors.
+        batch, seq = (d or tf.shape(word_ids)[i] for i, d in enumerate(word_ids.shape))
         x = self.embeddings(word_ids, type_ids, training=training)
         x = tf.reshape(x, [batch * seq, self.config.embedding_size])
         if self.embedding_projection is not None:
@@ -78,13 +79,14 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         with (kernels.shared_weight_casts() if kernels.enabled(training)
               else contextlib.nullcontext()):
             for block in blocks[:-1]:
-                x = block(x, bias, batch, seq, training=training)
+                x = block(x, bias, batch=batch, seq=seq, training=training)
                 encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
             positions = None
             if output_positions is not None:
                 positions = tf.concat([tf.zeros([batch, 1], tf.int32),
                                        tf.cast(output_positions, tf.int32)], axis=1)
-            x = blocks[-1](x, bias, batch, seq, training=training, positions=positions)
+            x = blocks[-1](x, bias, batch=batch, seq=seq, training=training,
+                           positions=positions)
         if positions is not None:
             x = tf.reshape(x, [batch, -1, hidden])
             return {"sequence_output": x[:, 1:], "pooled_output": self.pooler(x[:, 0])}

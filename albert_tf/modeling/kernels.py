@@ -34,6 +34,21 @@ def enabled(training):
     return bool(training) and _unfused_depth == 0
 
 
+_xla_gpu = False
+
+
+def set_xla_gpu(flag):
+    """Whether training steps are XLA-compiled for a GPU (set by the scripts' setup)."""
+    global _xla_gpu
+    _xla_gpu = bool(flag)
+
+
+def gelu_enabled(training):
+    """Whether bias + GELU runs as the kernel below: not in an XLA step on a GPU, where XLA's own
+    fusion of the plain formula measured faster (docs/benchmarks.md)."""
+    return enabled(training) and not _xla_gpu
+
+
 def _f32(x):
     return tf.cast(x, tf.float32)
 

@@ -10,7 +10,7 @@ import math
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling import kernels
+from albert_tf.modeling import attention, kernels
 
 _TANH_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 _FUSED_GELU = {**{name: True for name in _TANH_GELU}, "gelu_exact": False}  # → approximate
@@ -57,7 +57,7 @@ class Dense(keras.layers.Layer):
         """`with_bias=False` leaves the bias out: the caller adds it in a fused kernel."""
         x = tf.cast(x, self.compute_dtype)
         y = tf.matmul(x, kernels.cast_weight(self.kernel, x.dtype))
-        if self._gelu_approximate is not None and kernels.enabled(training):
+        if self._gelu_approximate is not None and kernels.gelu_enabled(training):
             return kernels.bias_gelu(y, tf.convert_to_tensor(self.bias), self._gelu_approximate)
         if self.bias is not None and with_bias:
             y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
@@ -162,15 +162,34 @@ class AttentionFfnBlock(keras.layers.Layer):
 
     def call(self, x, attention_bias, batch, seq, training=None, positions=None):
         """→ [batch * seq, H]; with `positions` [batch, P] only those rows are computed (their
-        queries still attend over the whole sequence) → [batch * P, H]."""
-        k = self._split_heads(self.key(x), batch, seq)
-        v = self._split_heads(self.value(x), batch, seq)
+        queries still attend over the whole sequence) → [batch * P, H]. `batch` and `seq` are
+        ints when the shapes are static (the fused attention needs them)."""
+        k, v = self.key(x), self.value(x)
         rows = seq
         if positions is not None:
-            rows = tf.shape(positions)[1]
+            rows = positions.shape[1] or tf.shape(positions)[1]
             x = tf.gather(tf.reshape(x, [batch, seq, -1]), positions, batch_dims=1)
             x = tf.reshape(x, [batch * rows, -1])
         q = self.query(x)
+        if attention.use_fused(q.dtype, batch, rows, seq, self.head_size,
+                               self.attention_dropout.rate, kernels.enabled(training)):
+            context = self._fused_attention(q, k, v, attention_bias, batch, rows, seq,
+                                            all_rows=positions is None)
+        else:
+            context = self._attention(q, k, v, attention_bias, batch, rows, seq, training)
+        # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
+        fold = kernels.enabled(training) and self.hidden_dropout.rate == 0
+        attn = self._project(self.attention_output, context, fold, training)
+        attn = self.attention_layer_norm(attn, x, self._bias(self.attention_output, fold),
+                                         training=training)
+        ffn = self.intermediate(attn, training=training)
+        ffn = self._project(self.ffn_output, ffn, fold, training)
+        return self.output_layer_norm(ffn, attn, self._bias(self.ffn_output, fold),
+                                      training=training)
+
+    def _attention(self, q, k, v, attention_bias, batch, rows, seq, training):
+        k = self._split_heads(k, batch, seq)
+        v = self._split_heads(v, batch, seq)
         fused = kernels.enabled(training)
         if not fused:  # the kernel scales the scores for free; here q is the smaller tensor
             q *= tf.cast(self.scale, q.dtype)
@@ -181,16 +200,18 @@ class AttentionFfnBlock(keras.layers.Layer):
                  else kernels.softmax_reference(scores, bias))
         probs = self.attention_dropout(probs, training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
-        context = tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
-        # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
-        fold = kernels.enabled(training) and self.hidden_dropout.rate == 0
-        attn = self._project(self.attention_output, context, fold, training)
-        attn = self.attention_layer_norm(attn, x, self._bias(self.attention_output, fold),
-                                         training=training)
-        ffn = self.intermediate(attn, training=training)
-        ffn = self._project(self.ffn_output, ffn, fold, training)
-        return self.output_layer_norm(ffn, attn, self._bias(self.ffn_output, fold),
-                                      training=training)
+        return tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
+
+    def _fused_attention(self, q, k, v, attention_bias, batch, rows, seq, all_rows):
+        heads = [self.num_heads, self.head_size]
+        kv_lengths = tf.reduce_sum(tf.cast(tf.equal(attention_bias[:, 0, 0, :], 0.0), tf.int32),
+                                   axis=-1)
+        q_lengths = kv_lengths if all_rows else tf.fill([batch], rows)
+        context = attention.fused_attention(
+            tf.reshape(q, [batch, rows, *heads]), tf.reshape(k, [batch, seq, *heads]),
+            tf.reshape(v, [batch, seq, *heads]), q_lengths, kv_lengths, self.scale,
+            self.attention_dropout.rate)
+        return tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
 
     def _project(self, dense, x, fold, training):
         return self.hidden_dropout(dense(x, with_bias=not fold), training=training)

@@ -8,6 +8,8 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
+from albert_tf.modeling import attention, kernels
+
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "none", "bfloat16", "float16")
 JIT_CHOICES = ("auto", "true", "false")
@@ -36,6 +38,11 @@ def define_flags(flag_values=None):
         "jit_compile", "auto",
         "Compile the training step with XLA: auto (on GPU and TPU; off on CPU, where XLA was "
         "slower than oneDNN), true or false.", boolean=True), flag_values=fv)
+    flags.DEFINE_enum("attention", "auto", attention.MODES,
+                      "Attention in training steps: fused (cuDNN flash attention, needs XLA on "
+                      "a GPU and bfloat16/float16), plain, or auto: fused in an XLA step on a "
+                      f"GPU from sequence length {attention.MIN_FUSED_SEQ} without attention "
+                      "dropout, else plain.", flag_values=fv)
 
 
 def _num_workers_in_tf_config():
@@ -129,9 +136,15 @@ def setup(flags_values):
                             f.master)
     policy = set_precision_policy(resolve_precision(f.mixed_precision, strategy))
     jit_compile = resolve_jit_compile(f.jit_compile, strategy)
+    on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    on_gpu = bool(tf.config.list_logical_devices("GPU")) and not on_tpu
+    mode = attention.resolve(f.attention, jit_compile, on_gpu, on_tpu)
+    attention.set_mode(mode)
+    kernels.set_xla_gpu(jit_compile and on_gpu)
     logging.info("Precision policy %s (--mixed_precision=%s); XLA compilation of the training "
-                 "step %s (--jit_compile=%s)", policy, f.mixed_precision,
-                 "on" if jit_compile else "off", f.jit_compile)
+                 "step %s (--jit_compile=%s); attention %s (--attention=%s)", policy,
+                 f.mixed_precision, "on" if jit_compile else "off", f.jit_compile, mode,
+                 f.attention)
     return strategy, jit_compile
 
 
