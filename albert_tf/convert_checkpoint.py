@@ -3,6 +3,11 @@
   python -m albert_tf.convert_checkpoint --input=albert_base --output_dir=albert_base_hf --format=hf
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 from absl import app, flags
 
 from albert_tf.formats.checkpoints import FORMATS, convert

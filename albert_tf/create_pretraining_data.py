@@ -7,6 +7,11 @@
 The library behind it: `albert_tf.data.build_records`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 from absl import app, flags, logging
 
 from albert_tf.data.build_records import BuildOptions, InputError, build

@@ -9,6 +9,11 @@
 The library behind it: `albert_tf.serving.export`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 import os
 
 from absl import app, flags, logging

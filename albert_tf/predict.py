@@ -19,6 +19,11 @@ The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `
 (load once, call on lists of texts) and `albert_tf.serving.predict(task, model, texts, ...)`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 import sys
 
 from absl import app, flags, logging

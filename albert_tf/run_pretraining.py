@@ -8,6 +8,11 @@ Rerunning the same command after a crash resumes from the last checkpoint in --o
 The library behind it: `albert_tf.training.trainer.Trainer`, `albert_tf.data.pipeline`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 import keras
 from absl import app, flags
 

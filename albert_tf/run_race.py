@@ -11,6 +11,11 @@ all); the best becomes model.ckpt-best, which --do_predict scores on test (no TP
 The library behind it: `albert_tf.tasks.RaceTask` and `albert_tf.tasks.run_finetuning`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 from absl import app, flags
 
 from albert_tf.tasks import driver

@@ -12,6 +12,11 @@ paragraphs (--threshold_dev_fraction) and then reported on the other paragraphs 
 The library behind it: `albert_tf.tasks.SquadTask` and `albert_tf.tasks.run_finetuning`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 from absl import app, flags
 
 from albert_tf.tasks import driver

@@ -7,6 +7,11 @@ Gives <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4, then the original user-defin
 The library behind it: `albert_tf.data.vocab`.
 """
 
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
 import os
 
 from absl import app, flags, logging

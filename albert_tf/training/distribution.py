@@ -82,7 +82,7 @@ def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, g
     return result
 
 
-def _cpu_has_bf16():
+def cpu_has_native_bf16():
     try:
         with open("/proc/cpuinfo") as f:
             text = f.read()
@@ -102,7 +102,7 @@ def resolve_precision(precision, strategy):
         major = tf.config.experimental.get_device_details(gpus[0]).get(
             "compute_capability", (0, 0))[0]
         return "bfloat16" if major >= 8 else "float16"
-    return "bfloat16" if _cpu_has_bf16() else "none"
+    return "bfloat16" if cpu_has_native_bf16() else "none"
 
 
 def set_precision_policy(precision):

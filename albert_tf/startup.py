@@ -1,0 +1,58 @@
+"""The command-line tools' stderr without TensorFlow's known harmless noise.
+
+TensorFlow's CUDA build prints on a machine without a GPU, before any of its logging can be
+configured, that it found no CUDA driver and an `E`-level "failed call to cuInit"; on CPUs its
+oneDNN ops log an `E`-level line when they meet int64 tensors (the tokenizer's). Healthy, yet
+they read like faults. `quiet_stderr()`, called first thing by each tool run as a program,
+passes the process's stderr through a small filter process that drops exactly the lines below
+and forwards everything else, in order, also after a crash. ALBERT_TF_STDERR=all keeps them.
+"""
+
+import atexit
+import os
+import subprocess
+import sys
+
+NOISE = (
+    "All log messages before absl::InitializeLog() is called",
+    "Could not find cuda drivers on your machine",
+    "failed call to cuInit",
+    "oneDNN custom operations are on",
+    "This TensorFlow binary is optimized to use available CPU instructions",
+    "rebuild TensorFlow with the appropriate compiler flags",
+    "oneDNN supports DT_INT64 only on platforms with AVX-512",
+    "Unable to register cuDNN factory", "Unable to register cuFFT factory",
+    "Unable to register cuBLAS factory", "computation placer already registered",
+)
+_FILTER = """
+import sys
+noise = sys.argv[1:]
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+    if not any(n.encode() in line for n in noise):
+        out.write(line)
+        out.flush()
+"""
+
+
+def quiet_stderr():
+    """Routes fd 2 through the filter for the rest of the process."""
+    if os.environ.get("ALBERT_TF_STDERR") == "all" or "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    original = os.dup(2)
+    read_end, write_end = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", _FILTER, *NOISE], stdin=read_end,
+                             stdout=original, close_fds=True)
+    os.close(read_end)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def restore():
+        sys.stderr.flush()
+        os.dup2(original, 2)  # the pipe's last writer closes: the filter drains it and exits
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    atexit.register(restore)

@@ -1,0 +1,122 @@
+"""Sizes the demo to a time budget on this machine: times the demo model's pretraining step in
+float32 and (on CPUs with native bfloat16) in mixed bfloat16, keeps the faster precision, and
+picks the number of pretraining steps (and fine-tuning epochs) that fit the budget.
+
+  python scripts/demo_plan.py --minutes=8 --config=configs/albert_demo.json --batch=32 --seq=64
+
+Prints shell assignments (PRECISION, STEPS, FINETUNE_EPOCHS) on stdout, the plan in words on
+stderr.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from albert_tf.startup import quiet_stderr  # noqa: E402
+
+if __name__ == "__main__":
+    quiet_stderr()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer  # noqa: E402
+
+PRECISIONS = {"none": "float32", "bfloat16": "mixed_bfloat16"}
+# Seconds the stages other than pretraining and fine-tuning take (process start-ups, exports,
+# predictions, the report), and fine-tuning's cost: 94 steps an epoch (3000 sentences, batch
+# 32), each with its evaluations about 1.6 pretraining steps (measured on the demo's log).
+FIXED_SECONDS = 75
+FINETUNE_STEPS_PER_EPOCH = 94
+FINETUNE_STEP_COST = 1.6
+MIN_STEPS, MAX_STEPS = 150, 2000
+
+
+def _batch(config, batch, seq, preds, rng):
+    ids = rng.integers(5, config.vocab_size, (batch, seq)).astype(np.int32)
+    pos = np.sort(np.stack([rng.choice(np.arange(1, seq), preds, replace=False)
+                            for _ in range(batch)]), axis=1).astype(np.int32)
+    return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+            "input_type_ids": (np.arange(seq)[None] >= seq // 2).astype(np.int32).repeat(batch, 0),
+            "masked_lm_positions": pos, "masked_lm_ids": np.take_along_axis(ids, pos, 1),
+            "masked_lm_weights": np.ones(pos.shape, np.float32),
+            "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32)}
+
+
+def step_seconds(config, policy, batch, seq, preds, budget_s=4.0, max_steps=12):
+    """Median seconds of one training step (forward, backward, LAMB) under `policy`."""
+    keras.mixed_precision.set_global_policy(policy)
+    model = AlbertPretrainer(config)
+    keras.mixed_precision.set_global_policy("float32")
+    optimizer = create_optimizer(1e-3, 1000, 10, "lamb")
+    features = {k: tf.constant(v) for k, v in
+                _batch(config, batch, seq, preds, np.random.default_rng(0)).items()}
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            sums = model.loss_sums(features, model(features, training=True))
+            loss = model.replica_loss(sums, sums)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                      model.trainable_variables))
+        return loss
+
+    for _ in range(2):
+        step().numpy()
+    times, start = [], time.perf_counter()
+    while len(times) < max_steps and (time.perf_counter() - start < budget_s or len(times) < 3):
+        t = time.perf_counter()
+        step().numpy()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def plan(seconds, minutes, epochs):
+    """(steps, finetune_epochs) for `minutes` of demo given the step time; fine-tuning gets
+    fewer epochs when even the minimum of pretraining would not fit."""
+    finetune = epochs * FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST * seconds
+    free = minutes * 60 - FIXED_SECONDS - finetune
+    if free < MIN_STEPS * seconds and epochs > 1:
+        return plan(seconds, minutes, epochs - 1)
+    return int(max(MIN_STEPS, min(MAX_STEPS, free // seconds))), epochs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=8.0)
+    ap.add_argument("--config", default="configs/albert_demo.json")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--preds", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--precision", default="auto", choices=["auto", *PRECISIONS])
+    a = ap.parse_args()
+    config = AlbertConfig.from_json_file(a.config)
+    from albert_tf.training.distribution import cpu_has_native_bf16
+    if a.precision != "auto":
+        candidates = [a.precision]
+    else:  # without AVX512-BF16/AMX, bfloat16 is emulated: not worth the probe's time
+        candidates = list(PRECISIONS) if cpu_has_native_bf16() else ["none"]
+    timed = {p: step_seconds(config, PRECISIONS[p], a.batch, a.seq, a.preds) for p in candidates}
+    precision = min(timed, key=timed.get)
+    steps, epochs = plan(timed[precision], a.minutes, a.epochs)
+    pretrain_min = steps * timed[precision] / 60
+    rest_min = (FIXED_SECONDS + epochs * FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST
+                * timed[precision]) / 60
+    print("Measured one pretraining step (batch %d × %d tokens): %s → %s." % (
+        a.batch, a.seq, ", ".join("%s %.2f s" % (PRECISIONS[p], s) for p, s in timed.items()),
+        PRECISIONS[precision]), file=sys.stderr)
+    print("Plan for about %.0f minutes: %d pretraining steps (~%.1f min), then fine-tuning for "
+          "%d epoch(s), exports and predictions (~%.1f min)." % (
+              pretrain_min + rest_min, steps, pretrain_min, epochs, rest_min), file=sys.stderr)
+    print(f"PRECISION={precision} STEPS={steps} FINETUNE_EPOCHS={epochs} "
+          f"STEP_SECONDS={timed[precision]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
