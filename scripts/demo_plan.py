@@ -28,12 +28,15 @@ import tensorflow as tf  # noqa: E402
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer  # noqa: E402
 
 PRECISIONS = {"none": "float32", "bfloat16": "mixed_bfloat16"}
-# Seconds the stages other than pretraining and fine-tuning take (process start-ups, exports,
-# predictions, the report), and fine-tuning's cost: 94 steps an epoch (3000 sentences, batch
-# 32), each with its evaluations about 1.6 pretraining steps (measured on the demo's log).
-FIXED_SECONDS = 75
+# Measured on the demo's own logs (README): the stages besides pretraining and fine-tuning
+# (process start-ups, exports, predictions, the report) took 45 s on a 2-core Xeon, twice that
+# is allowed; pretraining's input pipeline, held-out evaluations and checkpoints added 28% to
+# the timed steps with 2 cores and 100% with one; a fine-tuning step (94 an epoch: 3000
+# sentences, batch 32) with its evaluations cost about 1.3 timed pretraining steps.
+FIXED_SECONDS = 90
+PRETRAIN_OVERHEAD = 1.6
 FINETUNE_STEPS_PER_EPOCH = 94
-FINETUNE_STEP_COST = 1.6
+FINETUNE_STEP_COST = 1.3
 MIN_STEPS, MAX_STEPS = 150, 2000
 
 
@@ -81,9 +84,9 @@ def plan(seconds, minutes, epochs):
     fewer epochs when even the minimum of pretraining would not fit."""
     finetune = epochs * FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST * seconds
     free = minutes * 60 - FIXED_SECONDS - finetune
-    if free < MIN_STEPS * seconds and epochs > 1:
+    if free < MIN_STEPS * seconds * PRETRAIN_OVERHEAD and epochs > 1:
         return plan(seconds, minutes, epochs - 1)
-    return int(max(MIN_STEPS, min(MAX_STEPS, free // seconds))), epochs
+    return int(max(MIN_STEPS, min(MAX_STEPS, free // (seconds * PRETRAIN_OVERHEAD)))), epochs
 
 
 def main():
@@ -105,7 +108,7 @@ def main():
     timed = {p: step_seconds(config, PRECISIONS[p], a.batch, a.seq, a.preds) for p in candidates}
     precision = min(timed, key=timed.get)
     steps, epochs = plan(timed[precision], a.minutes, a.epochs)
-    pretrain_min = steps * timed[precision] / 60
+    pretrain_min = steps * timed[precision] * PRETRAIN_OVERHEAD / 60
     rest_min = (FIXED_SECONDS + epochs * FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST
                 * timed[precision]) / 60
     print("Measured one pretraining step (batch %d × %d tokens): %s → %s." % (

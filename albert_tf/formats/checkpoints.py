@@ -207,12 +207,10 @@ class PretrainedMixin:
         return save_pretrained(self, directory, format=format, spm_model_file=spm_model_file)
 
 
-def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
-            init_from_group0=False):
-    """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
-
-    model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
-    """
+def load_checked(input_path, config=None, model="auto", init_from_group0=False):
+    """(model with the checkpoint's weights, input format): reads `input_path`, builds the
+    pretrainer (when it has MLM/SOP heads, or model="pretrainer") or the encoder, checks
+    every tensor against it."""
     from albert_tf.modeling.encoder import AlbertEncoder
     from albert_tf.modeling.pretrainer import AlbertPretrainer
 
@@ -227,7 +225,37 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)
     assign_weights(net, arrays, source=f"{in_fmt} checkpoint {input_path}",
                    init_from_group0=init_from_group0)
+    return net, in_fmt
+
+
+def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
+            init_from_group0=False):
+    """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
+
+    model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
+    """
+    net, in_fmt = load_checked(input_path, config, model, init_from_group0)
     net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file)
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
                  len(net.tf1_weights()), in_fmt, input_path)
+    return net
+
+
+def write_slim_tf1(input_path, prefix, config=None):
+    """The original export_checkpoints.py: the model's weights (no optimizer slots) as a TF1
+    checkpoint at `prefix`, with the input's global_step and a `checkpoint` file beside it."""
+    net, _ = load_checked(input_path, config)
+    fmt, location, _ = resolve_checkpoint(input_path)
+    step = 0
+    if fmt != "hf":
+        reader = tf.train.load_checkpoint(location)
+        names = reader.get_variable_to_shape_map()
+        steps = ("global_step", "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
+        key = next((k for k in steps if k in names), None)
+        step = int(reader.get_tensor(key)) if key else 0
+    tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(prefix)))
+    write_tf1_checkpoint(_model_arrays(net), prefix, step)
+    _write_checkpoint_state(os.path.dirname(os.path.abspath(prefix)), os.path.basename(prefix))
+    logging.info("Wrote %s (%d tensors, global_step %d) from %s", prefix,
+                 len(net.tf1_weights()), step, input_path)
     return net

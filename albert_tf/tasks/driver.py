@@ -11,6 +11,8 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
   eval_metrics(name, features, outputs) -> {original metric name: value}
   predict_sets()                        -> [(name, features)]
   write_predictions(name, features, outputs, output_dir)
+                                        -> None, or scores of the predictions (written to
+                                           eval_results.txt when --do_eval is off)
   export(model, export_dir)             -> only with --export_dir: writes the task's exports
                                            from the restored model
 """
@@ -224,11 +226,21 @@ class _Run:
             self.evaluate(path, self.trainer.step)
 
     def predict(self):
+        """Writes each prediction set; a task that can score its predictions (SQuAD against
+        --predict_file's answers) writes the scores to eval_results.txt, as the original's
+        --do_predict did, unless --do_eval wrote its results there in this run."""
+        from albert_tf.training.results import write_eval_results
+
         _restore_for_inference(self.trainer, self.task, self.flags, "predicting")
         for name, features in self.task.predict_sets():
-            self.task.write_predictions(name, features,
-                                        self.outputs(features, self.flags.predict_batch_size),
-                                        self.flags.output_dir)
+            scores = self.task.write_predictions(
+                name, features, self.outputs(features, self.flags.predict_batch_size),
+                self.flags.output_dir)
+            if scores and not self.flags.do_eval:
+                path = os.path.join(self.flags.output_dir, "eval_results.txt")
+                write_eval_results(path, scores)
+                logging.info("Scored the predictions against %s: %s", name, "  ".join(
+                    f"{k} {v:.4g}" for k, v in sorted(scores.items())))
 
     def export(self, export_dir):
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")

@@ -113,9 +113,11 @@ class SquadTask:
         result.update(extra, null_score_diff_threshold=threshold)
         return result
 
-    def predict_threshold(self, output_dir):
+    def predict_threshold(self, output_dir, golds=None, predictions=None, null_odds=None):
         """The threshold for predictions.json: the flag, else --null_threshold_file (default
-        output_dir/eval_results.txt), else 0 (a no-answer probability above one half)."""
+        output_dir/eval_results.txt), else, when --predict_file has answers, the one that
+        maximises F1 on them (the original's --do_predict), else 0 (a no-answer probability
+        above one half)."""
         if self.threshold is not None:
             return self.threshold
         path = self.null_threshold_file or os.path.join(output_dir, "eval_results.txt")
@@ -123,9 +125,22 @@ class SquadTask:
             return read_threshold(path)
         if self.null_threshold_file:
             raise FileNotFoundError(f"--null_threshold_file={path} does not exist")
+        if golds:
+            threshold, _ = squad_metrics.tune_threshold_v2(golds, predictions, null_odds)
+            logging.info("null_score_diff_threshold %g: the best F1 on the answers of %s, as "
+                         "the original's --do_predict chose it", threshold, self.predict_file)
+            return threshold
         logging.warning("no --null_score_diff_threshold and no %s: answering \"\" when "
                         "null_odds > 0", path)
         return 0.0
+
+    def _gold_answers(self):
+        """{qid: answers} of --predict_file, or None when it cannot be scored (no answers, or
+        a v1 question without one)."""
+        golds = {q.qas_id: q.answers for q in self.questions(self.predict_file, False)}
+        if not any(golds.values()) or (not self.version_2 and not all(golds.values())):
+            return None
+        return golds
 
     def export(self, model, export_dir):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
@@ -145,9 +160,13 @@ class SquadTask:
             first_segment_length=self.max_query_length)
 
     def write_predictions(self, name, features, outputs, output_dir):
+        """predictions.json, nbest_predictions.json, v2 null_odds.json; returns the official
+        metrics of these predictions against --predict_file's answers (None without them):
+        v1 exact_match, f1; v2 exact, f1, total, HasAns_/NoAns_ and the threshold used."""
         _, (predictions, nbest, null_odds) = self._postprocess(features, outputs)
+        golds = self._gold_answers()
         if self.version_2:
-            threshold = self.predict_threshold(output_dir)
+            threshold = self.predict_threshold(output_dir, golds, predictions, null_odds)
             predictions = {q: "" if null_odds[q] > threshold else text
                            for q, text in predictions.items()}
             write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
@@ -156,6 +175,14 @@ class SquadTask:
         write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
         logging.info("Wrote %d predictions to %s", len(predictions),
                      os.path.join(output_dir, "predictions.json"))
+        if golds is None:
+            return None
+        if not self.version_2:
+            return squad_metrics.squad_v1(golds, predictions)
+        # As the original: the official v2.0 dict with null_odds as the no-answer scores
+        # (the script's default --na-prob-thresh 1.0), and the threshold applied above.
+        return dict(squad_metrics.squad_v2(golds, predictions, null_odds, 1.0),
+                    null_score_diff_threshold=threshold)
 
 
 class SquadServing:

@@ -1,0 +1,17 @@
+"""The original run_squad_v2.py command line: SQuAD v2.0 with `albert_tf.run_squad`, the
+module being the version (no --version_2_with_negative needed). Every flag of run_squad
+applies.
+"""
+
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
+from absl import flags
+
+from albert_tf import run_squad
+
+if __name__ == "__main__":
+    flags.FLAGS.set_default("version_2_with_negative", True)
+    run_squad.run()
