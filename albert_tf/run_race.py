@@ -36,10 +36,11 @@ def define_flags():
     """run_race's flags (the original's plus the shared fine-tuning ones), where missing."""
     define = define_if_missing
     define(flags.DEFINE_string, "task_name", "race", "Accepted for compatibility; only race.")
-    for name in ("train_file", "eval_file", "predict_file"):
-        define(flags.DEFINE_string, name, None, "Accepted for compatibility and ignored by "
-               "run_race: features are cached in --cached_dir under names keyed by their "
-               "settings.")
+    for name, split in (("train_file", "train"), ("eval_file", "dev"),
+                        ("predict_file", "test")):
+        define(flags.DEFINE_string, name, None, f"The {split} features (the original's feature "
+               f"file): written here on the first run, read back on later ones, checked against "
+               f"every setting that changes them. Default: a keyed cache in --cached_dir.")
     define(flags.DEFINE_integer, "max_qa_length", 128,
            "Longest question+option in tokens; longer ones keep their last tokens.")
     define(flags.DEFINE_bool, "high_only", False, "Use only RACE-H.")
@@ -58,11 +59,12 @@ def main(_):
         raise app.UsageError("--high_only and --middle_only exclude each other")
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true")
-    tokenizer = driver.prepare(FLAGS, ("train_file", "eval_file", "predict_file"),
-                                   "run_race reads --data_dir and caches features in --cached_dir")
+    tokenizer = driver.prepare(FLAGS)
     task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
                     FLAGS.cached_dir or FLAGS.output_dir, FLAGS.high_only, FLAGS.middle_only,
-                    FLAGS.dropout_prob)
+                    FLAGS.dropout_prob, feature_files={"train": FLAGS.train_file,
+                                                       "dev": FLAGS.eval_file,
+                                                       "test": FLAGS.predict_file})
     return driver.run_finetuning(task, FLAGS)
 
 

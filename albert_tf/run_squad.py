@@ -41,9 +41,14 @@ def _define_flags():
                   missing(flags.DEFINE_integer), missing(flags.DEFINE_float))
     S("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
     S("predict_file", None, "SQuAD JSON to evaluate (--do_eval) and predict, e.g. dev-v1.1.json.")
-    for name in ("train_feature_file", "predict_feature_file", "predict_feature_left_file"):
-        S(name, None, "Accepted for compatibility: features are cached in --cached_dir under "
-                      "a key of every setting that changes them.")
+    S("train_feature_file", None,
+      "Training features: written here on the first run, read back on later ones (checked "
+      "against every setting that changes them). Default: a keyed cache in --cached_dir.")
+    S("predict_feature_file", None,
+      "Evaluation/prediction features, as --train_feature_file.")
+    S("predict_feature_left_file", None,
+      "Accepted for compatibility: --predict_feature_file holds what the original kept in "
+      "this second file.")
     I("doc_stride", 128, "Tokens between the starts of consecutive context windows.")
     I("max_query_length", 64, "Question tokens kept (the rest is cut).")
     I("n_best_size", 20, "Candidate answers kept per question in nbest_predictions.json.")
@@ -94,15 +99,15 @@ def main(_):
         FLAGS.num_train_epochs = None if FLAGS["train_step"].present else 3.0
     if not FLAGS["warmup_proportion"].present:
         FLAGS.warmup_proportion = None if FLAGS["warmup_step"].present else 0.1
-    tokenizer = driver.prepare(
-        FLAGS, ("train_feature_file", "predict_feature_file", "predict_feature_left_file"),
-        "superseded by the keyed feature cache in --cached_dir")
+    tokenizer = driver.prepare(FLAGS, ("predict_feature_left_file",),
+                               "--predict_feature_file holds all the evaluation features")
     task = SquadTask(
         tokenizer, FLAGS.train_file, FLAGS.predict_file, FLAGS.cached_dir or FLAGS.output_dir,
         FLAGS.version_2_with_negative, FLAGS.max_seq_length, FLAGS.doc_stride,
         FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.start_n_top,
         FLAGS.end_n_top, FLAGS.dropout_prob, FLAGS.null_score_diff_threshold,
-        FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed)
+        FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed,
+        FLAGS.train_feature_file, FLAGS.predict_feature_file)
     return driver.run_finetuning(task, FLAGS)
 
 

@@ -61,7 +61,8 @@ COMMANDS = [
      "--predict_batch_size=8 --learning_rate=3e-3 --num_train_epochs=2.0 "
      "--warmup_proportion=.1 --save_checkpoints_steps=5000 --n_best_size=20 "
      "--max_answer_length=30",
-     ["predictions.json", "nbest_predictions.json", "eval_results.txt"], {"exact_match", "f1"}),
+     ["predictions.json", "nbest_predictions.json", "eval_results.txt", "train.tfrecord",
+      "dev.tfrecord"], {"exact_match", "f1"}),
     ("run_squad_v2",
      "--albert_config_file={squad_init}/albert_config.json --output_dir={out} "
      "--train_file={squad_train_v2} --predict_file={squad_dev_v2} "
@@ -72,15 +73,15 @@ COMMANDS = [
      "--predict_batch_size=8 --learning_rate=3e-3 --num_train_epochs=2.0 "
      "--warmup_proportion=.1 --save_checkpoints_steps=5000 --n_best_size=20 "
      "--max_answer_length=30",
-     ["predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.txt"],
-     V2_KEYS),
+     ["predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.txt",
+      "train.tfrecord", "dev.tfrecord"], V2_KEYS),
     ("run_race",  # --train_file / --eval_file: the feature caches
      "--albert_config_file={squad_init}/albert_config.json --output_dir={out} "
      "--train_file={out}/train.tf_record --eval_file={out}/eval.tf_record --data_dir={race} "
      "--init_checkpoint={squad_init} --spm_model_file={squad_spm} --max_seq_length=48 "
      "--max_qa_length=16 --do_train --do_eval --train_batch_size=16 --eval_batch_size=8 "
      "--learning_rate=1e-5 --train_step=6 --warmup_step=2 --save_checkpoints_steps=3",
-     ["model.ckpt-6.index", "eval_results.txt"],
+     ["model.ckpt-6.index", "eval_results.txt", "train.tf_record", "eval.tf_record"],
      {"eval_accuracy", "eval_accuracy_middle", "eval_accuracy_high", "eval_loss",
       "global_step"}),
     ("export_to_tfhub",

@@ -115,6 +115,26 @@ def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path):
     assert len([f for f in os.listdir(out) if f.startswith("race_test_high-")]) == 2
 
 
+def test_feature_files_stand_in_for_the_data(assets, tmp_path):
+    import shutil
+    from albert_tf.data.features import FeatureFileError
+    data = tmp_path / "data"
+    shutil.copytree(assets["data_dir"], data)
+    files = dict(train_file=str(tmp_path / "train.tf_record"),
+                 eval_file=str(tmp_path / "eval.tf_record"))
+    common = dict(spm_model_file=assets["spm"], init_checkpoint=assets["init"], train_step=4,
+                  warmup_step=1, save_checkpoints_steps=4, **files)
+    run(data_dir=str(data), output_dir=tmp_path / "first", **common)
+    assert os.path.getsize(files["train_file"]) > 0 and os.path.getsize(files["eval_file"]) > 0
+    shutil.rmtree(data)  # the second run trains and evaluates from the feature files alone
+    run(data_dir=str(data), output_dir=tmp_path / "second", **common)
+    assert "eval_accuracy" in _read_kv(tmp_path / "second" / "eval_results.txt")
+    with pytest.raises(FeatureFileError, match=r"--train_file=.*train\.tf_record was built "
+                                               r"with other settings \(max_qa_length: file 16,"
+                                               r" now 12"):
+        run(data_dir=str(data), output_dir=tmp_path / "third", max_qa_length=12, **common)
+
+
 def test_command_line_defaults_are_the_originals():
     import subprocess
     import sys

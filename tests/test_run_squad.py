@@ -189,6 +189,41 @@ def test_cache_keyed_by_sequence_length_and_stride(assets, tmp_path):
     assert longer["lengths"].max() > 40
 
 
+def test_feature_files_are_written_once_read_back_and_checked(assets, tmp_path):
+    import shutil
+    from albert_tf.data.features import FeatureFileError
+    train, dev = assets["files"]["v1"]
+    data = tmp_path / "data"
+    data.mkdir()
+    train, dev = shutil.copy(train, data), shutil.copy(dev, data)
+    files = dict(train_feature_file=str(tmp_path / "features" / "train.tf_record"),
+                 predict_feature_file=str(tmp_path / "features" / "dev.tf_record"),
+                 predict_feature_left_file=str(tmp_path / "features" / "dev_left"))
+    common = dict(spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+                  train_step=4, warmup_step=1, save_checkpoints_steps=4, **files)
+    run(train_file=train, predict_file=dev, output_dir=tmp_path / "first", do_predict=True,
+        **common)
+    written = {name: os.path.getmtime(files[name])
+               for name in ("train_feature_file", "predict_feature_file")}
+    assert not list((tmp_path / "first").glob("squad_v1_*.npz"))  # not the keyed cache
+    # The training data is gone: the second run trains from the feature file.
+    os.remove(train)
+    run(train_file=train, predict_file=dev, output_dir=tmp_path / "second", **common)
+    assert (tmp_path / "second" / "model.ckpt-4.index").exists()
+    assert {n: os.path.getmtime(files[n]) for n in written} == written
+    # Other settings: refused, naming the file and what differs.
+    with pytest.raises(FeatureFileError, match=r"--train_feature_file=.*train\.tf_record was "
+                                               r"built with other settings \(max_seq_length: "
+                                               r"file 40, now 48"):
+        run(train_file=train, predict_file=dev, output_dir=tmp_path / "third",
+            max_seq_length=48, **common)
+    with open(files["predict_feature_file"], "wb") as f:
+        f.write(b"not ours")
+    with pytest.raises(FeatureFileError, match="is not a feature file written by albert_tf"):
+        run(predict_file=dev, output_dir=tmp_path / "fourth", do_predict=True,
+            **{**common, "do_train": False})
+
+
 def test_flag_errors(assets, tmp_path):
     train, dev = assets["files"]["v1"]
     with pytest.raises(Exception, match="--do_train needs --train_file"):

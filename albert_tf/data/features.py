@@ -34,23 +34,73 @@ def cache_key(**settings):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def cached_features(cache_dir, stem, settings, build_fn):
-    """Features from `cache_dir/<stem>-<hash of settings>.npz`, built with build_fn() on a miss."""
-    path = os.path.join(cache_dir, f"{stem}-{cache_key(**settings)}.npz")
+SETTINGS_KEY = "__settings__"
+
+
+class FeatureFileError(ValueError):
+    """A feature file that was built with other settings, or is not one of ours."""
+
+
+def _read_npz(path):
+    with tf.io.gfile.GFile(path, "rb") as f:
+        with np.load(io.BytesIO(f.read()), allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+
+
+def _check_settings(path, flag, stored, settings):
+    """Refuses features built with other settings; a setting given as None (the raw data file's
+    digest when that file is gone) is not compared."""
+    if stored is None:
+        raise FeatureFileError(f"--{flag}={path} holds no record of the settings it was built "
+                               f"with: delete it (it is rebuilt) or point --{flag} elsewhere")
+    stored = json.loads(str(stored))
+    current = json.loads(json.dumps(settings, default=str))  # as stored: tuples become lists
+    differ = [f"{k}: file {stored.get(k)!r}, now {v!r}" for k, v in sorted(current.items())
+              if v is not None and stored.get(k) != v]
+    if differ:
+        raise FeatureFileError(f"--{flag}={path} was built with other settings ("
+                               + "; ".join(differ) + f"): delete it or point --{flag} elsewhere")
+
+
+def cached_features(cache_dir, stem, settings, build_fn, path=None, flag=None):
+    """Features from `cache_dir/<stem>-<hash of settings>.npz`, built with build_fn() on a miss.
+
+    With `path` (a feature-file flag such as --train_feature_file, named by `flag`), the
+    features live in that file instead: written there on the first run, read back on the next
+    after checking that every setting matches (FeatureFileError names the file and the
+    settings that differ). A setting given as None is not compared.
+    """
+    explicit = path is not None
+    path = path or os.path.join(cache_dir, f"{stem}-{cache_key(**settings)}.npz")
     if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path, "rb") as f:
-            with np.load(io.BytesIO(f.read()), allow_pickle=False) as data:
-                logging.info("Features from cache %s", path)
-                return {k: data[k] for k in data.files}
+        try:
+            features = _read_npz(path)
+        except (ValueError, OSError) as e:
+            if not explicit:
+                raise
+            raise FeatureFileError(f"--{flag}={path} is not a feature file written by albert_tf "
+                                   f"({type(e).__name__}): delete it or point --{flag} "
+                                   f"elsewhere") from None
+        stored = features.pop(SETTINGS_KEY, None)
+        if explicit:
+            _check_settings(path, flag, stored, settings)
+        logging.info("Features from %s", path)
+        return features
+    if None in settings.values():
+        missing = [k for k, v in settings.items() if v is None]
+        raise FileNotFoundError(f"no features at {path} and no data to build them from "
+                                f"({', '.join(missing)} missing)")
     features = build_fn()
-    tf.io.gfile.makedirs(cache_dir)
+    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
     tmp = f"{path}.tmp-{os.getpid()}"
     buffer = io.BytesIO()
-    np.savez(buffer, **features)
+    np.savez(buffer, **features, **{SETTINGS_KEY: np.array(json.dumps(
+        {"version": CACHE_VERSION, **settings}, sort_keys=True, default=str))})
     with tf.io.gfile.GFile(tmp, "wb") as f:
         f.write(buffer.getvalue())
     tf.io.gfile.rename(tmp, path, overwrite=True)
-    logging.info("Wrote %d examples to feature cache %s", len(features["lengths"]), path)
+    logging.info("Wrote %d examples to feature %s %s", len(features["lengths"]),
+                 "file" if explicit else "cache", path)
     return features
 
 

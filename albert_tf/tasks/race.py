@@ -5,6 +5,7 @@ import json
 import os
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.features import cached_features, tokenizer_digest
@@ -32,7 +33,9 @@ class RaceTask:
     head_names = ("output_weights", "output_bias")
 
     def __init__(self, data_dir, tokenizer, max_seq_length, max_qa_length, cache_dir,
-                 high_only=False, middle_only=False, dropout_prob=0.1):
+                 high_only=False, middle_only=False, dropout_prob=0.1, feature_files=None):
+        """feature_files: {split: path} of the original's feature files (--train_file,
+        --eval_file, --predict_file): features written there once and read back after."""
         from albert_tf.data import race
         self.levels = race.levels(high_only, middle_only)
         race.check_lengths(max_seq_length, max_qa_length)
@@ -43,6 +46,7 @@ class RaceTask:
         self.cache_dir = cache_dir
         self.high_only, self.middle_only = high_only, middle_only
         self.dropout_prob = dropout_prob
+        self.feature_files = {k: v for k, v in (feature_files or {}).items() if v}
 
     def build_model(self, encoder):
         from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -50,18 +54,26 @@ class RaceTask:
 
     def features(self, split):
         from albert_tf.data import race
-        root = race.split_dir(self.data_dir, split)
-        settings = dict(task="race", split=split, data=_tree_digest(root, self.levels),
+        feature_file = self.feature_files.get(split)
+        try:
+            data = _tree_digest(race.split_dir(self.data_dir, split), self.levels)
+        except FileNotFoundError:
+            if not (feature_file and tf.io.gfile.exists(feature_file)):
+                raise
+            data = None  # built before from data that is gone: the other settings are checked
+        settings = dict(task="race", split=split, data=data,
                         levels=self.levels, max_seq_length=self.max_seq_length,
                         max_qa_length=self.max_qa_length,
                         tokenizer=tokenizer_digest(self.tokenizer),
                         do_lower_case=self.tokenizer.do_lower_case)
         stem = "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
+        flag = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}[split]
         return cached_features(
             self.cache_dir, stem, settings,
             lambda: race.convert_examples(
                 race.read_examples(self.data_dir, split, self.high_only, self.middle_only),
-                self.tokenizer, self.max_seq_length, self.max_qa_length))
+                self.tokenizer, self.max_seq_length, self.max_qa_length),
+            path=feature_file, flag=flag)
 
     def train_features(self):
         return self.features("train")

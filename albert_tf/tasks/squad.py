@@ -5,6 +5,7 @@ import os
 import re
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.features import cached_features, tokenizer_digest
@@ -24,7 +25,8 @@ class SquadTask:
                  max_seq_length=384, doc_stride=128, max_query_length=64, n_best_size=20,
                  max_answer_length=30, start_n_top=5, end_n_top=5, dropout_prob=0.1,
                  null_score_diff_threshold=None, threshold_dev_fraction=0.5,
-                 null_threshold_file=None, seed=12345):
+                 null_threshold_file=None, seed=12345, train_feature_file=None,
+                 predict_feature_file=None):
         from albert_tf.modeling.squad import V1_HEAD, V2_HEAD
         self.name = "squad_v2" if version_2 else "squad_v1"
         self.head_names = V2_HEAD if version_2 else V1_HEAD
@@ -41,6 +43,8 @@ class SquadTask:
         self.threshold_dev_fraction = threshold_dev_fraction
         self.null_threshold_file = null_threshold_file
         self.seed = seed
+        # The original's feature files: features written there once, read back after.
+        self.feature_files = {True: train_feature_file, False: predict_feature_file}
         self._questions, self._features = {}, {}
 
     def build_model(self, encoder):
@@ -61,10 +65,13 @@ class SquadTask:
         from albert_tf.data import squad
         if (path, is_training) in self._features:
             return self._features[path, is_training]
-        if not path or not os.path.isfile(path):
+        feature_file = self.feature_files[is_training]
+        have_data = bool(path) and os.path.isfile(path)
+        if not have_data and not (feature_file and tf.io.gfile.exists(feature_file)):
             flag = "train_file" if is_training else "predict_file"
             raise FileNotFoundError(f"--{flag}={path} does not exist")
-        settings = dict(task=self.name, is_training=is_training, file=file_digest(path),
+        settings = dict(task=self.name, is_training=is_training,
+                        file=file_digest(path) if have_data else None,
                         max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
                         max_query_length=self.max_query_length,
                         tokenizer=tokenizer_digest(self.tokenizer),
@@ -74,7 +81,9 @@ class SquadTask:
             self.cache_dir, stem, settings,
             lambda: squad.convert_questions(self.questions(path, is_training), self.tokenizer,
                                             self.max_seq_length, self.doc_stride,
-                                            self.max_query_length, is_training))
+                                            self.max_query_length, is_training),
+            path=feature_file,
+            flag="train_feature_file" if is_training else "predict_feature_file")
         self._features[path, is_training] = features
         return features
 
