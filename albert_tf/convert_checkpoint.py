@@ -13,15 +13,22 @@ from absl import app, flags
 from albert_tf.formats.checkpoints import FORMATS, convert
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input", None, "Checkpoint: a prefix, a release directory, a Hugging Face "
-                    "directory or one of our checkpoint directories.")
-flags.DEFINE_string("output_dir", None, "Directory to write.")
-flags.DEFINE_enum("format", "albert_tf", list(FORMATS), "Output format.")
-flags.DEFINE_string("albert_config_file", None, "Config, if none lies beside the checkpoint.")
-flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
-                  "What to convert; auto keeps the MLM/SOP heads when the input has them.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy beside the output.")
-flags.DEFINE_bool("init_from_group0", False, "Fill groups missing from the input from group 0.")
+
+
+def define_flags():
+    """Defined when run as a program, not on import (other scripts share some names)."""
+    flags.DEFINE_string("input", None, "Checkpoint: a prefix, a release directory, a Hugging "
+                        "Face directory or one of our checkpoint directories.")
+    flags.DEFINE_string("output_dir", None, "Directory to write.")
+    flags.DEFINE_enum("format", "albert_tf", list(FORMATS), "Output format.")
+    flags.DEFINE_string("albert_config_file", None,
+                        "Config, if none lies beside the checkpoint.")
+    flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
+                      "What to convert; auto keeps the MLM/SOP heads when the input has them.")
+    flags.DEFINE_string("spm_model_file", None,
+                        "SentencePiece model to copy beside the output.")
+    flags.DEFINE_bool("init_from_group0", False,
+                      "Fill groups missing from the input from group 0.")
 
 
 def main(_):
@@ -30,6 +37,7 @@ def main(_):
 
 
 def run():
+    define_flags()
     flags.mark_flags_as_required(["input", "output_dir"])
     app.run(main)
 
