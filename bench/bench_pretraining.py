@@ -28,17 +28,8 @@ BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_la
 
 
 def make_batch(batch, seq, preds, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, BASE["vocab_size"], (batch, seq)).astype(np.int32)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), preds, replace=False)
-                                  for _ in range(batch)]), axis=1).astype(np.int32)
-    return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-            "input_type_ids": (np.arange(seq)[None, :] >= seq // 2).astype(np.int32)
-            .repeat(batch, 0),
-            "masked_lm_positions": positions,
-            "masked_lm_ids": np.take_along_axis(ids, positions, 1),
-            "masked_lm_weights": np.ones(positions.shape, np.float32),
-            "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32)}
+    from albert_tf.data.synthetic import pretraining_batch
+    return pretraining_batch(BASE["vocab_size"], batch, seq, preds, seed)
 
 
 def gemm_gflops():

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer  # noqa: E402
+from albert_tf.data.synthetic import pretraining_batch, pretraining_step  # noqa: E402
 
 PRECISIONS = {"none": "float32", "bfloat16": "mixed_bfloat16"}
 # Measured on the demo's own logs (README): the stages besides pretraining and fine-tuning
@@ -40,34 +41,15 @@ FINETUNE_STEP_COST = 1.3
 MIN_STEPS, MAX_STEPS = 150, 20000
 
 
-def _batch(config, batch, seq, preds, rng):
-    ids = rng.integers(5, config.vocab_size, (batch, seq)).astype(np.int32)
-    pos = np.sort(np.stack([rng.choice(np.arange(1, seq), preds, replace=False)
-                            for _ in range(batch)]), axis=1).astype(np.int32)
-    return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-            "input_type_ids": (np.arange(seq)[None] >= seq // 2).astype(np.int32).repeat(batch, 0),
-            "masked_lm_positions": pos, "masked_lm_ids": np.take_along_axis(ids, pos, 1),
-            "masked_lm_weights": np.ones(pos.shape, np.float32),
-            "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32)}
-
-
 def step_seconds(config, policy, batch, seq, preds, budget_s=4.0, max_steps=12):
     """Median seconds of one training step (forward, backward, LAMB) under `policy`."""
     keras.mixed_precision.set_global_policy(policy)
     model = AlbertPretrainer(config)
     keras.mixed_precision.set_global_policy("float32")
     optimizer = create_optimizer(1e-3, 1000, 10, "lamb")
-    features = {k: tf.constant(v) for k, v in
-                _batch(config, batch, seq, preds, np.random.default_rng(0)).items()}
-
-    @tf.function
-    def step():
-        with tf.GradientTape() as tape:
-            sums = model.loss_sums(features, model(features, training=True))
-            loss = model.replica_loss(sums, sums)
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                      model.trainable_variables))
-        return loss
+    features = {k: tf.constant(v)
+                for k, v in pretraining_batch(config.vocab_size, batch, seq, preds).items()}
+    step = tf.function(lambda: pretraining_step(model, optimizer, features))
 
     for _ in range(2):
         step().numpy()

@@ -71,6 +71,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
         bias = attention_bias_from_mask(input_mask)
+        lengths = tf.reduce_sum(input_mask, axis=-1)  # the fused attention's padding mask
         hidden = self.config.hidden_size
         blocks = [block for layer_idx in range(self.config.num_hidden_layers)
                   for block in self.groups[self.config.group_of_layer(layer_idx)]]
@@ -79,13 +80,13 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         with (kernels.shared_weight_casts() if kernels.enabled(training)
               else contextlib.nullcontext()):
             for block in blocks[:-1]:
-                x = block(x, bias, batch=batch, seq=seq, training=training)
+                x = block(x, bias, batch=batch, seq=seq, lengths=lengths, training=training)
                 encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
             positions = None
             if output_positions is not None:
                 positions = tf.concat([tf.zeros([batch, 1], tf.int32),
                                        tf.cast(output_positions, tf.int32)], axis=1)
-            x = blocks[-1](x, bias, batch=batch, seq=seq, training=training,
+            x = blocks[-1](x, bias, batch=batch, seq=seq, lengths=lengths, training=training,
                            positions=positions)
         if positions is not None:
             x = tf.reshape(x, [batch, -1, hidden])

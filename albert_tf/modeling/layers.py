@@ -160,10 +160,11 @@ class AttentionFfnBlock(keras.layers.Layer):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
-    def call(self, x, attention_bias, batch, seq, training=None, positions=None):
+    def call(self, x, attention_bias, batch, seq, training=None, positions=None, lengths=None):
         """→ [batch * seq, H]; with `positions` [batch, P] only those rows are computed (their
         queries still attend over the whole sequence) → [batch * P, H]. `batch` and `seq` are
-        ints when the shapes are static (the fused attention needs them)."""
+        ints when the shapes are static, and `lengths` [batch] the tokens of each sequence (the
+        fused attention needs both)."""
         k, v = self.key(x), self.value(x)
         rows = seq
         if positions is not None:
@@ -173,8 +174,8 @@ class AttentionFfnBlock(keras.layers.Layer):
         q = self.query(x)
         if attention.use_fused(q.dtype, batch, rows, seq, self.head_size,
                                self.attention_dropout.rate, kernels.enabled(training)):
-            context = self._fused_attention(q, k, v, attention_bias, batch, rows, seq,
-                                            all_rows=positions is None)
+            q_lengths = lengths if positions is None else tf.fill([batch], rows)
+            context = self._fused_attention(q, k, v, batch, rows, seq, q_lengths, lengths)
         else:
             context = self._attention(q, k, v, attention_bias, batch, rows, seq, training)
         # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
@@ -202,11 +203,8 @@ class AttentionFfnBlock(keras.layers.Layer):
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         return tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
 
-    def _fused_attention(self, q, k, v, attention_bias, batch, rows, seq, all_rows):
+    def _fused_attention(self, q, k, v, batch, rows, seq, q_lengths, kv_lengths):
         heads = [self.num_heads, self.head_size]
-        kv_lengths = tf.reduce_sum(tf.cast(tf.equal(attention_bias[:, 0, 0, :], 0.0), tf.int32),
-                                   axis=-1)
-        q_lengths = kv_lengths if all_rows else tf.fill([batch], rows)
         context = attention.fused_attention(
             tf.reshape(q, [batch, rows, *heads]), tf.reshape(k, [batch, seq, *heads]),
             tf.reshape(v, [batch, seq, *heads]), q_lengths, kv_lengths, self.scale,

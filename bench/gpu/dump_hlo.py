@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer  # noqa: E402
+from albert_tf.data.synthetic import pretraining_batch, pretraining_step  # noqa: E402
 from albert_tf.modeling import attention, kernels  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,18 +40,6 @@ def _write(out, name, fn, args, meta):
     print(name, meta, flush=True)
 
 
-def step_batch(vocab, b, s, p, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, vocab, (b, s)).astype(np.int32)
-    pos = np.sort(np.stack([rng.choice(np.arange(1, s - 1), p, replace=False) for _ in range(b)]),
-                  axis=1).astype(np.int32)
-    return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-            "input_type_ids": (np.arange(s)[None] >= s // 2).astype(np.int32).repeat(b, 0),
-            "masked_lm_positions": pos, "masked_lm_ids": np.take_along_axis(ids, pos, 1),
-            "masked_lm_weights": np.ones(pos.shape, np.float32),
-            "next_sentence_labels": rng.integers(0, 2, (b, 1)).astype(np.int32)}
-
-
 def dump_step(out, name, config_name, b, s, p, mode, policy="mixed_bfloat16"):
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", config_name + ".json"))
     keras.mixed_precision.set_global_policy(policy)
@@ -58,16 +47,11 @@ def dump_step(out, name, config_name, b, s, p, mode, policy="mixed_bfloat16"):
     keras.mixed_precision.set_global_policy("float32")
     opt = create_optimizer(1e-4, 1000, 10, "lamb")
     opt.build(model.trainable_variables)
-    feats = {k: tf.constant(v) for k, v in step_batch(config.vocab_size, b, s, p).items()}
+    feats = {k: tf.constant(v)
+             for k, v in pretraining_batch(config.vocab_size, b, s, p).items()}
 
     def step(features):
-        with tf.GradientTape() as tape:
-            outputs = model(features, training=True)
-            sums = model.loss_sums(features, outputs)
-            loss = model.replica_loss(sums, sums)
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        return pretraining_step(model, opt, features)
 
     kernels.set_xla_gpu(os.environ.get("XLA_GPU", "1") == "1")
     with attention.using(mode, min_seq=attention.MIN_FUSED_SEQ):
