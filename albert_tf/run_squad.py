@@ -111,9 +111,13 @@ def main(_):
     return driver.run_finetuning(task, FLAGS)
 
 
-def run():
+def run(version_2=None):
+    """The command line; `version_2` fixes --version_2_with_negative's default (the original's
+    run_squad_v1 / run_squad_v2 modules, where the module is the version)."""
     for name, value in SQUAD_DEFAULTS.items():
         FLAGS.set_default(name, value)
+    if version_2 is not None:
+        FLAGS.set_default("version_2_with_negative", version_2)
     flags.mark_flags_as_required(["output_dir"])
     app.run(driver.command(main))
 

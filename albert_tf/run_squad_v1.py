@@ -8,10 +8,7 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-from absl import flags
-
 from albert_tf import run_squad
 
 if __name__ == "__main__":
-    flags.FLAGS.set_default("version_2_with_negative", False)
-    run_squad.run()
+    run_squad.run(version_2=False)

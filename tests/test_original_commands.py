@@ -13,11 +13,10 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.formats.checkpoints import read_checkpoint
 from conftest import write_pretraining_records
 from test_race import write_race
-from test_run_squad import QUESTION, TINY, _paragraph, write_squad
+from test_run_squad import TINY, _paragraph, write_spm, write_squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V2_KEYS = {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
@@ -101,13 +100,7 @@ def paths(tmp_path_factory):
     model.ckpt-best of a tiny pretrainer), pretraining records, GLUE SST-2 and SQuAD files."""
     root = tmp_path_factory.mktemp("original")
     rng = random.Random(1)
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n".join([_paragraph(rng, i % 2)[0] for i in range(1500)]
-                                + [QUESTION] * 50), encoding="utf-8")
-    spm = train_sentencepiece(str(corpus), str(root / "spm"), 80, do_lower_case=True,
-                              hard_vocab_limit=False)
-    import sentencepiece
-    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    spm, vocab = write_spm(root)
     config = AlbertConfig(**{**TINY, "vocab_size": vocab, "max_position_embeddings": 64})
     release = root / "release"
     tf.keras.utils.set_random_seed(0)

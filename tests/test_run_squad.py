@@ -59,9 +59,8 @@ def write_squad(path, n, seed, version_2):
     return path
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("squad")
+def write_spm(root):
+    """(SentencePiece model path, its size) trained on paragraphs and questions like these."""
     rng = random.Random(1)
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join([_paragraph(rng, i % 2)[0] for i in range(1500)]
@@ -69,7 +68,13 @@ def assets(tmp_path_factory):
     spm = train_sentencepiece(str(corpus), str(root / "spm"), 80, do_lower_case=True,
                               hard_vocab_limit=False)
     import sentencepiece
-    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    return spm, sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("squad")
+    spm, vocab = write_spm(root)
     tf.keras.utils.set_random_seed(0)
     AlbertEncoder(AlbertConfig(**{**TINY, "vocab_size": vocab})).save_pretrained(
         str(root / "init"))
