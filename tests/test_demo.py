@@ -45,8 +45,9 @@ def test_plan_fits_the_time_budget():
     assert plan_mod.plan(0.72, 12, 3)[0] > slow  # DEMO_MINUTES buys steps
 
 
-def test_probe_times_a_training_step():
-    seconds = plan_mod.step_seconds(AlbertConfig(**TINY), "float32", 4, 16, 3, budget_s=0.5)
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
+def test_probe_times_a_training_step(policy):
+    seconds = plan_mod.step_seconds(AlbertConfig(**TINY), policy, 4, 16, 3, budget_s=0.3)
     assert 0 < seconds < 5
 
 
