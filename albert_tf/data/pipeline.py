@@ -85,7 +85,7 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     if is_training:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if pipelines > 1 and not shard_files:
         ds = ds.shard(pipelines, index)
     if is_training:

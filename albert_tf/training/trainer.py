@@ -23,6 +23,7 @@ from absl import logging
 from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.training import results
 from albert_tf.training.distribution import is_chief
+from albert_tf.training.input_state import TrainingInput
 from albert_tf.training.optimizers import ReplicaLossScaleOptimizer
 
 CHECKPOINT_NAME = "model.ckpt"
@@ -68,8 +69,11 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         if self.chief:  # so that output_dir is itself a from_pretrained source
             self.model.config.to_json_file(os.path.join(output_dir, "albert_config.json"))
+        # Dropout's random state is saved too: a resumed run draws the masks the killed one
+        # would have drawn.
         self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
-                                              optimizer=self.optimizer)
+                                              optimizer=self.optimizer,
+                                              rng=_random_state(self.model))
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.write_dir, max_to_keep=keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
@@ -85,6 +89,7 @@ class Trainer:
         self._train_fn = tf.function(self._train_steps)
         self._eval_fn = tf.function(self._eval_step)
         self._writers = {}
+        self._input = None
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -97,7 +102,7 @@ class Trainer:
         """Resumes from the latest checkpoint in output_dir, else loads `init_checkpoint`."""
         latest = tf.train.latest_checkpoint(self.output_dir)
         if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            self.restore(latest)
             logging.info("Resumed from %s at step %d", latest, self.step)
             return latest
         if init_checkpoint:
@@ -107,7 +112,12 @@ class Trainer:
         return None
 
     def save(self):
+        """Saves the input position, then the checkpoint (whose index makes both trusted)."""
+        if self._input is not None:
+            self._input.save(self.step)
         path = self.manager.save(checkpoint_number=self.step)
+        if self._input is not None:
+            self._input.prune(int(p.rsplit("-", 1)[1]) for p in self.manager.checkpoints)
         if not self.chief:
             return None
         logging.info("Saved checkpoint %s", path)
@@ -153,7 +163,7 @@ class Trainer:
     def _train_steps(self, iterator, num_steps):
         totals = self._zero_sums()
         for _ in tf.range(num_steps):
-            per_replica = self.strategy.run(self._step_fn, args=(next(iterator),))
+            per_replica = self.strategy.run(self._step_fn, args=(iterator.next(),))
             totals = {n: totals[n] + self.strategy.reduce(SUM, per_replica[n], axis=None)
                       for n in totals}
         return totals
@@ -187,11 +197,12 @@ class Trainer:
         runs after each save (the pretraining script evaluates there). A non-finite loss stops
         training before anything is saved.
         """
-        iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         last_saved = tf.train.latest_checkpoint(self.output_dir)
         if self.step >= num_train_steps:
             logging.info("Step %d already reaches num_train_steps=%d", self.step, num_train_steps)
             return self.step
+        iterator = self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
+        iterator.restore(self.step)
         progress = _Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = _StopRequest()
         try:
@@ -247,8 +258,14 @@ class Trainer:
         return result
 
     def restore(self, checkpoint_path):
-        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model and optimizer."""
-        self.checkpoint.restore(checkpoint_path).assert_existing_objects_matched()
+        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model, optimizer and
+        dropout's random state (kept as it is for checkpoints written without it)."""
+        names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
+        if any(n.startswith("rng/") for n in names):
+            self.checkpoint.restore(checkpoint_path).assert_existing_objects_matched()
+        else:
+            tf.train.Checkpoint(model=self.checkpoint.model, optimizer=self.optimizer).restore(
+                checkpoint_path).assert_existing_objects_matched()
         logging.info("Restored %s (step %d)", checkpoint_path, self.step)
 
     def _predict_step(self, features):
@@ -336,6 +353,13 @@ class _StopRequest:
     def restore(self):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def _random_state(model):
+    """A trackable of the model's dropout seed-generator states, in layer order."""
+    states = [v for v in model.variables if v.name == "seed_generator_state"]
+    return tf.train.Checkpoint(**{f"seed_{i}": getattr(v, "value", v)
+                                  for i, v in enumerate(states)})
 
 
 def _next_multiple(step, every):

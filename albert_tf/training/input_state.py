@@ -1,0 +1,98 @@
+"""The training input of each worker as a plain tf.data iterator whose position is saved beside
+every checkpoint, so that a resumed run reads the batches the killed run would have read.
+
+tf.distribute's distributed iterators cannot be checkpointed; a worker's own `iter(dataset)`
+can (shuffle buffers, interleave positions and the batch counter of dynamic masking included).
+Each worker keeps its state under output_dir/input_state/worker-<i>/, written before the
+model checkpoint of the same step, which is what makes the pair trusted. On a TPU the
+distributed iterator stays (the TPU infeed needs it) and the input restarts from its seed.
+"""
+
+import os
+
+import tensorflow as tf
+from absl import logging
+
+STATE_DIR = "input_state"
+
+
+def worker_index_and_count(strategy):
+    """(this worker's index, number of workers) of a multi-worker strategy, else (0, 1)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
+        return 0, 1
+    spec = resolver.cluster_spec().as_dict()
+    if not spec:
+        return 0, 1
+    chiefs, workers = len(spec.get("chief", [])), len(spec.get("worker", []))
+    if resolver.task_type == "chief":
+        return 0, chiefs + workers
+    return chiefs + (resolver.task_id or 0), chiefs + workers
+
+
+class TrainingInput:
+    """Per-replica training batches from `dataset_fn(input_context)` for one worker."""
+
+    def __init__(self, strategy, dataset_fn, output_dir):
+        self.strategy = strategy
+        self.resumable = not isinstance(strategy, tf.distribute.TPUStrategy)
+        index, count = worker_index_and_count(strategy)
+        self.directory = os.path.join(output_dir, STATE_DIR, f"worker-{index}")
+        if not self.resumable:
+            self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+            return
+        self.local_replicas = strategy.num_replicas_in_sync // count
+        context = tf.distribute.InputContext(num_input_pipelines=count,
+                                             input_pipeline_id=index,
+                                             num_replicas_in_sync=strategy.num_replicas_in_sync)
+        with tf.device("/cpu:0"):
+            self.iterator = iter(dataset_fn(context))
+        self._checkpoint = tf.train.Checkpoint(iterator=self.iterator)
+
+    def next(self):
+        """The next batch of every replica (call inside the training tf.function)."""
+        if not self.resumable:
+            return next(self.iterator)
+        if self.local_replicas == 1:
+            return next(self.iterator)
+        batches = [next(self.iterator) for _ in range(self.local_replicas)]
+        return self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: batches[ctx.replica_id_in_sync_group % self.local_replicas])
+
+    def _prefix(self, step):
+        return os.path.join(self.directory, f"step-{step}")
+
+    def save(self, step):
+        """Writes the position after `step` (before the model checkpoint of that step)."""
+        if self.resumable:
+            self._checkpoint.write(self._prefix(step))
+
+    def restore(self, step):
+        """Puts the input where it was after `step`; False (with a warning) when the state of
+        that step is missing or does not fit this input pipeline."""
+        if not self.resumable or step == 0:
+            return False
+        prefix = self._prefix(step)
+        why = None
+        if not tf.io.gfile.exists(prefix + ".index"):
+            why = "none was saved with it (a TPU run, or a checkpoint from an older albert_tf)"
+        else:
+            try:
+                self._checkpoint.read(prefix).assert_consumed()
+            except (tf.errors.OpError, AssertionError, ValueError) as e:
+                why = f"the saved one does not fit this input ({str(e).splitlines()[0]})"
+        if why:
+            logging.warning("The input position at step %d is not restored: %s. The input "
+                            "starts again from its seed.", step, why)
+            return False
+        logging.info("Resumed the input position of step %d from %s", step, prefix)
+        return True
+
+    def prune(self, keep_steps):
+        """Deletes the states of steps whose checkpoints are gone."""
+        if not self.resumable or not tf.io.gfile.isdir(self.directory):
+            return
+        keep = {f"step-{s}" for s in keep_steps}
+        for name in tf.io.gfile.listdir(self.directory):
+            if name.split(".")[0] not in keep:
+                tf.io.gfile.remove(os.path.join(self.directory, name))

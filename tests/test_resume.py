@@ -1,0 +1,103 @@
+"""A run killed with SIGKILL and rerun with the same command is the same run: it ends with the
+weights, optimizer slots and random state of a run never interrupted (docs/pretraining.md,
+"Preemption")."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig
+from conftest import TINY, write_pretraining_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DROPOUT = dict(TINY, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Three record files (so that the interleave and the file shuffle matter) and a tiny
+    config with dropout 0.1."""
+    root = tmp_path_factory.mktemp("resume")
+    files = [write_pretraining_records(root / f"train-{i}.tfrecord", 40, seed=i)
+             for i in range(3)]
+    config = root / "albert_config.json"
+    AlbertConfig(**DROPOUT).to_json_file(str(config))
+    return str(root / "train-*.tfrecord"), str(config), files
+
+
+def _flags(data, output_dir, **extra):
+    pattern, config, _ = data
+    flags = dict(albert_config_file=config, input_file=pattern, output_dir=output_dir,
+                 max_seq_length=16, max_predictions_per_seq=4, train_batch_size=8,
+                 num_train_steps=36, num_warmup_steps=4, learning_rate=2e-3,
+                 save_checkpoints_steps=6, log_steps=6, mixed_precision="none",
+                 jit_compile="false")
+    flags.update(extra)
+    return [f"--{k}={v}" for k, v in flags.items()]
+
+
+def checkpoint_tensors(directory):
+    """Every tensor of the latest checkpoint in `directory` but the save counter."""
+    prefix = tf.train.latest_checkpoint(str(directory))
+    reader = tf.train.load_checkpoint(prefix)
+    return prefix, {name: reader.get_tensor(name)
+                    for name in reader.get_variable_to_shape_map()
+                    if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
+
+
+def assert_same_state(a_dir, b_dir, atol=1e-6):
+    a_prefix, a = checkpoint_tensors(a_dir)
+    b_prefix, b = checkpoint_tensors(b_dir)
+    assert os.path.basename(a_prefix) == os.path.basename(b_prefix)
+    assert sorted(a) == sorted(b)
+    assert any(name.startswith("rng/") for name in a)
+    assert any("/.OPTIMIZER_SLOT/" in name or name.startswith("optimizer/") for name in a)
+    worst = max((float(np.max(np.abs(a[n].astype(np.float64) - b[n].astype(np.float64)),
+                           initial=0.0)), n) for n in a)
+    assert worst[0] <= atol, worst
+
+
+def kill_after_checkpoint(command, output_dir, step, timeout=180):
+    """Starts `command`, SIGKILLs it once a checkpoint of at least `step` is trusted; returns
+    the step of that checkpoint."""
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+
+    def saved():
+        latest = tf.train.latest_checkpoint(str(output_dir))
+        return int(latest.rsplit("-", 1)[1]) if latest else 0
+    try:
+        while saved() < step:
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.time() < deadline
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return saved()
+
+
+def run_ok(command):
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+@pytest.mark.parametrize("masking", ["static", "dynamic"])
+def test_pretraining_killed_and_rerun_is_the_same_run(data, tmp_path, masking):
+    extra = {"dynamic_masking": "true"} if masking == "dynamic" else {}
+    command = [sys.executable, "-m", "albert_tf.run_pretraining"]
+    run_ok(command + _flags(data, tmp_path / "whole", **extra))
+    killed = kill_after_checkpoint(command + _flags(data, tmp_path / "killed", **extra),
+                                   tmp_path / "killed", 12)
+    assert 12 <= killed < 36
+    err = run_ok(command + _flags(data, tmp_path / "killed", **extra))
+    assert f"Resumed the input position of step {killed}" in err
+    assert_same_state(tmp_path / "whole", tmp_path / "killed")
