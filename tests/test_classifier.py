@@ -147,6 +147,21 @@ def test_training_batches_are_grouped_by_length():
         make_dataset(_features(lengths), 8, 64, is_training=True)
 
 
+def test_training_epochs_visit_every_example_once_in_new_orders():
+    features = _features([5 + i % 7 for i in range(24)])
+    batches = make_dataset(features, 4, 64, is_training=True, padding="batch", seed=1).take(12)
+    seen = [i for b in batches for i in b["example_index"].numpy().tolist()]
+    assert sorted(seen[:24]) == sorted(seen[24:]) == list(range(24))
+    assert seen[:24] != seen[24:]
+    shares = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(2, pipeline, 2)
+        batches = make_dataset(features, 8, 64, is_training=True, padding="batch",
+                               input_context=context).take(3)
+        shares.append({i for b in batches for i in b["example_index"].numpy().tolist()})
+    assert shares[0] | shares[1] == set(range(24)) and not shares[0] & shares[1]
+
+
 def test_train_and_warmup_steps():
     assert train_and_warmup_steps(1000, 32, 500) == (500, 0)
     assert train_and_warmup_steps(1000, 32, 500, num_train_epochs=3.0) == (94, 0)

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig
 from conftest import TINY, write_pretraining_records
+from test_original_commands import paths  # noqa: F401 (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DROPOUT = dict(TINY, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -99,5 +100,37 @@ def test_pretraining_killed_and_rerun_is_the_same_run(data, tmp_path, masking):
                                    tmp_path / "killed", 12)
     assert 12 <= killed < 36
     err = run_ok(command + _flags(data, tmp_path / "killed", **extra))
+    assert f"Resumed the input position of step {killed}" in err
+    assert_same_state(tmp_path / "whole", tmp_path / "killed")
+
+
+FINETUNING = {
+    "run_classifier": "--task_name=SST-2 --data_dir={glue} --spm_model_file={squad_spm} "
+                      "--init_checkpoint={release}/model.ckpt-best --do_lower_case "
+                      "--max_seq_length=32 --train_batch_size=8 --learning_rate=1e-3 "
+                      "--train_step=24 --warmup_step=2",
+    "run_squad": "--train_file={squad_train_v2} --version_2_with_negative "
+                 "--init_checkpoint={squad_init} --spm_model_file={squad_spm} --do_lower_case "
+                 "--max_seq_length=40 --doc_stride=16 --max_query_length=12 "
+                 "--train_batch_size=8 --learning_rate=3e-3 --num_train_epochs=0.55 "
+                 "--warmup_proportion=.1",
+    "run_race": "--data_dir={race} --init_checkpoint={squad_init} --spm_model_file={squad_spm} "
+                "--max_seq_length=48 --max_qa_length=16 --train_batch_size=4 "
+                "--learning_rate=1e-3 --train_step=24 --warmup_step=2",
+}
+
+
+@pytest.mark.parametrize("script", sorted(FINETUNING))
+def test_finetuning_killed_and_rerun_is_the_same_run(paths, tmp_path, script):
+    """Head dropout 0.1 (the scripts' default), shuffled epochs, killed after step 12 of 24."""
+    def command(out):
+        flags = FINETUNING[script].format(**paths).split()
+        return [sys.executable, "-m", f"albert_tf.{script}", f"--output_dir={out}",
+                "--do_train", "--nodo_eval", "--nodo_predict", "--save_checkpoints_steps=6",
+                "--mixed_precision=none", "--jit_compile=false"] + flags
+    run_ok(command(tmp_path / "whole"))
+    killed = kill_after_checkpoint(command(tmp_path / "killed"), tmp_path / "killed", 12)
+    assert 12 <= killed < 24
+    err = run_ok(command(tmp_path / "killed"))
     assert f"Resumed the input position of step {killed}" in err
     assert_same_state(tmp_path / "whole", tmp_path / "killed")

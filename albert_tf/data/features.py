@@ -108,7 +108,7 @@ def num_examples(features):
     return len(features["lengths"])
 
 
-def _tensor_slices(features, pad_to=None):
+def _columns(features, pad_to=None):
     """(ragged sequences, per-example values) with example_index and is_real_example added;
     `pad_to` appends weight-0 copies of example 0 up to that many examples."""
     n = num_examples(features)
@@ -134,7 +134,24 @@ def _tensor_slices(features, pad_to=None):
     if lengths.ndim == 2:
         ragged = {k: tf.RaggedTensor.from_uniform_row_length(v, lengths.shape[1])
                   for k, v in ragged.items()}
-    return tf.data.Dataset.from_tensor_slices((ragged, per_example))
+    return ragged, per_example
+
+
+def _shuffled_epochs(columns, n, seed, pipelines, pipeline_id):
+    """This pipeline's share of the examples, endlessly, each epoch in a new order drawn from
+    (seed, epoch). Examples are gathered by index, so an iterator checkpoint holds positions,
+    not a shuffle buffer of the whole data set."""
+    share = tf.range(pipeline_id, n, pipelines, dtype=tf.int64)
+
+    def epoch(e):
+        key = tf.stack([tf.constant(seed, tf.int64), e])
+        return tf.data.Dataset.from_tensor_slices(
+            tf.random.experimental.stateless_shuffle(share, key))
+
+    def example(i):
+        return tf.nest.map_structure(lambda column: tf.gather(column, i), columns)
+
+    return tf.data.Dataset.range(2**62).flat_map(epoch).map(example)
 
 
 def _merge(sequences, per_example):
@@ -182,15 +199,16 @@ def make_dataset(features, global_batch_size, max_seq_length, *, is_training,
     batch = global_batch_size // replicas
     n = num_examples(features)
     pad_to = None if is_training else math.ceil(n / global_batch_size) * global_batch_size
-    dataset = _tensor_slices(features, pad_to).map(_merge)
+    columns = _columns(features, pad_to)
+    if is_training:
+        dataset = _shuffled_epochs(columns, n, seed, pipelines, pipeline_id).map(_merge)
+    else:
+        dataset = tf.data.Dataset.from_tensor_slices(columns).map(_merge)
     padded_length = max_seq_length if padding == "max_length" else None
     shapes = {k: spec.shape[:-1].as_list() + [padded_length]
               if k in SEQUENCE_KEYS or k == "input_mask" else []
               for k, spec in dataset.element_spec.items()}
     if is_training:
-        if pipelines > 1:
-            dataset = dataset.shard(pipelines, pipeline_id)
-        dataset = dataset.shuffle(n, seed=seed, reshuffle_each_iteration=True).repeat()
         if padding == "bucket":
             m = pad_to_multiple_of
             boundaries = list(range(m + 1, max_seq_length + 1, m))
