@@ -10,6 +10,7 @@ divided by denominators all-reduced over the whole global batch, so every split 
 
 import math
 import os
+import re
 import shutil
 import signal
 import threading
@@ -23,7 +24,7 @@ from absl import logging
 from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.training import results
 from albert_tf.training.distribution import is_chief
-from albert_tf.training.input_state import TrainingInput
+from albert_tf.training.input_state import TrainingInput, worker_index_and_count
 from albert_tf.training.optimizers import ReplicaLossScaleOptimizer
 
 CHECKPOINT_NAME = "model.ckpt"
@@ -32,6 +33,17 @@ SUM = tf.distribute.ReduceOp.SUM
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss."""
+
+
+class WorkerLostError(RuntimeError):
+    """Another worker of a multi-worker job died; the collectives were aborted."""
+
+
+# What the collectives of a multi-worker job raise once a peer is gone (TF's health check
+# aborts them within seconds).
+_COLLECTIVE_FAILURES = (tf.errors.UnavailableError, tf.errors.CancelledError,
+                        tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+                        tf.errors.InternalError)
 
 
 def _to_dense(grad, variable):
@@ -90,6 +102,8 @@ class Trainer:
         self._eval_fn = tf.function(self._eval_step)
         self._writers = {}
         self._input = None
+        self._agree_fn = None
+        self.num_workers = worker_index_and_count(strategy)[1]
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -205,8 +219,9 @@ class Trainer:
         iterator.restore(self.step)
         progress = _Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = _StopRequest()
+        stopping, saved_at = False, None
         try:
-            while self.step < num_train_steps and not stop.requested:
+            while self.step < num_train_steps and not stopping:
                 step = self.step
                 boundaries = [num_train_steps, _next_multiple(step, save_checkpoints_steps),
                               _next_multiple(step, log_steps)]
@@ -217,16 +232,38 @@ class Trainer:
                     progress.log(step, self.model.metrics_from_sums, self._learning_rate())
                 if step % save_checkpoints_steps == 0 or step >= num_train_steps:
                     path = self.save()
-                    last_saved = path or last_saved
+                    last_saved, saved_at = path or last_saved, step
                     if on_checkpoint is not None:
                         on_checkpoint(path, step)
+                stopping = self._any_worker(stop.requested)
+        except _COLLECTIVE_FAILURES as e:
+            if self.num_workers == 1:
+                raise
+            raise WorkerLostError(
+                f"a worker of the job stopped or became unreachable after step {self.step} "
+                f"({_failure_detail(e)}). Last checkpoint: "
+                f"{tf.train.latest_checkpoint(self.output_dir) or 'none'}. Restart every "
+                f"worker with the same command to resume from it.") from e
         finally:
             stop.restore()
-        if stop.requested and self.step < num_train_steps:
+        if stopping and self.step < num_train_steps:
             logging.warning("Stopping at step %d on %s; rerun the same command to resume",
-                            self.step, stop.requested)
-            self.save()
+                            self.step, stop.requested or "a stop request of another worker")
+            if saved_at != self.step:
+                self.save()
         return self.step
+
+    def _any_worker(self, requested):
+        """Whether any worker was asked to stop: every worker takes the same decision at the
+        same step, so that all of them stop there and save one consistent checkpoint."""
+        if self.num_workers == 1:
+            return bool(requested)
+        if self._agree_fn is None:
+            def agree(flag):
+                per_replica = self.strategy.run(lambda: tf.identity(flag))
+                return self.strategy.reduce(SUM, per_replica, axis=None)
+            self._agree_fn = tf.function(agree)
+        return float(self._agree_fn(tf.constant(1.0 if requested else 0.0))) > 0
 
     def _run_chunk(self, iterator, chunk, last_saved):
         """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss."""
@@ -353,6 +390,16 @@ class _StopRequest:
     def restore(self):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def _failure_detail(error):
+    """Why the collectives were aborted and which tasks the error names."""
+    message = str(getattr(error, "message", error))
+    why = next((line.split("aborted by:", 1)[1].strip() for line in message.splitlines()
+                if "aborted by:" in line), type(error).__name__)
+    tasks = sorted(set(re.sub(r"/replica:\d+", "", t)
+                       for t in re.findall(r"/job:\w+/(?:replica:\d+/)?task:\d+", message)))
+    return why + (f"; tasks named: {', '.join(tasks)}" if tasks else "")
 
 
 def _random_state(model):
