@@ -9,9 +9,17 @@ import tensorflow as tf
 
 def atomic_write_text(path, text):
     """Writes `text` to `path` through a temporary name, so readers never see a half file."""
+    _atomic_write(path, text, "w")
+
+
+def atomic_write_bytes(path, data):
+    _atomic_write(path, data, "wb")
+
+
+def _atomic_write(path, data, mode):
     tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
+    with tf.io.gfile.GFile(tmp, mode) as f:
+        f.write(data)
     tf.io.gfile.rename(tmp, path, overwrite=True)
 
 

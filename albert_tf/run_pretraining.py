@@ -70,7 +70,7 @@ distribution.define_flags()
 
 
 def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
-    from albert_tf.data.pipeline import pretraining_dataset
+    from albert_tf.data.pipeline import expand_file_patterns, pretraining_dataset
 
     def fn(input_context):
         return pretraining_dataset(
@@ -80,6 +80,7 @@ def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
             dynamic_masking=FLAGS.dynamic_masking, vocab_size=vocab_size,
             masked_lm_prob=FLAGS.masked_lm_prob, ngram=FLAGS.ngram,
             favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=FLAGS.mask_token_id)
+    fn.input_files = expand_file_patterns(patterns, flag)  # named if a record is corrupt
     return fn
 
 

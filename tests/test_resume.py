@@ -204,3 +204,80 @@ def test_a_worker_killed_stops_the_others_with_a_clear_error(data, tmp_path):
     assert "a worker of the job stopped or became unreachable" in message
     assert f"Last checkpoint: {last}. Restart every worker with the same command" in message
     _resume_both(data, out, int(last.rsplit("-", 1)[1]))
+
+
+def _uniform(array):
+    values = np.unique(np.asarray(array))
+    assert len(values) == 1, values[:5]
+    return values[0]
+
+
+def _check_trusted_files(out):
+    """Every file a rerun would trust is whole: each holds one round's value throughout."""
+    from helpers.write_loop import BLOB_BYTES, RECORD_BYTES, RECORDS
+    latest = tf.train.latest_checkpoint(str(out))
+    if latest:  # what a rerun resumes from
+        value = _uniform(tf.train.load_checkpoint(latest).get_tensor(
+            "v/.ATTRIBUTES/VARIABLE_VALUE"))
+        assert value == int(latest.rsplit("-", 1)[1])
+    if (out / "model.ckpt-best.index").exists():
+        best = _uniform(tf.train.load_checkpoint(str(out / "model.ckpt-best")).get_tensor(
+            "v/.ATTRIBUTES/VARIABLE_VALUE"))
+        if (out / "best_checkpoint.txt").exists():
+            assert f"global_step = {int(best)}\n" in (out / "best_checkpoint.txt").read_text()
+    if (out / "eval_results.txt").exists():
+        lines = (out / "eval_results.txt").read_text().splitlines()
+        assert lines[0].startswith("accuracy = ") and lines[1].startswith("global_step = ")
+        assert float(lines[0].split(" = ")[1]) == int(lines[1].split(" = ")[1])
+    if (out / "shard.tfrecord").exists():
+        records = [r.numpy() for r in tf.data.TFRecordDataset(str(out / "shard.tfrecord"))]
+        assert len(records) == RECORDS and len(set(records)) == 1
+        assert len(records[0]) == RECORD_BYTES
+    if (out / "export").exists():
+        _uniform(tf.saved_model.load(str(out / "export")).v.numpy())
+    if (out / "model.tflite").exists():
+        blob = (out / "model.tflite").read_bytes()
+        assert len(blob) == BLOB_BYTES and len(set(blob)) == 1
+
+
+def test_a_kill_while_writing_never_leaves_a_file_a_rerun_trusts(tmp_path):
+    delays = [0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.25, 0.4]
+    for delay in delays:
+        out = tmp_path / f"kill-{delay}"
+        proc = subprocess.Popen([sys.executable, "tests/helpers/write_loop.py", str(out)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=dict(os.environ, PYTHONPATH=ROOT), text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _check_trusted_files(out)
+
+
+def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint(data,
+                                                                                  tmp_path):
+    from albert_tf import AlbertPretrainer, create_optimizer
+    from albert_tf.data.pipeline import pretraining_dataset
+    from albert_tf.training.trainer import CorruptInputError, Trainer
+    files = []
+    for i, source in enumerate(data[2]):
+        files.append(str(tmp_path / f"train-{i}.tfrecord"))
+        raw = bytearray(open(source, "rb").read())
+        if i == 1:
+            raw[len(raw) * 9 // 10] ^= 0xFF
+        open(files[-1], "wb").write(bytes(raw))
+
+    def dataset_fn(ctx):
+        return pretraining_dataset(files, 8, 16, 4, input_context=ctx, seed=1, shuffle_buffer=8)
+    dataset_fn.input_files = files
+    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                      lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+                      lambda: create_optimizer(1e-3, 100, 2, "lamb"), str(tmp_path / "out"),
+                      global_batch_size=8)
+    with pytest.raises(CorruptInputError) as err:
+        trainer.train(dataset_fn, 100, save_checkpoints_steps=2, log_steps=2)
+    last = tf.train.latest_checkpoint(str(tmp_path / "out"))
+    assert last and re.match(
+        rf"{re.escape(files[1])} is corrupt after its first \d+ records \(corrupted record at "
+        rf"\d+\)\. Training stopped after step \d+ without saving; last good checkpoint: "
+        rf"{re.escape(last)}\. Replace or remove the file", str(err.value)), str(err.value)

@@ -130,8 +130,12 @@ def _write_checkpoint_state(directory, prefix_name):
                       f'all_model_checkpoint_paths: "{prefix_name}"\n')
 
 
-def _publish(tmp_prefix, final_prefix):
-    """Renames a checkpoint written under `tmp_prefix`: data files first, the index last."""
+def publish_checkpoint(tmp_prefix, final_prefix):
+    """Renames a checkpoint written under `tmp_prefix` to `final_prefix`. A reader trusts a
+    prefix by its .index: the old index goes before any data file is replaced, the new one
+    comes last, so a kill in between never leaves an index over other data."""
+    if tf.io.gfile.exists(final_prefix + ".index"):
+        tf.io.gfile.remove(final_prefix + ".index")
     for path in sorted(tf.io.gfile.glob(tmp_prefix + ".data-*")):
         tf.io.gfile.rename(path, final_prefix + path[len(tmp_prefix):], overwrite=True)
     tf.io.gfile.rename(tmp_prefix + ".index", final_prefix + ".index", overwrite=True)
@@ -144,7 +148,7 @@ def write_tf1_checkpoint(arrays, prefix, global_step=0):
     tensors = [tf.constant(arrays[n]) for n in arrays] + [tf.constant(global_step, tf.int64)]
     tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=tensors)
-    _publish(tmp, prefix)
+    publish_checkpoint(tmp, prefix)
 
 
 def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
@@ -161,7 +165,7 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
         prefix = os.path.join(directory, "model.ckpt")
         tmp = tf.train.Checkpoint(**{MODEL_KEY: named_weights_checkpoint(model)}).write(
             f"{prefix}.tmp-{os.getpid()}")
-        _publish(tmp, prefix)
+        publish_checkpoint(tmp, prefix)
         _write_checkpoint_state(directory, "model.ckpt")
     if format != "hf":
         model.config.to_json_file(os.path.join(directory, "albert_config.json"))

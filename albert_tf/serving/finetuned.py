@@ -7,6 +7,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.files import atomic_write_bytes
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            encoder_input_specs, pack_inputs, save_atomically,
                                            stage_assets, tf_variables)
@@ -115,7 +116,6 @@ def export_finetuned(model, export_dir, spm_model_file, do_lower_case, seq_lengt
         return export_dir, None
     path = os.path.join(os.fspath(export_dir), tflite_name)
     flatbuffer = model_to_tflite(model, seq_length, tflite_output_fn or output_fn)
-    with tf.io.gfile.GFile(path, "wb") as f:
-        f.write(flatbuffer)
+    atomic_write_bytes(path, flatbuffer)
     logging.info("Wrote %s (%d bytes)", path, len(flatbuffer))
     return export_dir, path

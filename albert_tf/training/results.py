@@ -8,6 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.files import atomic_write_text
+from albert_tf.formats.checkpoints import publish_checkpoint
 
 BEST_NAME = "model.ckpt-best"
 
@@ -18,10 +19,12 @@ def write_eval_results(path, result):
 
 
 def copy_checkpoint(prefix, target_prefix):
-    """Copies a checkpoint's files to a new prefix: data files first, the index last."""
+    """Copies a checkpoint's files to a new prefix, through temporary names."""
+    tmp = f"{target_prefix}.tmp-{os.getpid()}"
     for path in sorted(tf.io.gfile.glob(prefix + ".data-*")):
-        tf.io.gfile.copy(path, target_prefix + path[len(prefix):], overwrite=True)
-    tf.io.gfile.copy(prefix + ".index", target_prefix + ".index", overwrite=True)
+        tf.io.gfile.copy(path, tmp + path[len(prefix):], overwrite=True)
+    tf.io.gfile.copy(prefix + ".index", tmp + ".index", overwrite=True)
+    publish_checkpoint(tmp, target_prefix)
 
 
 def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_better=True):
@@ -38,6 +41,10 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
             previous = float(re.search(r"value = (\S+)", f.read()).group(1))
         if (value <= previous) if higher_is_better else (value >= previous):
             return False
+    # Until the new best_checkpoint.txt is written, none: a kill in between leaves the best
+    # checkpoint without a record of its value rather than with the value of another.
+    if tf.io.gfile.exists(best_file):
+        tf.io.gfile.remove(best_file)
     copy_checkpoint(checkpoint_path, os.path.join(output_dir, BEST_NAME))
     atomic_write_text(best_file, f"global_step = {step}\nmetric = {best_metric}\n"
                                  f"value = {value}\ncheckpoint = {checkpoint_path}\n")

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.data.records import find_corrupt_record
 from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.training import results
 from albert_tf.training.distribution import is_chief
@@ -33,6 +34,10 @@ SUM = tf.distribute.ReduceOp.SUM
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss."""
+
+
+class CorruptInputError(RuntimeError):
+    """A training record could not be read."""
 
 
 class WorkerLostError(RuntimeError):
@@ -236,6 +241,10 @@ class Trainer:
                     if on_checkpoint is not None:
                         on_checkpoint(path, step)
                 stopping = self._any_worker(stop.requested)
+        except tf.errors.DataLossError as e:
+            raise CorruptInputError(_corrupt_input_message(
+                e, getattr(dataset_fn, "input_files", ()), self.step,
+                tf.train.latest_checkpoint(self.output_dir))) from e
         except _COLLECTIVE_FAILURES as e:
             if self.num_workers == 1:
                 raise
@@ -390,6 +399,16 @@ class _StopRequest:
     def restore(self):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def _corrupt_input_message(error, files, step, last_checkpoint):
+    found = find_corrupt_record(files)
+    where = (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
+             else f"a training record is corrupt ({error.message.split('}}')[-1].strip()})")
+    then = ("resume from that checkpoint" if last_checkpoint else "start again")
+    return (f"{where}. Training stopped after step {step} without saving; last good "
+            f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
+            f"same command to {then}.")
 
 
 def _failure_detail(error):
