@@ -187,6 +187,11 @@ def _save_hub_module(encoder, spm, path):
     return str(path)
 
 
+# The learning tests train long enough, slowly enough, to learn whatever the data order: at 200
+# steps and 1e-3 the CoLA and STS-B runs learned with 5 of 5 seeds, at 60-150 steps and 2e-3
+# with 1-2 of 5 (2026-11-23).
+
+
 def test_hub_module_training_and_tokenizer(assets, tmp_path):
     encoder = AlbertEncoder.from_pretrained(assets["init"])
     hub = _save_hub_module(encoder, assets["spm"], tmp_path / "hub")
@@ -195,8 +200,8 @@ def test_hub_module_training_and_tokenizer(assets, tmp_path):
     assert tokenizer.sp_model.serialized_model_proto() == open(assets["spm"], "rb").read()
     out = tmp_path / "out"
     run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
-        albert_hub_module_handle=hub, do_train=True, do_eval=True, train_step=60,
-        warmup_step=10, save_checkpoints_steps=60)
+        albert_hub_module_handle=hub, do_train=True, do_eval=True, train_step=200,
+        warmup_step=20, save_checkpoints_steps=200, learning_rate=1e-3)
     results = _read_kv(out / "eval_results.txt")
     assert float(results["eval_accuracy"]) > 0.8, results
     # The fine-tuned hub variables are in our checkpoint, under hub/ names.
@@ -212,8 +217,8 @@ def test_our_encoder_export_as_hub_module(assets, tmp_path):
     export_encoder(encoder, handle, assets["spm"], do_lower_case=True)
     out = tmp_path / "out"
     run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
-        albert_hub_module_handle=handle, do_train=True, do_eval=True, train_step=60,
-        warmup_step=10, save_checkpoints_steps=60)
+        albert_hub_module_handle=handle, do_train=True, do_eval=True, train_step=200,
+        warmup_step=20, save_checkpoints_steps=200, learning_rate=1e-3)
     results = _read_kv(out / "eval_results.txt")
     assert float(results["eval_accuracy"]) > 0.8, results
 
@@ -277,7 +282,8 @@ def test_stsb_regression_metrics(assets, tmp_path):
     out = tmp_path / "out"
     run(task_name="sts-b", data_dir=tmp_path / "data", output_dir=out,
         spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
-        do_eval=True, train_step=150, warmup_step=10, save_checkpoints_steps=75)
+        do_eval=True, train_step=200, warmup_step=10, save_checkpoints_steps=100,
+        learning_rate=1e-3)
     results = _read_kv(out / "eval_results.txt")
     assert set(results) == {"pearson", "spearman", "MSE", "eval_loss", "global_step"}
     assert float(results["pearson"]) > 0.8, results

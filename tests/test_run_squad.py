@@ -140,12 +140,13 @@ def test_v1_train_eval_predict_and_predict_only(assets, tmp_path):
 
 
 def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path):
+    # 300 steps at 2e-3 learned with 5 of 5 seeds; 200 at 3e-3 with 1 of 5 (2026-11-23).
     train, dev = assets["files"]["v2"]
     out = tmp_path / "v2"
     run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
         init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
-        version_2_with_negative=True, train_step=200, warmup_step=20,
-        save_checkpoints_steps=200)
+        version_2_with_negative=True, train_step=300, warmup_step=20,
+        save_checkpoints_steps=300, learning_rate=2e-3)
     results = _read_kv(out / "eval_results.txt")
     for key in ("exact", "f1", "total", "HasAns_f1", "NoAns_f1", "null_score_diff_threshold",
                 "threshold_questions", "threshold_f1"):
