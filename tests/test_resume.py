@@ -92,11 +92,21 @@ def run_ok(command):
     return result.stderr
 
 
-@pytest.mark.parametrize("masking", ["static", "dynamic"])
-def test_pretraining_killed_and_rerun_is_the_same_run(data, tmp_path, masking):
-    extra = {"dynamic_masking": "true"} if masking == "dynamic" else {}
+@pytest.mark.parametrize("masking,precision", [("static", "none"), ("dynamic", "float16"),
+                                               ("dynamic", "bfloat16-xla")])
+def test_pretraining_killed_and_rerun_is_the_same_run(data, tmp_path, masking, precision):
+    """float16 also restores the dynamic loss scale (part of the optimizer's state); with XLA
+    (as on a TPU) dropout draws XLA's random numbers from the same restored seeds."""
+    extra = dict(mixed_precision=precision)
+    if precision.endswith("-xla"):
+        extra = dict(mixed_precision=precision[:-4], jit_compile="true")
+    if masking == "dynamic":
+        extra["dynamic_masking"] = "true"
     command = [sys.executable, "-m", "albert_tf.run_pretraining"]
     run_ok(command + _flags(data, tmp_path / "whole", **extra))
+    if masking == "static":  # two uninterrupted runs of one command agree the same way
+        run_ok(command + _flags(data, tmp_path / "again", **extra))
+        assert_same_state(tmp_path / "whole", tmp_path / "again")
     killed = kill_after_checkpoint(command + _flags(data, tmp_path / "killed", **extra),
                                    tmp_path / "killed", 12)
     assert 12 <= killed < 36
