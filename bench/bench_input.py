@@ -46,7 +46,12 @@ def pipeline_rate(files, batch, seq_length, predictions, dynamic, seconds, vocab
 
     ds = pretraining_dataset(files, batch, seq_length, predictions, is_training=True, seed=1,
                              dynamic_masking=dynamic, vocab_size=vocab_size)
-    it = iter(ds)
+    return sequences_per_second(ds, batch, seconds)
+
+
+def sequences_per_second(dataset, batch, seconds):
+    """Batches drawn for `seconds` after three warm-up batches, as sequences/s."""
+    it = iter(dataset)
     for _ in range(3):
         next(it)
     start, n = time.perf_counter(), 0

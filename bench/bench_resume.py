@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench_input import build_records  # noqa: E402
+from bench_input import build_records, sequences_per_second  # noqa: E402
 
 
 def split_records(files, workdir, parts, seq_length):
@@ -48,17 +48,6 @@ def pretraining(files, args, dynamic=False, deterministic=True):
     options = tf.data.Options()
     options.deterministic = deterministic
     return ds.with_options(options)
-
-
-def rate(dataset, batch, seconds):
-    it = iter(dataset)
-    for _ in range(3):
-        next(it)
-    start, n = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        next(it)["input_word_ids"].numpy()
-        n += 1
-    return n * batch / (time.perf_counter() - start)
 
 
 def state_cost(dataset, workdir, name, batches=20, repeats=3):
@@ -116,7 +105,7 @@ def main():
             rates = {True: [], False: []}
             for _ in range(args.repeats):
                 for deterministic in (True, False):
-                    rates[deterministic].append(rate(pretraining(
+                    rates[deterministic].append(sequences_per_second(pretraining(
                         files, args, dynamic, deterministic), args.batch_size, args.seconds))
             mode = "dynamic" if dynamic else "static"
             det, non = np.median(rates[True]), np.median(rates[False])

@@ -149,3 +149,24 @@ def float32_policy_after_each_test():
     yield
     import keras
     keras.mixed_precision.set_global_policy("float32")
+
+
+def start_local_workers(argv, cwd, count=2, stdout=None):
+    """`count` processes of `argv` forming one multi-worker job on 127.0.0.1 (TF_CONFIG), with
+    stderr captured as text."""
+    import json
+    import socket
+    import subprocess
+    socks = [socket.socket() for _ in range(count)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    workers = [f"127.0.0.1:{s.getsockname()[1]}" for s in socks]
+    for s in socks:
+        s.close()
+    procs = []
+    for index in range(count):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout or subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    return procs

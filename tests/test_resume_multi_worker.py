@@ -2,7 +2,6 @@
 with one checkpoint; a worker that dies makes the others fail within seconds with a clear
 message; restarting every worker resumes (docs/pretraining.md, "Preemption")."""
 
-import json
 import os
 import re
 import signal
@@ -14,21 +13,14 @@ import pytest
 import tensorflow as tf
 
 from test_resume import ROOT, _flags, data  # noqa: F401 (data: the fixture)
-from test_training import _free_ports
+from conftest import start_local_workers
 
 
 def _start_workers(data, out, **extra):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-    procs = []
-    for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "albert_tf.run_pretraining"] + _flags(
-                data, out, strategy="multi_worker_mirrored", save_checkpoints_steps=10,
-                log_steps=10, **extra),
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-    return procs
+    return start_local_workers(
+        [sys.executable, "-m", "albert_tf.run_pretraining"] + _flags(
+            data, out, strategy="multi_worker_mirrored", save_checkpoints_steps=10,
+            log_steps=10, **extra), ROOT, stdout=subprocess.DEVNULL)
 
 
 def _wait_for(path, procs, timeout=180):

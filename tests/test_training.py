@@ -2,7 +2,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.trainer import NonFiniteLossError, Trainer
-from conftest import TINY, assert_near_float32, write_pretraining_records
+from conftest import TINY, assert_near_float32, start_local_workers, write_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -152,26 +151,9 @@ def test_mirrored_two_devices_equal_one_device(config_file, records, tmp_path):
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_multi_worker_mirrored_two_processes(config_file, records, tmp_path):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-    procs = []
-    for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "run_pretraining.py"] + _pretrain_flags(
-                config_file, records, tmp_path / "mw", strategy="multi_worker_mirrored"),
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = start_local_workers([sys.executable, "run_pretraining.py"] + _pretrain_flags(
+        config_file, records, tmp_path / "mw", strategy="multi_worker_mirrored"), ROOT)
     outputs = [p.communicate(timeout=300) for p in procs]
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
