@@ -33,11 +33,14 @@ setup(
             "albert-tensorflow==1.1",
             # CPU build on local disk; a looser pin would pull a multi-GB CUDA build.
             "torch==2.13.0",
+            # KerasHub presets both ways (tests/test_keras_hub.py).
+            "keras-hub==0.32.*",
             # scripts/demo_report.py draws the demo's curves (tests/test_demo.py).
             "matplotlib>=3.8",
         ],
         # scripts/demo.sh: the PNG of the training curves.
         "demo": ["matplotlib>=3.8"],
+        "keras_hub": ["keras-hub==0.32.*"],
         # The peers that bench/ compares against.
         "bench": ["keras-hub==0.32.*", "transformers>=4.45", "torch==2.13.0"],
     },

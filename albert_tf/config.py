@@ -7,6 +7,7 @@ import json
 import tensorflow as tf
 
 from albert_tf.files import atomic_write_text
+from albert_tf.formats import keras_hub
 
 # Activation names accepted in `hidden_act`. The original "gelu" is the tanh approximation;
 # Hugging Face calls that "gelu_new" and uses "gelu" for the exact (erf) form.
@@ -48,6 +49,8 @@ class AlbertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
+    # The MLM head's LayerNorm epsilon when it differs (KerasHub's head uses 1e-5).
+    mlm_layer_norm_eps: float = None
     extra: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -89,6 +92,8 @@ class AlbertConfig:
     def from_dict(cls, data):
         """From an original albert_config.json dict or a Hugging Face ALBERT config.json dict."""
         data = dict(data)
+        if data.get("class_name") == keras_hub.BACKBONE and isinstance(data.get("config"), dict):
+            data = keras_hub.config_from_keras_hub(data["config"])
         is_hf = "model_type" in data or "architectures" in data or "transformers_version" in data
         if is_hf and data.get("model_type", "albert") != "albert":
             raise ValueError(f"config has model_type={data['model_type']!r}, expected 'albert'")
@@ -129,6 +134,8 @@ class AlbertConfig:
         out = {k: getattr(self, k) for k in _ORIGINAL_KEYS}
         if self.layer_norm_eps != 1e-12:
             out["layer_norm_eps"] = self.layer_norm_eps
+        if self.mlm_layer_norm_eps is not None:
+            out["mlm_layer_norm_eps"] = self.mlm_layer_norm_eps
         out.update(copy.deepcopy(self.extra))
         return out
 

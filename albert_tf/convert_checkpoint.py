@@ -1,4 +1,5 @@
-"""Converts an ALBERT checkpoint between the original TF1 layout, Hugging Face and ours.
+"""Converts an ALBERT checkpoint between the original TF1 layout, Hugging Face, KerasHub
+presets and ours.
 
   python -m albert_tf.convert_checkpoint --input=albert_base --output_dir=albert_base_hf --format=hf
 """
@@ -26,7 +27,8 @@ def define_flags():
     flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                       "What to convert; auto keeps the MLM/SOP heads when the input has them.")
     flags.DEFINE_string("spm_model_file", None,
-                        "SentencePiece model to copy beside the output.")
+                        "SentencePiece model to copy beside the output (keras_hub: the "
+                        "preset's tokenizer).")
     flags.DEFINE_bool("init_from_group0", False,
                       "Fill groups missing from the input from group 0.")
 

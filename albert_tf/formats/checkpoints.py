@@ -18,10 +18,10 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
-from albert_tf.formats import hf
+from albert_tf.formats import hf, keras_hub
 from albert_tf.formats.resolve import resolve_checkpoint
 
-FORMATS = ("albert_tf", "tf1", "hf")
+FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
 MODEL_KEY = "model"  # our object checkpoints hold the weights under this child
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Training state in TF1 checkpoints that a model never loads.
@@ -33,6 +33,8 @@ def read_checkpoint(path):
     fmt, location, config = resolve_checkpoint(path)
     if fmt == "hf":
         arrays = hf.hf_to_tf1(hf.read_hf_state(location))
+    elif fmt == "keras_hub":
+        arrays, _ = keras_hub.read_preset(location)
     else:
         reader = tf.train.load_checkpoint(location)
         arrays = {}
@@ -158,6 +160,9 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
     tf.io.gfile.makedirs(directory)
     if format == "hf":
         hf.write_hf_checkpoint(_model_arrays(model), model.config, directory)
+    elif format == "keras_hub":  # its own config.json and tokenizer asset
+        return keras_hub.write_preset(_model_arrays(model), model.config, directory,
+                                      spm_model_file)
     elif format == "tf1":
         write_tf1_checkpoint(_model_arrays(model), os.path.join(directory, "model.ckpt-best"))
         _write_checkpoint_state(directory, "model.ckpt-best")
@@ -173,6 +178,13 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
         tf.io.gfile.copy(spm_model_file, os.path.join(directory, os.path.basename(spm_model_file)),
                          overwrite=True)
     return directory
+
+
+def missing_allowed(fmt, allow_missing):
+    """KerasHub presets have no SOP head: a pretrainer loaded from one keeps its initial SOP
+    weights (assign_weights names them in a warning)."""
+    extra = ("cls/seq_relationship/",) if fmt == "keras_hub" else ()
+    return tuple(allow_missing) + extra
 
 
 class PretrainedMixin:
@@ -197,14 +209,16 @@ class PretrainedMixin:
             config = AlbertConfig.from_dict(config)
         model = cls(config, **kwargs)
         assign_weights(model, arrays, source=f"{fmt} checkpoint {path}",
-                       init_from_group0=init_from_group0, allow_missing=allow_missing)
+                       init_from_group0=init_from_group0,
+                       allow_missing=missing_allowed(fmt, allow_missing))
         return model
 
     def load_checkpoint(self, path, init_from_group0=False, allow_missing=()):
         """Loads weights from any supported checkpoint into this (already built) model."""
         arrays, _, fmt = read_checkpoint(path)
         return assign_weights(self, arrays, source=f"{fmt} checkpoint {path}",
-                              init_from_group0=init_from_group0, allow_missing=allow_missing)
+                              init_from_group0=init_from_group0,
+                              allow_missing=missing_allowed(fmt, allow_missing))
 
     def save_pretrained(self, directory, format="albert_tf", spm_model_file=None):
         """Writes `directory` in format "albert_tf" (ours), "tf1" (original) or "hf"."""
@@ -228,7 +242,7 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
         model = "pretrainer" if any(n.startswith("cls/") for n in arrays) else "encoder"
     net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)
     assign_weights(net, arrays, source=f"{in_fmt} checkpoint {input_path}",
-                   init_from_group0=init_from_group0)
+                   init_from_group0=init_from_group0, allow_missing=missing_allowed(in_fmt, ()))
     return net, in_fmt
 
 

@@ -8,6 +8,8 @@ import re
 
 import tensorflow as tf
 
+from albert_tf.formats import keras_hub
+
 
 class SourceError(ValueError):
     """A model path, tokenizer or input that cannot be used, with a message naming it."""
@@ -53,6 +55,8 @@ def resolve_checkpoint(path):
         return "hf", path, _first_existing(os.path.dirname(path), ("config.json",))
     if not tf.io.gfile.isdir(path):
         raise ValueError(f"{path} is neither a checkpoint prefix nor a checkpoint directory")
+    if keras_hub.is_preset(path):
+        return "keras_hub", path, os.path.join(path, "config.json")
     for weights in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
         if _exists(os.path.join(path, weights)) and _exists(os.path.join(path, "config.json")):
             return "hf", os.path.join(path, weights), os.path.join(path, "config.json")
@@ -85,7 +89,11 @@ def is_saved_model(path):
 
 
 def spm_models_beside(directory):
-    """The SentencePiece models (*.model) in a checkpoint's directory, sorted."""
+    """The SentencePiece models (*.model) in a checkpoint's directory, sorted; a KerasHub
+    preset's assets/tokenizer/vocabulary.spm."""
+    preset = os.path.join(directory, keras_hub.TOKENIZER_FILE)
+    if _exists(preset):
+        return [preset]
     return sorted(glob.glob(os.path.join(glob.escape(directory), "*.model")))
 
 
@@ -191,10 +199,11 @@ class ModelSource:
 
     def build(self, model_cls, **kwargs):
         """A model of `model_cls` with the checkpoint's weights (checked, all-or-nothing)."""
-        from albert_tf.formats.checkpoints import assign_weights
+        from albert_tf.formats.checkpoints import assign_weights, missing_allowed
         model = model_cls(self.config, **kwargs)
         try:
-            assign_weights(model, self.arrays, source=f"{self.format} checkpoint {self.path}")
+            assign_weights(model, self.arrays, source=f"{self.format} checkpoint {self.path}",
+                           allow_missing=missing_allowed(self.format, ()))
         except ValueError as e:
             raise SourceError(str(e)) from e
         return model

@@ -6,6 +6,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.formats import keras_hub
 from albert_tf.formats.resolve import ModelSource, SourceError, is_saved_model, spm_models_beside
 
 
@@ -48,6 +49,8 @@ def _carried(model):
         models, values = _saved_model_settings(path)
         lower = values.get("do_lower_case")
         return path, models, None if lower is None else bool(lower), values.get("vocab_size")
+    if keras_hub.is_preset(path):  # KerasHub feeds text to SentencePiece as it is
+        return path, spm_models_beside(path), False, None
     return path, spm_models_beside(path), _hf_do_lower_case(path), None
 
 

@@ -17,7 +17,8 @@ class MaskedLMHead(keras.layers.Layer):
         self.dense = Dense(config.hidden_size, config.embedding_size, _initializer(config),
                            activation=config.hidden_act, name="dense",
                            dtype=policy)
-        self.layer_norm = LayerNorm(config.embedding_size, config.layer_norm_eps,
+        self.layer_norm = LayerNorm(config.embedding_size,
+                                    config.mlm_layer_norm_eps or config.layer_norm_eps,
                                     name="LayerNorm", dtype=policy)
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
                                            name="output_bias")

@@ -1,0 +1,180 @@
+"""KerasHub ALBERT presets (`AlbertBackbone`, `AlbertMaskedLM`): a preset directory ↔ the
+original TF1 tensor names, through KerasHub's own classes (`pip install keras-hub`).
+
+A preset holds `config.json` (the backbone), `model.weights.h5` (or sharded
+`model.weights.json`), `assets/tokenizer/vocabulary.spm`, `metadata.json`, and for a masked-LM
+task `task.json` / `task.weights.h5`. What KerasHub holds differently from ALBERT: no SOP head
+(dropped when writing, absent when reading), one `dropout` for hidden and attention dropout,
+the MLM head's LayerNorm epsilon 1e-5 (ALBERT: 1e-12), GELU always the tanh approximation.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+TOKENIZER_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
+BACKBONE = "AlbertBackbone"
+MASKED_LM = "AlbertMaskedLM"
+MLM_HEAD_EPSILON = 1e-5
+_APPROXIMATE_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh")
+
+
+def _keras_hub():
+    try:
+        import keras_hub
+    except ImportError:
+        raise ImportError("KerasHub presets need `pip install keras-hub`") from None
+    return keras_hub
+
+
+def _read_json(path):
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def is_preset(directory):
+    """Whether `directory` is a KerasHub preset of an ALBERT backbone."""
+    config = os.path.join(directory, "config.json")
+    if not tf.io.gfile.exists(config):
+        return False
+    try:
+        data = _read_json(config)
+    except (ValueError, OSError):
+        return False
+    return isinstance(data, dict) and data.get("class_name") == BACKBONE
+
+
+def config_from_keras_hub(config):
+    """AlbertConfig fields from an `AlbertBackbone` config dict."""
+    return dict(vocab_size=config["vocabulary_size"], num_hidden_layers=config["num_layers"],
+                num_attention_heads=config["num_heads"], embedding_size=config["embedding_dim"],
+                hidden_size=config["hidden_dim"], intermediate_size=config["intermediate_dim"],
+                num_hidden_groups=config.get("num_groups", 1),
+                inner_group_num=config.get("num_inner_repetitions", 1),
+                hidden_dropout_prob=config.get("dropout", 0.0),
+                attention_probs_dropout_prob=config.get("dropout", 0.0),
+                max_position_embeddings=config.get("max_sequence_length", 512),
+                type_vocab_size=config.get("num_segments", 2), hidden_act="gelu",
+                mlm_layer_norm_eps=MLM_HEAD_EPSILON)
+
+
+def _backbone_kwargs(config):
+    changes = []
+    if config.hidden_dropout_prob != config.attention_probs_dropout_prob:
+        changes.append(f"one dropout {config.hidden_dropout_prob} for hidden and attention "
+                       f"(attention was {config.attention_probs_dropout_prob})")
+    if config.hidden_act not in _APPROXIMATE_GELU:
+        raise ValueError(f"KerasHub's AlbertBackbone has tanh-approximated GELU only; this "
+                         f"model uses hidden_act={config.hidden_act!r}")
+    return dict(vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+                num_heads=config.num_attention_heads, embedding_dim=config.embedding_size,
+                hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
+                num_groups=config.num_hidden_groups,
+                num_inner_repetitions=config.inner_group_num,
+                dropout=config.hidden_dropout_prob,
+                max_sequence_length=config.max_position_embeddings,
+                num_segments=config.type_vocab_size), changes
+
+
+def _mapping(backbone, mlm_head=None):
+    """(TF1 name, KerasHub variable, TF1 shape → KerasHub shape) for every weight."""
+    rows = [("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
+            ("bert/embeddings/position_embeddings",
+             backbone.position_embedding.position_embeddings),
+            ("bert/embeddings/token_type_embeddings", backbone.segment_embedding.embeddings),
+            ("bert/embeddings/LayerNorm/gamma", backbone.embeddings_layer_norm.gamma),
+            ("bert/embeddings/LayerNorm/beta", backbone.embeddings_layer_norm.beta),
+            ("bert/encoder/embedding_hidden_mapping_in/kernel",
+             backbone.embeddings_projection.kernel),
+            ("bert/encoder/embedding_hidden_mapping_in/bias", backbone.embeddings_projection.bias),
+            ("bert/pooler/dense/kernel", backbone.pooled_dense.kernel),
+            ("bert/pooler/dense/bias", backbone.pooled_dense.bias)]
+    for g in range(backbone.num_groups):
+        for i in range(backbone.num_inner_repetitions):
+            layer = backbone.get_layer(f"group_{g}_inner_layer_{i}")
+            attention = layer._self_attention_layer
+            block = f"bert/encoder/transformer/group_{g}/inner_group_{i}/"
+            for tf1, dense in (("attention_1/self/query", attention.query_dense),
+                               ("attention_1/self/key", attention.key_dense),
+                               ("attention_1/self/value", attention.value_dense),
+                               ("attention_1/output/dense", attention.output_dense),
+                               ("ffn_1/intermediate/dense",
+                                layer._feedforward_intermediate_dense),
+                               ("ffn_1/intermediate/output/dense",
+                                layer._feedforward_output_dense)):
+                rows += [(block + tf1 + "/kernel", dense.kernel),
+                         (block + tf1 + "/bias", dense.bias)]
+            for tf1, norm in (("LayerNorm", layer._self_attention_layer_norm),
+                              ("LayerNorm_1", layer._feedforward_layer_norm)):
+                rows += [(block + tf1 + "/gamma", norm.gamma), (block + tf1 + "/beta", norm.beta)]
+    if mlm_head is not None:
+        rows += [("cls/predictions/transform/dense/kernel", mlm_head._intermediate_dense.kernel),
+                 ("cls/predictions/transform/dense/bias", mlm_head._intermediate_dense.bias),
+                 ("cls/predictions/transform/LayerNorm/gamma",
+                  mlm_head._intermediate_layer_norm.gamma),
+                 ("cls/predictions/transform/LayerNorm/beta",
+                  mlm_head._intermediate_layer_norm.beta),
+                 ("cls/predictions/output_bias", mlm_head._bias)]
+    return rows
+
+
+def read_preset(directory):
+    """({TF1 name: array}, AlbertConfig fields) of a KerasHub ALBERT preset (backbone, plus the
+    MLM head when the preset is an `AlbertMaskedLM` task)."""
+    keras_hub = _keras_hub()
+    directory = os.fspath(directory)
+    task = os.path.join(directory, "task.json")
+    head = None
+    if tf.io.gfile.exists(task) and _read_json(task).get("class_name") == MASKED_LM:
+        model = keras_hub.models.AlbertMaskedLM.from_preset(directory, preprocessor=None)
+        backbone, head = model.backbone, model.masked_lm_head
+    else:
+        backbone = keras_hub.models.AlbertBackbone.from_preset(directory)
+    arrays = {name: np.asarray(variable.numpy(), np.float32)
+              for name, variable in _mapping(backbone, head)}
+    # KerasHub's kernels carry the heads as axes: [H, heads, head_size] and [heads, head_size, H].
+    hidden = backbone.hidden_dim
+    for name in arrays:
+        if "/attention_1/" in name:
+            arrays[name] = arrays[name].reshape(
+                (hidden,) if name.endswith("/bias") else (hidden, hidden))
+    return arrays, config_from_keras_hub(backbone.get_config())
+
+
+def write_preset(arrays, config, directory, spm_model_file=None):
+    """Writes a preset that `AlbertBackbone.from_preset` loads, and `AlbertMaskedLM.from_preset`
+    too when `arrays` hold the MLM head; logs what KerasHub cannot hold."""
+    keras_hub = _keras_hub()
+    kwargs, changes = _backbone_kwargs(config)
+    backbone = keras_hub.models.AlbertBackbone(**kwargs)
+    has_mlm = "cls/predictions/output_bias" in arrays
+    dropped = sorted(n for n in arrays if n.startswith("cls/seq_relationship/"))
+    if dropped:
+        changes.append("no SOP head: dropped " + ", ".join(dropped))
+    epsilon = config.mlm_layer_norm_eps or config.layer_norm_eps
+    if has_mlm and epsilon != MLM_HEAD_EPSILON:
+        changes.append(f"the MLM head's LayerNorm epsilon becomes {MLM_HEAD_EPSILON:g} "
+                       f"(this model's: {epsilon:g})")
+    model = head = None
+    if has_mlm:
+        preprocessor = None
+        if spm_model_file:
+            tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_model_file)
+            preprocessor = keras_hub.models.AlbertMaskedLMPreprocessor(
+                tokenizer, sequence_length=config.max_position_embeddings)
+        model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=preprocessor)
+        head = model.masked_lm_head
+        if not head.built:
+            head.build((None, None, config.hidden_size))
+    for name, variable in _mapping(backbone, head):
+        variable.assign(np.asarray(arrays[name]).reshape(variable.shape))
+    tf.io.gfile.makedirs(directory)
+    (model or backbone).save_to_preset(directory)
+    if spm_model_file and model is None:  # (a task saves its tokenizer with its preprocessor)
+        keras_hub.models.AlbertTokenizer(proto=spm_model_file).save_to_preset(directory)
+    for change in changes:
+        logging.warning("KerasHub preset %s: %s", directory, change)
+    return directory
