@@ -85,8 +85,8 @@ def _keras_hub_preset(path, spm_path, vocab, groups, inner, masked_lm):
         _randomize(head_model.masked_lm_head.weights, seed=7)
         head_model.save_to_preset(str(path))
         head_model.preprocessor = None
-    else:
-        backbone.save_to_preset(str(path))
+    else:  # a grouped backbone in shards of ~6 KB: model.weights.json + model_00000.weights.h5...
+        backbone.save_to_preset(str(path), max_shard_size=6e-6 if groups > 1 else 10)
         tokenizer.save_to_preset(str(path))
     return backbone, head_model
 
@@ -98,6 +98,7 @@ def test_keras_hub_presets_load_with_keras_hub_outputs(spm, tmp_path, groups, in
     spm_path, vocab = spm
     preset = tmp_path / "preset"
     backbone, head_model = _keras_hub_preset(preset, spm_path, vocab, groups, inner, masked_lm)
+    assert (preset / "model.weights.json").exists() == (groups > 1 and not masked_lm)
     theirs = _keras_hub_outputs(backbone, head_model, vocab)
     keras.mixed_precision.set_global_policy(policy)
     try:
@@ -204,3 +205,32 @@ def test_fill_mask_takes_a_keras_hub_preset(spm, tmp_path):
         "mask_positions": np.array([positions], "int32")}))[0, 0]
     top = fill([text])[0]["masks"][0]["predictions"]
     assert [t["token_id"] for t in top] == np.argsort(-logits)[:3].tolist()
+
+
+def test_text_classifier_both_ways(spm, tmp_path):
+    """Our fine-tuned classifier ↔ KerasHub's AlbertTextClassifier: output_weights [labels, H]
+    is the transpose of KerasHub's logits kernel; the logits agree both ways."""
+    from albert_tf.modeling.classifier import AlbertClassifier
+    spm_path, vocab = spm
+    ids, mask, types, _ = _inputs(vocab)
+    features = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+    khub = {"token_ids": ids, "segment_ids": types, "padding_mask": mask}
+    ours = AlbertClassifier(_tiny_pretrainer(vocab).config, 3)
+    ours(features)
+    _randomize(ours.trainable_variables, seed=5)
+    ours.save_pretrained(str(tmp_path / "ours_preset"), format="keras_hub",
+                         spm_model_file=spm_path)
+    theirs = keras_hub.models.AlbertTextClassifier.from_preset(str(tmp_path / "ours_preset"))
+    theirs.preprocessor = None
+    np.testing.assert_allclose(np.asarray(theirs(khub)), np.asarray(ours(features)["logits"]),
+                               atol=1e-5, rtol=0)
+    backbone, _ = _keras_hub_preset(tmp_path / "unused", spm_path, vocab, 2, 2, False)
+    classifier = keras_hub.models.AlbertTextClassifier(
+        backbone, num_classes=4, preprocessor=keras_hub.models.AlbertTextClassifierPreprocessor(
+            keras_hub.models.AlbertTokenizer(proto=spm_path), sequence_length=16))
+    _randomize(classifier.output_dense.weights, seed=9)
+    classifier.save_to_preset(str(tmp_path / "kh_preset"))
+    classifier.preprocessor = None
+    loaded = AlbertClassifier.from_pretrained(str(tmp_path / "kh_preset"), num_labels=4)
+    np.testing.assert_allclose(np.asarray(loaded(features)["logits"]),
+                               np.asarray(classifier(khub)), atol=1e-5, rtol=0)

@@ -18,6 +18,10 @@ from absl import logging
 TOKENIZER_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
 BACKBONE = "AlbertBackbone"
 MASKED_LM = "AlbertMaskedLM"
+CLASSIFIER = "AlbertTextClassifier"
+# Our (and the original's) classifier head is output_weights [labels, H]; KerasHub's Dense
+# kernel is its transpose.
+_TRANSPOSED = ("output_weights",)
 MLM_HEAD_EPSILON = 1e-5
 _APPROXIMATE_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 
@@ -79,8 +83,8 @@ def _backbone_kwargs(config):
                 num_segments=config.type_vocab_size), changes
 
 
-def _mapping(backbone, mlm_head=None):
-    """(TF1 name, KerasHub variable, TF1 shape → KerasHub shape) for every weight."""
+def _mapping(backbone, mlm_head=None, classifier_dense=None):
+    """(TF1 name, KerasHub variable) for every weight."""
     rows = [("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
             ("bert/embeddings/position_embeddings",
              backbone.position_embedding.position_embeddings),
@@ -118,23 +122,36 @@ def _mapping(backbone, mlm_head=None):
                  ("cls/predictions/transform/LayerNorm/beta",
                   mlm_head._intermediate_layer_norm.beta),
                  ("cls/predictions/output_bias", mlm_head._bias)]
+    if classifier_dense is not None:
+        rows += [("output_weights", classifier_dense.kernel),
+                 ("output_bias", classifier_dense.bias)]
     return rows
 
 
+def _to_tf1(name, value):
+    value = np.asarray(value, np.float32)
+    return np.ascontiguousarray(value.T) if name in _TRANSPOSED else value
+
+
 def read_preset(directory):
-    """({TF1 name: array}, AlbertConfig fields) of a KerasHub ALBERT preset (backbone, plus the
-    MLM head when the preset is an `AlbertMaskedLM` task)."""
+    """({TF1 name: array}, AlbertConfig fields) of a KerasHub ALBERT preset: the backbone, plus
+    the MLM head of an `AlbertMaskedLM` task or the `output_weights`/`output_bias` of an
+    `AlbertTextClassifier`."""
     keras_hub = _keras_hub()
     directory = os.fspath(directory)
     task = os.path.join(directory, "task.json")
-    head = None
-    if tf.io.gfile.exists(task) and _read_json(task).get("class_name") == MASKED_LM:
+    task = _read_json(task).get("class_name") if tf.io.gfile.exists(task) else None
+    head = dense = None
+    if task == MASKED_LM:
         model = keras_hub.models.AlbertMaskedLM.from_preset(directory, preprocessor=None)
         backbone, head = model.backbone, model.masked_lm_head
+    elif task == CLASSIFIER:
+        model = keras_hub.models.AlbertTextClassifier.from_preset(directory, preprocessor=None)
+        backbone, dense = model.backbone, model.output_dense
     else:
         backbone = keras_hub.models.AlbertBackbone.from_preset(directory)
-    arrays = {name: np.asarray(variable.numpy(), np.float32)
-              for name, variable in _mapping(backbone, head)}
+    arrays = {name: _to_tf1(name, variable.numpy())
+              for name, variable in _mapping(backbone, head, dense)}
     # KerasHub's kernels carry the heads as axes: [H, heads, head_size] and [heads, head_size, H].
     hidden = backbone.hidden_dim
     for name in arrays:
@@ -146,7 +163,8 @@ def read_preset(directory):
 
 def write_preset(arrays, config, directory, spm_model_file=None):
     """Writes a preset that `AlbertBackbone.from_preset` loads, and `AlbertMaskedLM.from_preset`
-    too when `arrays` hold the MLM head; logs what KerasHub cannot hold."""
+    (`AlbertTextClassifier.from_preset`) too when `arrays` hold the MLM head (a classifier
+    head); logs what KerasHub cannot hold."""
     keras_hub = _keras_hub()
     kwargs, changes = _backbone_kwargs(config)
     backbone = keras_hub.models.AlbertBackbone(**kwargs)
@@ -158,23 +176,31 @@ def write_preset(arrays, config, directory, spm_model_file=None):
     if has_mlm and epsilon != MLM_HEAD_EPSILON:
         changes.append(f"the MLM head's LayerNorm epsilon becomes {MLM_HEAD_EPSILON:g} "
                        f"(this model's: {epsilon:g})")
-    model = head = None
+    model = head = dense = None
+    tokenizer = (keras_hub.models.AlbertTokenizer(proto=spm_model_file) if spm_model_file
+                 else None)
     if has_mlm:
-        preprocessor = None
-        if spm_model_file:
-            tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_model_file)
-            preprocessor = keras_hub.models.AlbertMaskedLMPreprocessor(
-                tokenizer, sequence_length=config.max_position_embeddings)
+        preprocessor = tokenizer and keras_hub.models.AlbertMaskedLMPreprocessor(
+            tokenizer, sequence_length=config.max_position_embeddings)
         model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=preprocessor)
         head = model.masked_lm_head
         if not head.built:
             head.build((None, None, config.hidden_size))
-    for name, variable in _mapping(backbone, head):
-        variable.assign(np.asarray(arrays[name]).reshape(variable.shape))
+    elif "output_weights" in arrays:
+        preprocessor = tokenizer and keras_hub.models.AlbertTextClassifierPreprocessor(
+            tokenizer, sequence_length=config.max_position_embeddings)
+        model = keras_hub.models.AlbertTextClassifier(
+            backbone, num_classes=int(arrays["output_weights"].shape[0]),
+            preprocessor=preprocessor)
+        dense = model.output_dense
+    for name, variable in _mapping(backbone, head, dense):
+        value = np.asarray(arrays[name])
+        value = value.T if name in _TRANSPOSED else value
+        variable.assign(value.reshape(variable.shape))
     tf.io.gfile.makedirs(directory)
     (model or backbone).save_to_preset(directory)
-    if spm_model_file and model is None:  # (a task saves its tokenizer with its preprocessor)
-        keras_hub.models.AlbertTokenizer(proto=spm_model_file).save_to_preset(directory)
+    if tokenizer is not None and model is None:  # (a task saves it with its preprocessor)
+        tokenizer.save_to_preset(directory)
     for change in changes:
         logging.warning("KerasHub preset %s: %s", directory, change)
     return directory
