@@ -194,28 +194,26 @@ def test_a_kill_while_writing_never_leaves_a_file_a_rerun_trusts(tmp_path):
         _check_trusted_files(out)
 
 
-def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint(data,
-                                                                                  tmp_path):
+def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint(tmp_path):
     from albert_tf import AlbertPretrainer, create_optimizer
     from albert_tf.data.pipeline import pretraining_dataset
     from albert_tf.training.trainer import CorruptInputError, Trainer
     files = []
-    for i, source in enumerate(data[2]):
-        files.append(str(tmp_path / f"train-{i}.tfrecord"))
-        raw = bytearray(open(source, "rb").read())
-        if i == 1:
-            raw[len(raw) * 9 // 10] ^= 0xFF
-        open(files[-1], "wb").write(bytes(raw))
+    for i in range(3):  # 200 records each: the damage is met dozens of steps in, whatever
+        files.append(write_pretraining_records(tmp_path / f"train-{i}.tfrecord", 200, seed=i))
+    raw = bytearray(open(files[1], "rb").read())  # tf.data reads ahead
+    raw[len(raw) * 9 // 10] ^= 0xFF
+    open(files[1], "wb").write(bytes(raw))
 
     def dataset_fn(ctx):
         return pretraining_dataset(files, 8, 16, 4, input_context=ctx, seed=1, shuffle_buffer=8)
     dataset_fn.input_files = files
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                       lambda: AlbertPretrainer(AlbertConfig(**TINY)),
-                      lambda: create_optimizer(1e-3, 100, 2, "lamb"), str(tmp_path / "out"),
+                      lambda: create_optimizer(1e-3, 1000, 2, "lamb"), str(tmp_path / "out"),
                       global_batch_size=8)
     with pytest.raises(CorruptInputError) as err:
-        trainer.train(dataset_fn, 100, save_checkpoints_steps=2, log_steps=2)
+        trainer.train(dataset_fn, 1000, save_checkpoints_steps=5, log_steps=5)
     last = tf.train.latest_checkpoint(str(tmp_path / "out"))
     assert last and re.match(
         rf"{re.escape(files[1])} is corrupt after its first \d+ records \(corrupted record at "
