@@ -343,5 +343,10 @@ def find_corrupt_record(paths):
             for _ in tf.data.TFRecordDataset(path):
                 good += 1
         except tf.errors.DataLossError as e:
-            return path, good, e.message.split("}}")[-1].split("[Op:")[0].strip()
+            return path, good, short_tf_message(e.message)
     return None
+
+
+def short_tf_message(message):
+    """A TensorFlow op error's own words, without the function node and op name around them."""
+    return message.split("}}")[-1].split("[Op:")[0].strip()

@@ -34,7 +34,7 @@ def read_checkpoint(path):
     if fmt == "hf":
         arrays = hf.hf_to_tf1(hf.read_hf_state(location))
     elif fmt == "keras_hub":
-        arrays, _ = keras_hub.read_preset(location)
+        arrays = keras_hub.read_preset(location)
     else:
         reader = tf.train.load_checkpoint(location)
         arrays = {}

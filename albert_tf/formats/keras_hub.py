@@ -128,15 +128,19 @@ def _mapping(backbone, mlm_head=None, classifier_dense=None):
     return rows
 
 
-def _to_tf1(name, value):
+def _to_tf1(name, value, hidden):
+    """A KerasHub variable's value in its TF1 layout: attention kernels carry the heads as axes
+    in KerasHub ([H, heads, head_size], [heads, head_size, H]); the classifier is transposed."""
     value = np.asarray(value, np.float32)
+    if "/attention_1/" in name:
+        return value.reshape((hidden,) if name.endswith("/bias") else (hidden, hidden))
     return np.ascontiguousarray(value.T) if name in _TRANSPOSED else value
 
 
 def read_preset(directory):
-    """({TF1 name: array}, AlbertConfig fields) of a KerasHub ALBERT preset: the backbone, plus
-    the MLM head of an `AlbertMaskedLM` task or the `output_weights`/`output_bias` of an
-    `AlbertTextClassifier`."""
+    """{TF1 name: array} of a KerasHub ALBERT preset (AlbertConfig reads its config.json): the
+    backbone, plus the MLM head of an `AlbertMaskedLM` task or the `output_weights` /
+    `output_bias` of an `AlbertTextClassifier`."""
     keras_hub = _keras_hub()
     directory = os.fspath(directory)
     task = os.path.join(directory, "task.json")
@@ -150,15 +154,8 @@ def read_preset(directory):
         backbone, dense = model.backbone, model.output_dense
     else:
         backbone = keras_hub.models.AlbertBackbone.from_preset(directory)
-    arrays = {name: _to_tf1(name, variable.numpy())
-              for name, variable in _mapping(backbone, head, dense)}
-    # KerasHub's kernels carry the heads as axes: [H, heads, head_size] and [heads, head_size, H].
-    hidden = backbone.hidden_dim
-    for name in arrays:
-        if "/attention_1/" in name:
-            arrays[name] = arrays[name].reshape(
-                (hidden,) if name.endswith("/bias") else (hidden, hidden))
-    return arrays, config_from_keras_hub(backbone.get_config())
+    return {name: _to_tf1(name, variable.numpy(), backbone.hidden_dim)
+            for name, variable in _mapping(backbone, head, dense)}
 
 
 def write_preset(arrays, config, directory, spm_model_file=None):
@@ -184,8 +181,6 @@ def write_preset(arrays, config, directory, spm_model_file=None):
             tokenizer, sequence_length=config.max_position_embeddings)
         model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=preprocessor)
         head = model.masked_lm_head
-        if not head.built:
-            head.build((None, None, config.hidden_size))
     elif "output_weights" in arrays:
         preprocessor = tokenizer and keras_hub.models.AlbertTextClassifierPreprocessor(
             tokenizer, sequence_length=config.max_position_embeddings)

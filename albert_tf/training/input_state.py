@@ -51,9 +51,7 @@ class TrainingInput:
 
     def next(self):
         """The next batch of every replica (call inside the training tf.function)."""
-        if not self.resumable:
-            return next(self.iterator)
-        if self.local_replicas == 1:
+        if not self.resumable or self.local_replicas == 1:
             return next(self.iterator)
         batches = [next(self.iterator) for _ in range(self.local_replicas)]
         return self.strategy.experimental_distribute_values_from_function(

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data.records import find_corrupt_record
+from albert_tf.data.records import find_corrupt_record, short_tf_message
 from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.training import results
 from albert_tf.training.distribution import is_chief
@@ -404,7 +404,7 @@ class _StopRequest:
 def _corrupt_input_message(error, files, step, last_checkpoint):
     found = find_corrupt_record(files)
     where = (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
-             else f"a training record is corrupt ({error.message.split('}}')[-1].strip()})")
+             else f"a training record is corrupt ({short_tf_message(error.message)})")
     then = ("resume from that checkpoint" if last_checkpoint else "start again")
     return (f"{where}. Training stopped after step {step} without saving; last good "
             f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
