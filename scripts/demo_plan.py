@@ -31,8 +31,9 @@ from albert_tf.data.synthetic import pretraining_batch, pretraining_step  # noqa
 PRECISIONS = {"none": "float32", "bfloat16": "mixed_bfloat16"}
 # Measured on the demo's own logs (README): the stages besides pretraining and fine-tuning
 # (process start-ups, exports, predictions, the report) took 45 s on a 2-core Xeon, twice that
-# is allowed; pretraining's input pipeline, held-out evaluations and checkpoints added 28% to
-# the timed steps with 2 cores and 100% with one; a fine-tuning step (94 an epoch: 3000
+# is allowed; pretraining's input pipeline, held-out evaluations and checkpoints added 13% to
+# the timed steps with 2 cores and 42% with one (2026-11-23, the H 128 demo model; 28% and 100%
+# with the earlier H 256 one), 60% is allowed; a fine-tuning step (94 an epoch: 3000
 # sentences, batch 32) with its evaluations cost about 1.3 timed pretraining steps.
 FIXED_SECONDS = 90
 PRETRAIN_OVERHEAD = 1.6
