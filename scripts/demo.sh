@@ -73,7 +73,7 @@ run $PY -m albert_tf.export_hub --export_type=pretrainer --init_checkpoint="$OUT
 run $PY -m albert_tf.export_hub --export_type=preprocessor --spm_model_file="$OUT/spm.model" \
     --export_path="$OUT/export/preprocessor"
 run $PY -m albert_tf.predict --task=fill_mask --model="$OUT/export/pretrainer" --format=text \
-    --text="“My dear Mr. [MASK],” said his lady to him one day."
+    --text="\"My dear Mr. [MASK],\" said his lady to him one day."
 run $PY -m albert_tf.predict --task=classify --model="$OUT/export/classifier" --format=text \
     --labels="northanger_abbey,mansfield_park" \
     --text="Catherine was delighted with the Tilneys and their house."

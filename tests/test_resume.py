@@ -194,6 +194,31 @@ def test_a_kill_while_writing_never_leaves_a_file_a_rerun_trusts(tmp_path):
         _check_trusted_files(out)
 
 
+def test_a_corrupt_eval_record_stops_evaluation_naming_the_file(tmp_path):
+    from albert_tf import AlbertPretrainer, create_optimizer
+    from albert_tf.data.pipeline import pretraining_dataset
+    from albert_tf.training.trainer import CorruptInputError, Trainer
+    files = [write_pretraining_records(tmp_path / f"eval-{i}.tfrecord", 40, seed=i)
+             for i in range(2)]
+    raw = bytearray(open(files[1], "rb").read())
+    raw[len(raw) // 2] ^= 0xFF
+    open(files[1], "wb").write(bytes(raw))
+
+    def dataset_fn(ctx):
+        return pretraining_dataset(files, 8, 16, 4, is_training=False, input_context=ctx)
+    dataset_fn.input_files = files
+    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                      lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+                      lambda: create_optimizer(1e-3, 1000, 2, "lamb"), str(tmp_path / "out"),
+                      global_batch_size=8)
+    with pytest.raises(CorruptInputError) as err:
+        trainer.evaluate(dataset_fn)
+    assert re.match(
+        rf"{re.escape(files[1])} is corrupt after its first (19|20) records \(corrupted "
+        rf"record at \d+\)\. Evaluation at step 0 stopped; replace or remove the file",
+        str(err.value)), str(err.value)
+
+
 def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint(tmp_path):
     from albert_tf import AlbertPretrainer, create_optimizer
     from albert_tf.data.pipeline import pretraining_dataset

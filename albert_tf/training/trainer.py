@@ -37,7 +37,7 @@ class NonFiniteLossError(RuntimeError):
 
 
 class CorruptInputError(RuntimeError):
-    """A training record could not be read."""
+    """A training or eval record could not be read."""
 
 
 class WorkerLostError(RuntimeError):
@@ -291,12 +291,18 @@ class Trainer:
         """Metrics over the eval data (up to `max_steps` global batches)."""
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         totals, batches = None, 0
-        for features in dataset:
-            if max_steps and batches >= max_steps:
-                break
-            sums = {n: float(v.numpy()) for n, v in self._eval_fn(features).items()}
-            totals = sums if totals is None else {n: totals[n] + sums[n] for n in sums}
-            batches += 1
+        try:
+            for features in dataset:
+                if max_steps and batches >= max_steps:
+                    break
+                sums = {n: float(v.numpy()) for n, v in self._eval_fn(features).items()}
+                totals = sums if totals is None else {n: totals[n] + sums[n] for n in sums}
+                batches += 1
+        except tf.errors.DataLossError as e:
+            raise CorruptInputError(
+                f"{_corrupt_where(e, getattr(dataset_fn, 'input_files', ()), 'an eval')}. "
+                f"Evaluation at step {self.step} stopped; replace or remove the file, then rerun "
+                f"the same command.") from e
         if totals is None:
             raise ValueError("the eval data yielded no complete batch; lower --eval_batch_size")
         result = {n: float(v) for n, v in self.model.metrics_from_sums(totals).items()}
@@ -401,10 +407,14 @@ class _StopRequest:
             signal.signal(sig, handler)
 
 
-def _corrupt_input_message(error, files, step, last_checkpoint):
+def _corrupt_where(error, files, kind):
     found = find_corrupt_record(files)
-    where = (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
-             else f"a training record is corrupt ({short_tf_message(error.message)})")
+    return (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
+            else f"{kind} record is corrupt ({short_tf_message(error.message)})")
+
+
+def _corrupt_input_message(error, files, step, last_checkpoint):
+    where = _corrupt_where(error, files, "a training")
     then = ("resume from that checkpoint" if last_checkpoint else "start again")
     return (f"{where}. Training stopped after step {step} without saving; last good "
             f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
