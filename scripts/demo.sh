@@ -4,14 +4,14 @@
 # fine-tuning on the bundled SST-2-format task → TF-Hub / serving exports → predictions, then
 # what was learned: curves (PNG), fill-mask before and after pretraining, fine-tuning against
 # its baseline. The run is sized to this machine by a short timing probe (scripts/demo_plan.py).
-#   DEMO_MINUTES   minutes of work after the install (default 7)
+#   DEMO_MINUTES   minutes of work after the install (default 8)
 #   DEMO_STEPS, DEMO_PRECISION (none|bfloat16)   override what the probe picks
 # Everything lands in one folder (default demo_output/, or the first argument).
 set -euo pipefail
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 cd "$(dirname "$0")/.."
 OUT=${1:-demo_output}
-MINUTES=${DEMO_MINUTES:-7}
+MINUTES=${DEMO_MINUTES:-8}
 BEGIN=$SECONDS
 stage() { printf '\n[%d:%02d] %s\n' $(((SECONDS - BEGIN) / 60)) $(((SECONDS - BEGIN) % 60)) "$*"; }
 run() { echo "+ $*"; "$@"; }

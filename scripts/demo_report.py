@@ -44,7 +44,8 @@ def read_scalars(run_dir):
     import tensorflow as tf
     values = collections.defaultdict(dict)
     for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
-        for event in tf.compat.v1.train.summary_iterator(path):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
             for v in event.summary.value:
                 value = (float(tf.make_ndarray(v.tensor)) if v.HasField("tensor")
                          else float(v.simple_value))

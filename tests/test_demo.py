@@ -80,7 +80,7 @@ def run(tmp_path_factory):
          "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
          "--num_train_steps=6", "--num_warmup_steps=1", "--learning_rate=1e-2",
          "--save_checkpoints_steps=3", "--log_steps=2", "--do_eval", "--max_eval_steps=2",
-         "--mixed_precision=none"], env=env, capture_output=True, text=True)
+         "--dynamic_masking", "--ngram=1", "--mixed_precision=none"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(root=root, spm=spm, config=str(config), out=str(out), stderr=proc.stderr,
                 vocab=vocab)
@@ -141,8 +141,8 @@ def test_demo_script_uses_flags_its_tools_define():
         helpfull = subprocess.run([sys.executable, "-m", f"albert_tf.{module}", "--helpfull"],
                                   env=env, capture_output=True, text=True).stdout
         for _, args in (c for c in calls if c[0] == module):
-            for flag in re.findall(r"--(\w+)=", args):
-                assert f"--{flag}:" in helpfull, (module, flag)
+            for flag in re.findall(r"--(\w+)", args):
+                assert f"--{flag}:" in helpfull or f"--[no]{flag}:" in helpfull, (module, flag)
     for name in ("demo_plan.py", "demo_report.py"):
         assert f"scripts/{name}" in script
 
