@@ -2,7 +2,7 @@
 float32 and (on CPUs with native bfloat16) in mixed bfloat16, keeps the faster precision, and
 picks the number of pretraining steps (and fine-tuning epochs) that fit the budget.
 
-  python scripts/demo_plan.py --minutes=8 --config=configs/albert_demo.json --batch=32 --seq=64
+  python scripts/demo_plan.py --minutes=8 --config=configs/albert_demo.json --batch=32 --seq=32
 
 Prints shell assignments (PRECISION, STEPS, FINETUNE_EPOCHS) on stdout, the plan in words on
 stderr.
@@ -31,10 +31,10 @@ from albert_tf.data.synthetic import pretraining_batch, pretraining_step  # noqa
 PRECISIONS = {"none": "float32", "bfloat16": "mixed_bfloat16"}
 # Measured on the demo's own logs (README): the stages besides pretraining and fine-tuning
 # (process start-ups, exports, predictions, the report) took 45 s on a 2-core Xeon, twice that
-# is allowed; pretraining's input pipeline, held-out evaluations and checkpoints added 13% to
-# the timed steps with 2 cores and 42% with one (2026-11-23, the H 128 demo model; 28% and 100%
-# with the earlier H 256 one), 60% is allowed; a fine-tuning step (94 an epoch: 3000
-# sentences, batch 32) with its evaluations cost about 1.3 timed pretraining steps.
+# is allowed; pretraining's start-up, input pipeline (dynamic masking), held-out evaluations and
+# checkpoints added 27% to the timed steps with 2 cores and 45% with one (2026-11-23, the demo
+# at seq 32), 60% is allowed; a fine-tuning step (94 an epoch: 3000 sentences, batch 32) with
+# its evaluations cost about 1.2 timed pretraining steps, 1.3 is allowed.
 FIXED_SECONDS = 90
 PRETRAIN_OVERHEAD = 1.6
 FINETUNE_STEPS_PER_EPOCH = 94
@@ -63,12 +63,12 @@ def step_seconds(config, policy, batch, seq, preds, budget_s=4.0, max_steps=12):
 
 
 def plan(seconds, minutes, epochs):
-    """(steps, finetune_epochs) for `minutes` of demo given the step time; fine-tuning gets
-    fewer epochs when even the minimum of pretraining would not fit."""
-    finetune = epochs * FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST * seconds
-    free = minutes * 60 - FIXED_SECONDS - finetune
-    if free < MIN_STEPS * seconds * PRETRAIN_OVERHEAD and epochs > 1:
-        return plan(seconds, minutes, epochs - 1)
+    """(steps, finetune_epochs) for `minutes` of demo given the step time: fine-tuning gets at
+    most a quarter of the time (at least one epoch), pretraining the rest."""
+    work = minutes * 60 - FIXED_SECONDS
+    epoch = FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST * seconds
+    epochs = max(1, min(epochs, int(work / 4 // epoch)))
+    free = work - epochs * epoch
     return int(max(MIN_STEPS, min(MAX_STEPS, free // (seconds * PRETRAIN_OVERHEAD)))), epochs
 
 
@@ -77,9 +77,9 @@ def main():
     ap.add_argument("--minutes", type=float, default=8.0)
     ap.add_argument("--config", default="configs/albert_demo.json")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--preds", type=int, default=10)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--preds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--precision", default="auto", choices=["auto", *PRECISIONS])
     a = ap.parse_args()
     config = AlbertConfig.from_json_file(a.config)

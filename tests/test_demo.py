@@ -33,16 +33,16 @@ plan_mod, report = _script("demo_plan"), _script("demo_report")
 
 def test_plan_fits_the_time_budget():
     for seconds in (0.05, 0.11, 0.3, 0.72, 1.5):
-        steps, epochs = plan_mod.plan(seconds, 8, 3)
+        steps, epochs = plan_mod.plan(seconds, 8, 8)
         assert plan_mod.MIN_STEPS <= steps <= plan_mod.MAX_STEPS
         total = (plan_mod.FIXED_SECONDS + steps * seconds * plan_mod.PRETRAIN_OVERHEAD
                  + epochs * plan_mod.FINETUNE_STEPS_PER_EPOCH * plan_mod.FINETUNE_STEP_COST
                  * seconds)
         assert total <= 8 * 60 or steps == plan_mod.MIN_STEPS, (seconds, steps, epochs)
-    assert plan_mod.plan(0.001, 8, 3) == (plan_mod.MAX_STEPS, 3)
-    assert plan_mod.plan(1.5, 8, 3)[1] < 3  # a slow machine fine-tunes fewer epochs
-    slow = plan_mod.plan(0.72, 8, 3)[0]
-    assert plan_mod.plan(0.72, 12, 3)[0] > slow  # DEMO_MINUTES buys steps
+    assert plan_mod.plan(0.001, 8, 8) == (plan_mod.MAX_STEPS, 8)
+    assert plan_mod.plan(1.5, 8, 8)[1] < 8  # a slow machine fine-tunes fewer epochs
+    slow = plan_mod.plan(0.72, 8, 8)[0]
+    assert plan_mod.plan(0.72, 12, 8)[0] > slow  # DEMO_MINUTES buys steps
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
