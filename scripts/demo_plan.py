@@ -39,7 +39,7 @@ FIXED_SECONDS = 90
 PRETRAIN_OVERHEAD = 1.6
 FINETUNE_STEPS_PER_EPOCH = 94
 FINETUNE_STEP_COST = 1.3
-MIN_STEPS, MAX_STEPS = 150, 20000
+MIN_STEPS, MAX_STEPS = 160, 20000
 
 
 def step_seconds(config, policy, batch, seq, preds, budget_s=4.0, max_steps=12):
@@ -69,7 +69,8 @@ def plan(seconds, minutes, epochs):
     epoch = FINETUNE_STEPS_PER_EPOCH * FINETUNE_STEP_COST * seconds
     epochs = max(1, min(epochs, int(work / 4 // epoch)))
     free = work - epochs * epoch
-    return int(max(MIN_STEPS, min(MAX_STEPS, free // (seconds * PRETRAIN_OVERHEAD)))), epochs
+    steps = max(MIN_STEPS, min(MAX_STEPS, free // (seconds * PRETRAIN_OVERHEAD)))
+    return int(steps // 20 * 20), epochs  # whole quarters and tenths: evaluations, logs
 
 
 def main():

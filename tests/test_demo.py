@@ -34,7 +34,7 @@ plan_mod, report = _script("demo_plan"), _script("demo_report")
 def test_plan_fits_the_time_budget():
     for seconds in (0.05, 0.11, 0.3, 0.72, 1.5):
         steps, epochs = plan_mod.plan(seconds, 8, 8)
-        assert plan_mod.MIN_STEPS <= steps <= plan_mod.MAX_STEPS
+        assert plan_mod.MIN_STEPS <= steps <= plan_mod.MAX_STEPS and steps % 20 == 0
         total = (plan_mod.FIXED_SECONDS + steps * seconds * plan_mod.PRETRAIN_OVERHEAD
                  + epochs * plan_mod.FINETUNE_STEPS_PER_EPOCH * plan_mod.FINETUNE_STEP_COST
                  * seconds)
