@@ -194,23 +194,32 @@ def test_a_kill_while_writing_never_leaves_a_file_a_rerun_trusts(tmp_path):
         _check_trusted_files(out)
 
 
-def test_a_corrupt_eval_record_stops_evaluation_naming_the_file(tmp_path):
+def _damaged_records_and_trainer(tmp_path, name, count, records, at, **dataset_options):
+    """`count` record files, the second with one byte flipped at fraction `at` of it, their
+    dataset_fn (naming them, as run_pretraining's does) and a Trainer for a TINY pretrainer."""
     from albert_tf import AlbertPretrainer, create_optimizer
     from albert_tf.data.pipeline import pretraining_dataset
-    from albert_tf.training.trainer import CorruptInputError, Trainer
-    files = [write_pretraining_records(tmp_path / f"eval-{i}.tfrecord", 40, seed=i)
-             for i in range(2)]
+    from albert_tf.training.trainer import Trainer
+    files = [write_pretraining_records(tmp_path / f"{name}-{i}.tfrecord", records, seed=i)
+             for i in range(count)]
     raw = bytearray(open(files[1], "rb").read())
-    raw[len(raw) // 2] ^= 0xFF
+    raw[int(len(raw) * at)] ^= 0xFF
     open(files[1], "wb").write(bytes(raw))
 
     def dataset_fn(ctx):
-        return pretraining_dataset(files, 8, 16, 4, is_training=False, input_context=ctx)
+        return pretraining_dataset(files, 8, 16, 4, input_context=ctx, **dataset_options)
     dataset_fn.input_files = files
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                       lambda: AlbertPretrainer(AlbertConfig(**TINY)),
                       lambda: create_optimizer(1e-3, 1000, 2, "lamb"), str(tmp_path / "out"),
                       global_batch_size=8)
+    return files, dataset_fn, trainer
+
+
+def test_a_corrupt_eval_record_stops_evaluation_naming_the_file(tmp_path):
+    from albert_tf.training.trainer import CorruptInputError
+    files, dataset_fn, trainer = _damaged_records_and_trainer(tmp_path, "eval", 2, 40, 0.5,
+                                                              is_training=False)
     with pytest.raises(CorruptInputError) as err:
         trainer.evaluate(dataset_fn)
     assert re.match(
@@ -220,23 +229,10 @@ def test_a_corrupt_eval_record_stops_evaluation_naming_the_file(tmp_path):
 
 
 def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint(tmp_path):
-    from albert_tf import AlbertPretrainer, create_optimizer
-    from albert_tf.data.pipeline import pretraining_dataset
-    from albert_tf.training.trainer import CorruptInputError, Trainer
-    files = []
-    for i in range(3):  # 200 records each: the damage is met dozens of steps in, whatever
-        files.append(write_pretraining_records(tmp_path / f"train-{i}.tfrecord", 200, seed=i))
-    raw = bytearray(open(files[1], "rb").read())  # tf.data reads ahead
-    raw[len(raw) * 9 // 10] ^= 0xFF
-    open(files[1], "wb").write(bytes(raw))
-
-    def dataset_fn(ctx):
-        return pretraining_dataset(files, 8, 16, 4, input_context=ctx, seed=1, shuffle_buffer=8)
-    dataset_fn.input_files = files
-    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                      lambda: AlbertPretrainer(AlbertConfig(**TINY)),
-                      lambda: create_optimizer(1e-3, 1000, 2, "lamb"), str(tmp_path / "out"),
-                      global_batch_size=8)
+    from albert_tf.training.trainer import CorruptInputError
+    # 200 records a file, damaged near its end (tf.data reads ahead): met dozens of steps in
+    files, dataset_fn, trainer = _damaged_records_and_trainer(tmp_path, "train", 3, 200, 0.9,
+                                                              seed=1, shuffle_buffer=8)
     with pytest.raises(CorruptInputError) as err:
         trainer.train(dataset_fn, 1000, save_checkpoints_steps=5, log_steps=5)
     last = tf.train.latest_checkpoint(str(tmp_path / "out"))
