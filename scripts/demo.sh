@@ -57,7 +57,8 @@ run $PY -m albert_tf.run_pretraining --albert_config_file=configs/albert_demo.js
     --output_dir="$OUT/pretrained" --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS \
     --train_batch_size=32 --num_train_steps="$STEPS" --num_warmup_steps=$((STEPS / 10)) \
     --learning_rate=1e-2 --dynamic_masking --ngram=1 --save_checkpoints_steps=$((STEPS / 4)) \
-    --log_steps=$((STEPS / 10)) --do_eval --eval_batch_size=64 --max_eval_steps=10 --mixed_precision="$PRECISION"
+    --log_steps=$((STEPS / 10)) --do_eval --eval_batch_size=64 --max_eval_steps=10 \
+    --mixed_precision="$PRECISION"
 
 stage "4/6 Fine-tuning: which of two held-out novels a sentence comes from ($FINETUNE_EPOCHS epochs)"
 # data/glue/SST-2, see data/README.md

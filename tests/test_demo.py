@@ -80,7 +80,8 @@ def run(tmp_path_factory):
          "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=8",
          "--num_train_steps=6", "--num_warmup_steps=1", "--learning_rate=1e-2",
          "--save_checkpoints_steps=3", "--log_steps=2", "--do_eval", "--max_eval_steps=2",
-         "--dynamic_masking", "--ngram=1", "--mixed_precision=none"], env=env, capture_output=True, text=True)
+         "--dynamic_masking", "--ngram=1", "--mixed_precision=none"],
+        env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(root=root, spm=spm, config=str(config), out=str(out), stderr=proc.stderr,
                 vocab=vocab)
