@@ -96,9 +96,9 @@ def write_pretraining_records(path, num, seq=16, preds=4, vocab=60, seed=0):
 
 def run_main(module, defaults, overrides):
     """Parses absl flags from keyword arguments (bools as --x/--nox) and runs `module.main` in
-    this process; returns what main returns."""
+    this process, logging INFO as the scripts do; returns what main returns."""
     from absl import flags
-    args = dict(defaults, **overrides)
+    args = {"verbosity": 0, **defaults, **overrides}
     argv = [module.__name__]
     for key, value in args.items():
         if isinstance(value, bool):
@@ -122,15 +122,33 @@ MATRIX_ABS, MATRIX_REL = 0.05, 0.05
 
 def memoized_runs(root, run_one):
     """`get(*key)` → the output directory of `run_one(out, *key)`, each key run once (the
-    matrix tests share one run per cell with the other tests of their module)."""
+    matrix tests share one run per cell with the other tests of their module); the run's
+    log lines (run_main logs INFO) are in its log.txt."""
+    import logging
     runs = {}
 
     def get(*key):
         if key not in runs:
             runs[key] = root / "-".join(key)
-            run_one(runs[key], *key)
+            lines, handler = [], logging.Handler()
+            handler.emit = lambda record: lines.append(record.getMessage())
+            logging.getLogger("absl").addHandler(handler)
+            try:
+                run_one(runs[key], *key)
+            finally:
+                logging.getLogger("absl").removeHandler(handler)
+            (runs[key] / "log.txt").write_text("\n".join(lines))
         return runs[key]
     return get
+
+
+def assert_step_compiled(out, jit):
+    """The run in `out` trained its one-device step as one XLA computation (forward, backward,
+    update) with --jit_compile=true, and without XLA otherwise."""
+    expected = ("forward, backward and update compiled as one XLA computation" if jit == "true"
+                else "TensorFlow ops, no XLA")
+    lines = [line for line in (out / "log.txt").read_text().splitlines() if "Training steps" in line]
+    assert lines and all(line.endswith(f": {expected}") for line in lines), lines
 
 
 def assert_near_float32(results, reference, keys, scale=1.0):

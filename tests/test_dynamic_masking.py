@@ -1,22 +1,15 @@
-"""Dynamic masking in tf.data: the original rule's statistics, seeds, restoration, training."""
-
-import json
-import os
-import re
-import subprocess
-import sys
+"""Dynamic masking in tf.data: the original rule's statistics, seeds, restoration. (Training with
+it under every precision, with and without XLA: test_training's matrix test.)"""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
 from albert_tf.data import pretraining
 from albert_tf.data.dynamic_masking import batch_seed, dynamic_mask, restore_original_tokens
 from albert_tf.data.pipeline import pretraining_dataset
-from conftest import PRECISION_MATRIX, TINY, assert_near_float32, write_pretraining_records
+from conftest import write_pretraining_records
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 30000
 
 
@@ -183,29 +176,3 @@ def test_pipeline_errors(tmp_path, records):
     assert next(iter(pretraining_dataset(str(plain), 2, 32, 5)))["input_word_ids"].shape == (2, 32)
     with pytest.raises(ValueError, match="no 'token_boundary', which --dynamic_masking needs"):
         pretraining_dataset(str(plain), 2, 32, 5, dynamic_masking=True, vocab_size=60)
-
-
-def test_run_pretraining_with_dynamic_masking(records, tmp_path):
-    """run_pretraining with masks drawn per batch (single words, as the demo draws them) under
-    float32/bfloat16/float16, each with and without XLA: every run trains 4 steps, checkpoints
-    and evaluates, with held-out losses near the float32 run's (the masks are seeded alike)."""
-    config = tmp_path / "albert_config.json"
-    AlbertConfig(**TINY).to_json_file(str(config))
-    flags = dict(albert_config_file=config, input_file=records, max_seq_length=32,
-                 max_predictions_per_seq=5, train_batch_size=8, num_train_steps=4,
-                 num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=4, log_steps=1,
-                 dynamic_masking=True, masked_lm_prob=0.2, ngram=1, mask_token_id=4,
-                 do_eval=True, max_eval_steps=2, strategy="one_device", verbosity=0)
-    proc = subprocess.run([sys.executable, "tests/helpers/pretraining_matrix.py", str(tmp_path)]
-                          + [f"--{k}={v}" for k, v in flags.items()],
-                          cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    losses = [float(x) for x in re.findall(r"step \d+/\d+ .*?  loss (\S+)", proc.stderr)]
-    assert len(losses) == 4 * len(PRECISION_MATRIX) and np.isfinite(losses).all()
-    runs = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert sorted(runs) == sorted(f"{p}-{x}" for p, x in PRECISION_MATRIX)
-    for name, values in runs.items():
-        assert values["global_step"] == "4", name
-        assert (tmp_path / name / "model.ckpt-4.index").exists()
-        assert 0 <= float(values["masked_lm_accuracy"]) <= 1
-        assert_near_float32(values, runs["none-false"], ("masked_lm_loss", "sentence_order_loss"))

@@ -12,7 +12,8 @@ from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import PRECISION_MATRIX, assert_near_float32, memoized_runs, run_main
+from conftest import (PRECISION_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+                      run_main)
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -329,6 +330,7 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA:
     every file written, metrics finite and near the float32 run's."""
     out = matrix_runs(precision, jit)
+    assert_step_compiled(out, jit)
     results = _read_kv(out / "eval_results.txt")
     assert results["global_step"] == "40"
     assert_near_float32(results, _read_kv(matrix_runs("none", "false") / "eval_results.txt"),

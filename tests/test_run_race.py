@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_race
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import PRECISION_MATRIX, assert_near_float32, memoized_runs, run_main
+from conftest import (PRECISION_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+                      run_main)
 from test_race import corpus_lines, write_race
 
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
@@ -180,6 +181,7 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     """Train, eval and predict under float32/bfloat16/float16, with and without XLA: files
     written, accuracies and loss finite and near the float32 run's."""
     out = matrix_runs(precision, jit)
+    assert_step_compiled(out, jit)
     results = _read_kv(out / "eval_results.txt")
     assert results["global_step"] == "10"
     keys = ("eval_loss", "eval_accuracy")

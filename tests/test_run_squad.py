@@ -14,7 +14,8 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, run_squad
 from albert_tf.tasks import SquadTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import PRECISION_MATRIX, assert_near_float32, memoized_runs, run_main
+from conftest import (PRECISION_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+                      run_main)
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -264,6 +265,7 @@ def test_precision_and_xla_matrix(matrix_runs, version, precision, jit):
     (the heads once crashed at the first mixed-precision step): every file written, EM/F1
     finite and near the float32 run's."""
     out = matrix_runs(version, precision, jit)
+    assert_step_compiled(out, jit)
     results = _read_kv(out / "eval_results.txt")
     assert results["global_step"] == 40
     assert all(math.isfinite(v) for v in results.values()), results

@@ -13,7 +13,8 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.trainer import NonFiniteLossError, Trainer
-from conftest import TINY, assert_near_float32, start_local_workers, write_pretraining_records
+from conftest import (PRECISION_MATRIX, TINY, assert_near_float32, start_local_workers,
+                      write_pretraining_records)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -200,52 +201,24 @@ def test_sigterm_saves_before_exit(config_file, records, tmp_path):
     assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{stopped}")
 
 
-def _task_batch(kind, batch=4, length=16):
-    """A synthetic training batch for each script's model."""
+def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
+    """As on a TPU: forward, backward (with accumulation) and the LAMB update trace into one XLA
+    computation, and its update equals the plain step's. (Each fine-tuning script's step runs
+    as one XLA computation in its matrix test.)"""
     rng = np.random.RandomState(0)
-    shape = (batch, 4, length) if kind == "race" else (batch, length)
-    ids = rng.randint(5, TINY["vocab_size"], shape).astype(np.int32)
-    ids[..., 0] = 2
-    out = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-           "input_type_ids": np.zeros_like(ids)}
-    if kind == "pretraining":
-        out.update(masked_lm_positions=np.tile(np.arange(1, 5, dtype=np.int32), (batch, 1)),
-                   masked_lm_ids=rng.randint(5, 60, (batch, 4)).astype(np.int32),
-                   masked_lm_weights=np.ones((batch, 4), np.float32),
-                   next_sentence_labels=rng.randint(0, 2, (batch, 1)).astype(np.int32))
-    elif kind.startswith("squad"):
-        out.update(p_mask=np.zeros_like(ids), start_positions=np.full(batch, 3, np.int32),
-                   end_positions=np.full(batch, 5, np.int32),
-                   is_impossible=np.zeros(batch, np.int32))
-    else:
-        out["label_ids"] = rng.randint(0, 4 if kind == "race" else 2, batch).astype(np.int32)
-    return out
-
-
-def _task_model(kind):
-    from albert_tf.modeling.classifier import AlbertClassifier
-    from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-    from albert_tf.modeling.squad import AlbertSquad
-    config = AlbertConfig(**TINY)
-    # No dropout: XLA draws other random numbers than the TF kernels.
-    return {"pretraining": lambda: AlbertPretrainer(config),
-            "glue": lambda: AlbertClassifier(config, 2, classifier_dropout=0.0),
-            "squad_v1": lambda: AlbertSquad(config, version_2=False, dropout_prob=0.0),
-            "squad_v2": lambda: AlbertSquad(config, version_2=True, dropout_prob=0.0),
-            "race": lambda: AlbertMultipleChoice(config, dropout_prob=0.0)}[kind]()
-
-
-@pytest.mark.parametrize("kind", ["pretraining", "glue", "squad_v1", "squad_v2", "race"])
-def test_whole_training_step_compiles_as_one_xla_computation(kind, tmp_path):
-    """As on a TPU: forward, backward (with accumulation) and the optimizer update of each
-    script's model trace into one XLA computation and run; for pretraining (LAMB) the step
-    equals the plain step's. (Each script's XLA run against float32 is in its matrix test.)"""
-    batch = _task_batch(kind)
+    ids = rng.randint(5, TINY["vocab_size"], (4, 16)).astype(np.int32)
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids),
+             "masked_lm_positions": np.tile(np.arange(1, 5, dtype=np.int32), (4, 1)),
+             "masked_lm_ids": rng.randint(5, 60, (4, 4)).astype(np.int32),
+             "masked_lm_weights": np.ones((4, 4), np.float32),
+             "next_sentence_labels": rng.randint(0, 2, (4, 1)).astype(np.int32)}
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()  # noqa: E731
     updates = {}
-    for jit in (True, False) if kind == "pretraining" else (True,):
+    for jit in (True, False):
         tf.keras.utils.set_random_seed(0)
-        trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda: _task_model(kind),
+        trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                          lambda: AlbertPretrainer(AlbertConfig(**TINY)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"),
                           str(tmp_path / str(jit)), global_batch_size=4,
                           gradient_accumulation_steps=2, jit_compile=jit)
@@ -261,29 +234,34 @@ def test_whole_training_step_compiles_as_one_xla_computation(kind, tmp_path):
             assert hlo.count("HloModule ") == 1
             graph = trainer._step_fn._list_all_concrete_functions()[0].graph
             assert {"AssignVariableOp", "While"} <= {op.type for op in graph.get_operations()}
-    if False in updates:
-        for name, update in updates[True].items():
-            np.testing.assert_allclose(update, updates[False][name], atol=2e-5, err_msg=name)
+    for name, update in updates[True].items():
+        np.testing.assert_allclose(update, updates[False][name], atol=2e-5, err_msg=name)
 
 
 def test_pretraining_precision_and_xla_matrix(records, tmp_path):
     """run_pretraining under float32/bfloat16/float16, each with and without XLA, with dropout
-    0.1 and gradient accumulation (the bf16 + accumulation + dropout path of issue 12): every
-    run trains, checkpoints and evaluates, with losses near the float32 run's."""
+    0.1, gradient accumulation (the bf16 + accumulation + dropout path of issue 12) and masks
+    drawn afresh per batch as the demo draws them (single words): every run trains, logs finite
+    losses, checkpoints and evaluates, with held-out losses near the float32 run's (the masks
+    are seeded alike)."""
     config = tmp_path / "albert_config.json"
     AlbertConfig(**{**TINY, "hidden_dropout_prob": 0.1,
                     "attention_probs_dropout_prob": 0.1}).to_json_file(str(config))
     flags = _pretrain_flags(str(config), records, tmp_path, num_train_steps=4,
                             save_checkpoints_steps=4, gradient_accumulation_steps=2,
-                            do_eval=True, max_eval_steps=2, strategy="one_device")
+                            dynamic_masking=True, ngram=1, masked_lm_prob=0.2, mask_token_id=4,
+                            do_eval=True, max_eval_steps=2, strategy="one_device", verbosity=0)
     flags = [f for f in flags if not f.startswith(("--output_dir", "--mixed_precision"))]
     result = _run(["tests/helpers/pretraining_matrix.py", str(tmp_path)] + flags)
     assert result.returncode == 0, result.stderr[-3000:]
+    losses = _logged_losses(result.stderr)
+    assert len(losses) == 4 * len(PRECISION_MATRIX) and np.isfinite(losses).all()
     runs = json.loads(result.stdout.strip().splitlines()[-1])
-    assert len(runs) == 6
+    assert sorted(runs) == sorted(f"{p}-{x}" for p, x in PRECISION_MATRIX)
     for name, values in runs.items():
         assert values["global_step"] == "4", name
         assert (tmp_path / name / "model.ckpt-4.index").exists()
+        assert 0 <= float(values["masked_lm_accuracy"]) <= 1
         assert_near_float32(values, runs["none-false"],
                             ("masked_lm_loss", "sentence_order_loss", "loss"))
 

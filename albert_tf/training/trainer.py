@@ -99,8 +99,8 @@ class Trainer:
         # forward and backward pass is compiled. A TPU compiles every step whatever the flag.
         self.whole_step_jit = bool(jit_compile) and isinstance(
             strategy, tf.distribute.OneDeviceStrategy)
-        self._grad_fn = tf.function(self._gradients,
-                                    jit_compile=bool(jit_compile) and not self.whole_step_jit)
+        self.gradients_jit = bool(jit_compile) and not self.whole_step_jit
+        self._grad_fn = tf.function(self._gradients, jit_compile=self.gradients_jit)
         self._step_fn = (tf.function(self._replica_step, jit_compile=True)
                          if self.whole_step_jit else self._replica_step)
         self._train_fn = tf.function(self._train_steps)
@@ -222,6 +222,11 @@ class Trainer:
             return self.step
         iterator = self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
         iterator.restore(self.step)
+        logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
+                     "forward, backward and update compiled as one XLA computation"
+                     if self.whole_step_jit else
+                     "forward and backward compiled with XLA, the update outside it"
+                     if self.gradients_jit else "TensorFlow ops, no XLA")
         progress = _Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = _StopRequest()
         stopping, saved_at = False, None
