@@ -36,8 +36,10 @@ def _resume_both(data, out, step):
     errs = [p.communicate(timeout=300)[1] for p in procs]
     for p, err in zip(procs, errs):
         assert p.returncode == 0, err[-3000:]
+        assert "Strategy multi_worker_mirrored (CollectiveAllReduceStrategy) with 2 replicas" in err
         assert f"Resumed the input position of step {step}" in err
     assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{step + 4}")
+    assert not [f for f in os.listdir(out) if f.startswith(".worker")]  # no worker's temp files
 
 
 @pytest.mark.parametrize("victim", [0, 1])

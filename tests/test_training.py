@@ -13,8 +13,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.trainer import NonFiniteLossError, Trainer
-from conftest import (PRECISION_MATRIX, TINY, assert_near_float32, start_local_workers,
-                      write_pretraining_records)
+from conftest import PRECISION_MATRIX, TINY, assert_near_float32, write_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -150,19 +149,6 @@ def test_mirrored_two_devices_equal_one_device(config_file, records, tmp_path):
     b = _weights(AlbertPretrainer.from_pretrained(str(tmp_path / "two")))
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
-
-
-def test_multi_worker_mirrored_two_processes(config_file, records, tmp_path):
-    procs = start_local_workers([sys.executable, "run_pretraining.py"] + _pretrain_flags(
-        config_file, records, tmp_path / "mw", strategy="multi_worker_mirrored"), ROOT)
-    outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (_, err) in zip(procs, outputs):
-        assert p.returncode == 0, err[-3000:]
-    assert "Strategy multi_worker_mirrored (CollectiveAllReduceStrategy) with 2 replicas" in outputs[0][1]
-    files = sorted(os.listdir(tmp_path / "mw"))
-    assert [f for f in files if f.endswith(".index")] == ["model.ckpt-3.index",
-                                                          "model.ckpt-6.index"]
-    assert not [f for f in files if f.startswith(".worker")]
 
 
 def test_eval_writes_original_format_and_keeps_best(config_file, records, tmp_path):
