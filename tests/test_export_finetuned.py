@@ -1,7 +1,6 @@
 """run_classifier / run_squad --export_dir: the raw-string serving SavedModels give the
 predictions the scripts write, and the TFLite models give the same numbers from ids."""
 
-import json
 import os
 import random
 
@@ -67,7 +66,6 @@ def glue_assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("glue_export")
     rc.write_cola(str(root / "data" / "CoLA"), n_train=160, n_dev=32, n_test=24)
     rng = random.Random(3)
-    pair_header = ["index", "s1", "s2"]
     # MRPC/STS-B test layouts: index, (ids, ...), sentence1, sentence2 at the columns the
     # processors read; long pairs so that packing has to trim.
     mrpc = [[i, "a", "b", rc._sentence(rng, i % 2) + " " + rc._sentence(rng, 0),

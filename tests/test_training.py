@@ -134,38 +134,44 @@ def test_float16_overflow_on_one_replica_skips_the_step_on_all(tmp_path):
                    "scale_after": 16384.0, "step": 0}
 
 
-def test_mirrored_two_devices_equal_one_device(config_file, records, tmp_path):
-    one = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, tmp_path / "one",
-                                                        strategy="one_device"))
-    assert one.returncode == 0, one.stderr[-3000:]
+@pytest.fixture(scope="module")
+def one_device_run(config_file, records, tmp_path_factory):
+    """run_pretraining on one device, 6 steps with eval: (output_dir, its log)."""
+    out = tmp_path_factory.mktemp("one_device")
+    result = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, out,
+                                                           do_eval="true", max_eval_steps=4))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, result.stderr
+
+
+def test_mirrored_two_devices_equal_one_device(config_file, records, one_device_run, tmp_path):
+    one, one_log = one_device_run
     two = _run(["tests/helpers/run_with_cpu_devices.py", "2", "albert_tf.run_pretraining"]
                + _pretrain_flags(config_file, records, tmp_path / "two", strategy="mirrored"))
     assert two.returncode == 0, two.stderr[-3000:]
     assert "Strategy mirrored (MirroredStrategy) with 2 replicas" in two.stderr
-    losses_one, losses_two = _logged_losses(one.stderr), _logged_losses(two.stderr)
+    losses_one, losses_two = _logged_losses(one_log), _logged_losses(two.stderr)
     assert len(losses_one) == len(losses_two) == 6
     np.testing.assert_allclose(losses_two, losses_one, rtol=1e-4)
-    a = _weights(AlbertPretrainer.from_pretrained(str(tmp_path / "one")))
+    a = _weights(AlbertPretrainer.from_pretrained(str(one)))
     b = _weights(AlbertPretrainer.from_pretrained(str(tmp_path / "two")))
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
 
 
-def test_eval_writes_original_format_and_keeps_best(config_file, records, tmp_path):
-    result = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, tmp_path,
-                                                           do_eval="true", max_eval_steps=4))
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = (tmp_path / "eval_results.txt").read_text().splitlines()
+def test_eval_writes_original_format_and_keeps_best(config_file, records, one_device_run):
+    out, _ = one_device_run
+    lines = (out / "eval_results.txt").read_text().splitlines()
     assert [line.split(" = ")[0] for line in lines] == [
         "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
         "sentence_order_accuracy", "sentence_order_loss"]
     assert lines[0] == "global_step = 6"
-    assert (tmp_path / "model.ckpt-best.index").exists()
-    best = (tmp_path / "best_checkpoint.txt").read_text()
+    assert (out / "model.ckpt-best.index").exists()
+    best = (out / "best_checkpoint.txt").read_text()
     assert "metric = masked_lm_accuracy" in best
     # Eval only, from the checkpoint in output_dir.
     again = _run(["run_pretraining.py"] + _pretrain_flags(
-        config_file, records, tmp_path, do_train="false", do_eval="true", max_eval_steps=2))
+        config_file, records, out, do_train="false", do_eval="true", max_eval_steps=2))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Eval at step 6" in again.stderr
 
