@@ -230,6 +230,19 @@ def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
         np.testing.assert_allclose(update, updates[False][name], atol=2e-5, err_msg=name)
 
 
+def test_log_says_what_xla_compiles_under_mirrored(tmp_path):
+    """Mirrored: the update all-reduces outside XLA, the forward and backward pass is compiled;
+    the log says so. (One device, with and without XLA: the scripts' matrix tests.)"""
+    for jit, expected in ((True, "forward and backward compiled with XLA, the update outside it"),
+                          (False, "TensorFlow ops, no XLA")):
+        trainer = Trainer(tf.distribute.MirroredStrategy(["/cpu:0"]),
+                          lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+                          lambda: create_optimizer(1e-3, 10, 1, "lamb"), str(tmp_path / str(jit)),
+                          global_batch_size=4, jit_compile=jit)
+        assert (trainer.whole_step_jit, trainer.gradients_jit) == (False, jit)
+        assert trainer._compiled() == expected
+
+
 def test_pretraining_precision_and_xla_matrix(records, tmp_path):
     """run_pretraining under float32/bfloat16/float16, each with and without XLA, with dropout
     0.1, gradient accumulation (the bf16 + accumulation + dropout path of issue 12) and masks

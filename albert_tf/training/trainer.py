@@ -208,6 +208,16 @@ class Trainer:
         value = lr(optimizer.iterations) if callable(lr) else lr
         return float(tf.convert_to_tensor(value).numpy())
 
+    def _compiled(self):
+        """What of the training step XLA compiles, for the log."""
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            return "the TPU compiles the whole step with XLA"
+        if self.whole_step_jit:
+            return "forward, backward and update compiled as one XLA computation"
+        if self.gradients_jit:
+            return "forward and backward compiled with XLA, the update outside it"
+        return "TensorFlow ops, no XLA"
+
     def train(self, dataset_fn, num_train_steps, *, save_checkpoints_steps, log_steps=100,
               on_checkpoint=None):
         """Trains up to `num_train_steps` (global steps), saving every `save_checkpoints_steps`.
@@ -223,10 +233,7 @@ class Trainer:
         iterator = self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
         iterator.restore(self.step)
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
-                     "forward, backward and update compiled as one XLA computation"
-                     if self.whole_step_jit else
-                     "forward and backward compiled with XLA, the update outside it"
-                     if self.gradients_jit else "TensorFlow ops, no XLA")
+                     self._compiled())
         progress = _Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = _StopRequest()
         stopping, saved_at = False, None
