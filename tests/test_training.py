@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.trainer import NonFiniteLossError, Trainer
 from conftest import PRECISION_MATRIX, TINY, assert_near_float32, write_pretraining_records
 
@@ -197,14 +198,7 @@ def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
     """As on a TPU: forward, backward (with accumulation) and the LAMB update trace into one XLA
     computation, and its update equals the plain step's. (Each fine-tuning script's step runs
     as one XLA computation in its matrix test.)"""
-    rng = np.random.RandomState(0)
-    ids = rng.randint(5, TINY["vocab_size"], (4, 16)).astype(np.int32)
-    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-             "input_type_ids": np.zeros_like(ids),
-             "masked_lm_positions": np.tile(np.arange(1, 5, dtype=np.int32), (4, 1)),
-             "masked_lm_ids": rng.randint(5, 60, (4, 4)).astype(np.int32),
-             "masked_lm_weights": np.ones((4, 4), np.float32),
-             "next_sentence_labels": rng.randint(0, 2, (4, 1)).astype(np.int32)}
+    batch = pretraining_batch(TINY["vocab_size"], batch=4, seq=16, preds=4)
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()  # noqa: E731
     updates = {}
     for jit in (True, False):
