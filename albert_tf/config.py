@@ -2,9 +2,11 @@
 
 import copy
 import dataclasses
+import difflib
 import json
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.files import atomic_write_text
 from albert_tf.formats import keras_hub
@@ -27,6 +29,11 @@ _ORIGINAL_KEYS = (
     "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "inner_group_num",
     "type_vocab_size", "vocab_size", "down_scale_factor",
 )
+_ORIGINAL_VESTIGES = ("net_structure_type", "gap_size", "num_memory_blocks", "layers_to_keep")
+# Keys a config file must give: the dataclass defaults are the original's xxlarge, which a
+# forgotten key would silently turn into a 4096-wide model.
+REQUIRED_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                 "num_attention_heads", "intermediate_size")
 
 
 @dataclasses.dataclass
@@ -97,9 +104,15 @@ class AlbertConfig:
         is_hf = "model_type" in data or "architectures" in data or "transformers_version" in data
         if is_hf and data.get("model_type", "albert") != "albert":
             raise ValueError(f"config has model_type={data['model_type']!r}, expected 'albert'")
-        if "vocab_size" not in data:
-            raise ValueError("config has no 'vocab_size'")
         fields = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        unknown = [k for k in data if k not in fields and k != "extra"]
+        missing = [k for k in REQUIRED_KEYS if k not in data]
+        if missing:
+            hints = [f"{m!r} (given as {close[0]!r}?)" if close else repr(m) for m in missing
+                     for close in [difflib.get_close_matches(m, unknown, n=1, cutoff=0.85)]]
+            raise ValueError(f"config has no {', '.join(hints)}: every ALBERT config gives "
+                             f"{', '.join(REQUIRED_KEYS)}")
+        _warn_unknown_keys(unknown, fields, is_hf)
         kwargs = {k: data.pop(k) for k in list(data) if k in fields}
         if is_hf:
             act = kwargs.get("hidden_act", "gelu_new")
@@ -155,3 +168,22 @@ class AlbertConfig:
                    eos_token_id=3, tie_word_embeddings=True)
         return out
 
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AlbertConfig)}
+
+
+def _warn_unknown_keys(keys, fields, is_hf):
+    """A key the model does not read is likely misspelt. The original's vestiges are expected;
+    Hugging Face configs carry many keys of their own, so there only near-misses warn."""
+    for key in keys:
+        if key in _ORIGINAL_VESTIGES:
+            continue
+        close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.85)
+        if close:
+            logging.warning("config key %r is not an ALBERT setting: did you mean %r? (%r keeps "
+                            "its default, %r)", key, close[0], close[0],
+                            _DEFAULTS.get(close[0]))
+        elif not is_hf:
+            logging.warning("config key %r is not an ALBERT setting; it is kept but not used",
+                            key)

@@ -9,8 +9,9 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-from absl import app, flags
+from absl import flags
 
+from albert_tf import cli
 from albert_tf.formats.checkpoints import FORMATS, convert
 
 FLAGS = flags.FLAGS
@@ -31,17 +32,19 @@ def define_flags():
                         "preset's tokenizer).")
     flags.DEFINE_bool("init_from_group0", False,
                       "Fill groups missing from the input from group 0.")
+    flags.DEFINE_bool("overwrite", False,
+                      "Replace an earlier conversion in --output_dir (nothing else is ever "
+                      "replaced).")
 
 
 def main(_):
     convert(FLAGS.input, FLAGS.output_dir, FLAGS.format, FLAGS.albert_config_file, FLAGS.model,
-            FLAGS.spm_model_file, FLAGS.init_from_group0)
+            FLAGS.spm_model_file, FLAGS.init_from_group0, FLAGS.overwrite)
 
 
-def run():
+def run(argv=None):
     define_flags()
-    flags.mark_flags_as_required(["input", "output_dir"])
-    app.run(main)
+    cli.run(main, ["input", "output_dir"], argv)
 
 
 if __name__ == "__main__":

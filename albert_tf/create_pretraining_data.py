@@ -12,8 +12,9 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-from absl import app, flags, logging
+from absl import flags
 
+from albert_tf import cli
 from albert_tf.data.build_records import BuildOptions, InputError, build
 
 FLAGS = flags.FLAGS
@@ -47,13 +48,15 @@ def define_flags():
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
     flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
     flags.DEFINE_integer("num_workers", 1, "Processes building input shards in parallel.")
+    flags.DEFINE_bool("overwrite", False,
+                      "Replace existing TFRecord files at --output_file (nothing else is ever "
+                      "replaced).")
 
 
-def main(argv):
-    del argv
+def main(_):
     if not FLAGS.spm_model_file:
-        raise app.UsageError("--spm_model_file is required (WordPiece vocabularies are not "
-                             "supported by this builder)")
+        raise InputError("--spm_model_file is required (WordPiece vocabularies are not "
+                         "supported by this builder)")
     options = BuildOptions(
         spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
         do_whole_word_mask=FLAGS.do_whole_word_mask, do_permutation=FLAGS.do_permutation,
@@ -63,17 +66,12 @@ def main(argv):
         ngram=FLAGS.ngram, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob)
-    try:
-        build(FLAGS.input_file, FLAGS.output_file, options, FLAGS.num_workers)
-    except InputError as e:
-        logging.error("%s", e)
-        raise SystemExit(f"create_pretraining_data: error: {e}") from None
+    build(FLAGS.input_file, FLAGS.output_file, options, FLAGS.num_workers, FLAGS.overwrite)
 
 
-def run():
+def run(argv=None):
     define_flags()
-    flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    cli.run(main, ["input_file", "output_file"], argv)
 
 
 if __name__ == "__main__":

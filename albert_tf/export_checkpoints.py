@@ -15,8 +15,9 @@ if __name__ == "__main__":
 
 import os
 
-from absl import app, flags
+from absl import flags
 
+from albert_tf import cli
 from albert_tf.formats.checkpoints import write_slim_tf1
 
 FLAGS = flags.FLAGS
@@ -31,19 +32,20 @@ def define_flags():
     flags.DEFINE_string("albert_config_file", None,
                         "albert_config.json; default: the one in --albert_directory.")
     flags.DEFINE_string("export_path", None, "Prefix of the checkpoint to write.")
+    flags.DEFINE_bool("overwrite", False,
+                      "Replace an earlier TF1 checkpoint at --export_path (nothing else is ever "
+                      "replaced).")
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main(_):
     source = os.path.join(FLAGS.albert_directory, FLAGS.checkpoint_name)
-    try:
-        write_slim_tf1(source, FLAGS.export_path, FLAGS.albert_config_file)
-    except (ValueError, FileNotFoundError) as e:
-        raise app.UsageError(str(e)) from None
+    write_slim_tf1(source, FLAGS.export_path, FLAGS.albert_config_file, FLAGS.overwrite)
+
+
+def run(argv=None):
+    define_flags()
+    cli.run(main, ["albert_directory", "export_path"], argv)
 
 
 if __name__ == "__main__":
-    define_flags()
-    flags.mark_flags_as_required(["albert_directory", "export_path"])
-    app.run(main)
+    run()

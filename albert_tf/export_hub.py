@@ -16,8 +16,9 @@ if __name__ == "__main__":
 
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 
+from albert_tf import cli
 from albert_tf.serving.export import EXPORT_TYPES, export_from_checkpoint
 
 FLAGS = flags.FLAGS
@@ -43,6 +44,9 @@ def define_flags():
     flags.DEFINE_string("export_path", None, "Directory to write the SavedModel to.")
     flags.DEFINE_integer("default_seq_length", 128,
                          "Preprocessor: the sequence length when none is passed.")
+    flags.DEFINE_bool("overwrite", False,
+                      "Replace an earlier SavedModel export at --export_path (nothing else is "
+                      "ever replaced).")
 
 
 def _checkpoint_path(init_checkpoint, albert_directory, checkpoint_name):
@@ -55,21 +59,23 @@ def _checkpoint_path(init_checkpoint, albert_directory, checkpoint_name):
     return None
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        path = export_from_checkpoint(
-            FLAGS.export_type, FLAGS.export_path,
-            _checkpoint_path(FLAGS.init_checkpoint, FLAGS.albert_directory,
-                             FLAGS.checkpoint_name),
-            FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.do_lower_case,
-            FLAGS.default_seq_length)
-    except (ValueError, FileNotFoundError) as e:  # the user's mistake: the message, no trace
-        raise app.UsageError(str(e)) from None
+def main(_):
+    checkpoint = _checkpoint_path(FLAGS.init_checkpoint, FLAGS.albert_directory,
+                                  FLAGS.checkpoint_name)
+    inputs = {"init_checkpoint": FLAGS.init_checkpoint, "albert_directory": FLAGS.albert_directory,
+              "spm_model_file": FLAGS.spm_model_file,
+              "albert_config_file": FLAGS.albert_config_file}
+    path = export_from_checkpoint(
+        FLAGS.export_type, FLAGS.export_path, checkpoint, FLAGS.albert_config_file,
+        FLAGS.spm_model_file, FLAGS.do_lower_case, FLAGS.default_seq_length, FLAGS.overwrite,
+        inputs)
     logging.info("Wrote the %s SavedModel to %s", FLAGS.export_type, path)
 
 
-if __name__ == "__main__":
+def run(argv=None):
     define_flags()
-    app.run(main)
+    cli.run(main, ["export_path"], argv)
+
+
+if __name__ == "__main__":
+    run()

@@ -14,9 +14,9 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-from absl import app, flags
+from absl import flags
 
-from albert_tf import export_hub
+from albert_tf import cli, export_hub
 
 FLAGS = flags.FLAGS
 
@@ -29,7 +29,10 @@ def define_flags():
                                           "TFLite builtin ops either way.")
 
 
-if __name__ == "__main__":
+def run(argv=None):
     define_flags()
-    flags.mark_flags_as_required(["albert_directory", "export_path"])
-    app.run(export_hub.main)
+    cli.run(export_hub.main, ["albert_directory", "export_path"], argv)
+
+
+if __name__ == "__main__":
+    run()

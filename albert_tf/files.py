@@ -37,3 +37,4 @@ def file_digest(path, chunk=1 << 22):
                 break
             digest.update(block)
     return digest.hexdigest()
+

@@ -24,13 +24,13 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-import sys
-
 from absl import app, flags, logging
 
+from albert_tf import cli
+from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Classifier, Embedder, FillMask
 from albert_tf.serving.embed import POOLINGS
-from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH, PredictError
+from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH
 from albert_tf.serving.text_io import read_input_file, write_results
 
 FLAGS = flags.FLAGS
@@ -71,50 +71,48 @@ def define_flags():
            "json: one JSON object per input; text: a short readable line per input.")
     define(flags.DEFINE_enum, "pooling", "cls", list(POOLINGS),
            "embed: cls (pooled_output), first ([CLS] of sequence_output) or mean.")
+    define(flags.DEFINE_bool, "overwrite", False, "Replace --output_file if it exists.")
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main(_):
     if (FLAGS.text is None) == (FLAGS.input_file is None):
         raise app.UsageError("give --text (and --text_b) or --input_file")
     if FLAGS.input_file and FLAGS.text_b is not None:
         raise app.UsageError("--text_b goes with --text; pairs in --input_file are two "
                              "tab-separated columns")
-    try:
-        if FLAGS.input_file:
-            texts, texts_b = read_input_file(FLAGS.input_file)
-        else:
-            texts, texts_b = [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b]
-        common = dict(spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
-                      max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
-                      else None, batch_size=FLAGS.batch_size,
-                      albert_config_file=FLAGS.albert_config_file)
-        if FLAGS.task == "fill_mask":
-            predictor = FillMask(FLAGS.model, top_k=FLAGS.top_k, **common)
-        elif FLAGS.task == "classify":
-            predictor = Classifier(FLAGS.model, labels=FLAGS.labels, task_name=FLAGS.task_name,
-                                   **common)
-        else:
-            predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
-        vectors = None
-        if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
-            vectors, results = predictor.vectors(texts, texts_b), []
-        else:
-            results = predictor(texts, texts_b)
-        write_results(results, FLAGS.output_file, vectors, output_format=FLAGS.format)
-    except PredictError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if FLAGS.output_file:
+        check_output_files([FLAGS.output_file], "output_file", what="predictions",
+                           overwrite=FLAGS.overwrite,
+                           inputs={"input_file": FLAGS.input_file, "model": FLAGS.model,
+                                   "spm_model_file": FLAGS.spm_model_file})
+    if FLAGS.input_file:
+        texts, texts_b = read_input_file(FLAGS.input_file)
+    else:
+        texts, texts_b = [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b]
+    common = dict(spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
+                  max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
+                  else None, batch_size=FLAGS.batch_size,
+                  albert_config_file=FLAGS.albert_config_file)
+    if FLAGS.task == "fill_mask":
+        predictor = FillMask(FLAGS.model, top_k=FLAGS.top_k, **common)
+    elif FLAGS.task == "classify":
+        predictor = Classifier(FLAGS.model, labels=FLAGS.labels, task_name=FLAGS.task_name,
+                               **common)
+    else:
+        predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
+    vectors = None
+    if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
+        vectors, results = predictor.vectors(texts, texts_b), []
+    else:
+        results = predictor(texts, texts_b)
+    write_results(results, FLAGS.output_file, vectors, output_format=FLAGS.format)
     if FLAGS.output_file:
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
-    return 0
 
 
-def run():
+def run(argv=None):
     define_flags()
-    flags.mark_flags_as_required(["task", "model"])
-    app.run(main)
+    cli.run(main, ["task", "model"], argv)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ if __name__ == "__main__":
 
 from absl import app, flags
 
+from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import define_flags, define_if_missing
 from albert_tf.tasks.glue import GlueTask
@@ -30,6 +31,8 @@ define_if_missing(flags.DEFINE_string, "export_dir", None,
                   "Write the fine-tuned model here (from model.ckpt-best, else the latest "
                   "checkpoint in --output_dir): a raw-string serving SavedModel and "
                   "<export_dir>/classifier.tflite (see docs/export.md).")
+define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
+                  "Replace an earlier export at --export_dir (nothing else is ever replaced).")
 define_if_missing(flags.DEFINE_float, "threshold_to_export", None,
                   "If set, the serving SavedModel also returns this constant as `threshold` "
                   "(one value per example).")
@@ -56,9 +59,8 @@ def main(_):
     return driver.run_finetuning(glue_task, FLAGS)
 
 
-def run():
-    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
-    app.run(driver.command(main))
+def run(argv=None):
+    cli.run(main, ["task_name", "data_dir", "output_dir"], argv)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,14 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
+import math
+
+import math
+
 import keras
 from absl import app, flags
 
+from albert_tf import cli
 from albert_tf.training import distribution
 
 FLAGS = flags.FLAGS
@@ -28,23 +33,26 @@ flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial weights: an original release, a Hugging Face directory or one of "
                     "our checkpoints. Ignored when --output_dir already holds a checkpoint.")
-flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the records.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
+flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the records.", lower_bound=1)
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.",
+                     lower_bound=1)
 flags.DEFINE_bool("do_train", True, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate (after each checkpoint when training).")
-flags.DEFINE_integer("train_batch_size", 4096, "Global training batch size.")
-flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch size.")
+flags.DEFINE_integer("train_batch_size", 4096, "Global training batch size.", lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch size.", lower_bound=1)
 flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "Optimizer.")
 flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
 flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
-flags.DEFINE_integer("num_train_steps", 125000, "Training steps (global batches).")
-flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup steps.")
-flags.DEFINE_integer("start_warmup_step", 0, "Step at which the warmup starts.")
-flags.DEFINE_integer("save_checkpoints_steps", 5000, "Steps between checkpoints.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints to keep (the best is kept apart).")
+flags.DEFINE_integer("num_train_steps", 125000, "Training steps (global batches).",
+                     lower_bound=1)
+flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup steps.", lower_bound=0)
+flags.DEFINE_integer("start_warmup_step", 0, "Step at which the warmup starts.", lower_bound=0)
+flags.DEFINE_integer("save_checkpoints_steps", 5000, "Steps between checkpoints.", lower_bound=1)
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints to keep (the best is kept apart).",
+                     lower_bound=1)
 flags.DEFINE_integer("iterations_per_loop", 1000, "Accepted for compatibility; see "
                      "--steps_per_execution.")
-flags.DEFINE_integer("max_eval_steps", 100, "Eval batches per evaluation.")
+flags.DEFINE_integer("max_eval_steps", 100, "Eval batches per evaluation.", lower_bound=0)
 flags.DEFINE_bool("init_from_group0", False,
                   "Initialise groups missing from --init_checkpoint from group 0 (warm start "
                   "of a deeper or more-grouped model).")
@@ -52,21 +60,27 @@ flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU st
                      "discovers its cores.")
 flags.DEFINE_integer("gradient_accumulation_steps", 1,
                      "Split each replica's batch into this many micro-batches and sum their "
-                     "gradients: the same update with less memory.")
-flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.")
-flags.DEFINE_float("sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.")
-flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
+                     "gradients: the same update with less memory.", lower_bound=1)
+flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.",
+                     lower_bound=1)
+flags.DEFINE_float("sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.", lower_bound=0)
+flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.",
+                     lower_bound=1)
 flags.DEFINE_integer("random_seed", 12345, "Seed of the weight initialisation, dropout and "
                      "input shuffling.")
 flags.DEFINE_bool("dynamic_masking", False,
                   "Draw new masks for every batch from the records' token_boundary (the "
                   "original n-gram rule) instead of using the records' static masks.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: masked fraction of tokens.")
-flags.DEFINE_integer("ngram", 3, "With --dynamic_masking: longest masked span, in words.")
+flags.DEFINE_integer("ngram", 3, "With --dynamic_masking: longest masked span, in words.",
+                     lower_bound=1)
 flags.DEFINE_bool("favor_shorter_ngram", True,
                   "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
 flags.DEFINE_integer("mask_token_id", 4, "With --dynamic_masking: the id of [MASK].")
 distribution.define_flags()
+flags.register_validator("learning_rate", lambda v: math.isfinite(v) and v > 0,
+                         "must be a positive number")
+flags.register_validator("masked_lm_prob", lambda v: 0 < v <= 1, "must be in (0, 1]")
 
 
 def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
@@ -80,25 +94,42 @@ def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
             dynamic_masking=FLAGS.dynamic_masking, vocab_size=vocab_size,
             masked_lm_prob=FLAGS.masked_lm_prob, ngram=FLAGS.ngram,
             favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=FLAGS.mask_token_id)
-    fn.input_files = expand_file_patterns(patterns, flag)  # named if a record is corrupt
+    # Named if a record is corrupt or holds ids outside the vocabulary.
+    fn.input_files, fn.vocab_size = expand_file_patterns(patterns, flag), vocab_size
     return fn
 
 
 def main(_):
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.data.pipeline import expand_file_patterns
+    from albert_tf.data.pipeline import check_records, expand_file_patterns
     from albert_tf.training.optimizers import create_optimizer
     from albert_tf.training.trainer import Trainer
 
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("at least one of --do_train and --do_eval must be true")
+    if FLAGS.do_train and FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+        raise app.UsageError(f"--num_warmup_steps={FLAGS.num_warmup_steps} exceeds "
+                             f"--num_train_steps={FLAGS.num_train_steps}")
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     if FLAGS.max_seq_length > config.max_position_embeddings:
         raise app.UsageError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
                              f"max_position_embeddings={config.max_position_embeddings}")
-    expand_file_patterns(FLAGS.input_file)  # fail early on a wrong glob
+    if FLAGS.dynamic_masking and not 0 <= FLAGS.mask_token_id < config.vocab_size:
+        raise app.UsageError(f"--mask_token_id={FLAGS.mask_token_id} is outside the config's "
+                             f"vocab_size={config.vocab_size}")
+    eval_files = FLAGS.eval_input_file or FLAGS.input_file
+    inputs = [(flag, expand_file_patterns(patterns, flag)) for flag, patterns, used in (
+        ("input_file", FLAGS.input_file, FLAGS.do_train),
+        ("eval_input_file", eval_files, FLAGS.do_eval)) if used]
     keras.utils.set_random_seed(FLAGS.random_seed)
+    # The strategy first: a multi-worker one must be set up before TensorFlow runs any op.
     strategy, jit_compile = distribution.setup(FLAGS)
+    distribution.check_batch_sizes(strategy, FLAGS.train_batch_size,
+                                   FLAGS.gradient_accumulation_steps,
+                                   eval_batch_size=FLAGS.eval_batch_size if FLAGS.do_eval else None)
+    for flag, files in inputs:
+        check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                      config.vocab_size, flag)
 
     trainer = Trainer(
         strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),
@@ -113,7 +144,6 @@ def main(_):
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 
-    eval_files = FLAGS.eval_input_file or FLAGS.input_file
     eval_fn = _dataset_fn(eval_files, FLAGS.eval_batch_size, False, "eval_input_file",
                           config.vocab_size)
 
@@ -125,7 +155,8 @@ def main(_):
         if FLAGS.do_train:
             trainer.train(_dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True,
                                       "input_file", config.vocab_size),
-                          FLAGS.num_train_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+                          FLAGS.num_train_steps,
+                          save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                           log_steps=FLAGS.log_steps,
                           on_checkpoint=evaluate if FLAGS.do_eval else None)
         elif FLAGS.do_eval:
@@ -137,9 +168,8 @@ def main(_):
         trainer.close()
 
 
-def run():
-    flags.mark_flags_as_required(["albert_config_file", "input_file", "output_dir"])
-    app.run(main)
+def run(argv=None):
+    cli.run(main, ["albert_config_file", "input_file", "output_dir"], argv)
 
 
 if __name__ == "__main__":

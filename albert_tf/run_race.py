@@ -18,6 +18,7 @@ if __name__ == "__main__":
 
 from absl import app, flags
 
+from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.flags import define_if_missing
@@ -68,12 +69,11 @@ def main(_):
     return driver.run_finetuning(task, FLAGS)
 
 
-def run():
+def run(argv=None):
     define_flags()
     for name, value in RACE_DEFAULTS.items():
         FLAGS.set_default(name, value)
-    flags.mark_flags_as_required(["data_dir", "output_dir"])
-    app.run(driver.command(main))
+    cli.run(main, ["data_dir", "output_dir"], argv)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ if __name__ == "__main__":
 
 from absl import app, flags
 
+from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import define_flags, define_if_missing
 from albert_tf.tasks.squad import SquadTask
@@ -73,6 +74,8 @@ def _define_flags():
                           "latest checkpoint in --output_dir): a raw-string serving SavedModel "
                           "(question + context) and, for v1, <export_dir>/albert_model.tflite "
                           "(see docs/export.md).")
+    B("overwrite_export", False,
+      "Replace an earlier export at --export_dir (nothing else is ever replaced).")
     # --num_train_epochs and --warmup_proportion are the shared flags (default None, so that
     # every script in one process sees the same definitions); main() makes them 3 and 0.1,
     # the original's, unless --train_step / --warmup_step are given.
@@ -111,15 +114,14 @@ def main(_):
     return driver.run_finetuning(task, FLAGS)
 
 
-def run(version_2=None):
+def run(argv=None, version_2=None):
     """The command line; `version_2` fixes --version_2_with_negative's default (the original's
     run_squad_v1 / run_squad_v2 modules, where the module is the version)."""
     for name, value in SQUAD_DEFAULTS.items():
         FLAGS.set_default(name, value)
     if version_2 is not None:
         FLAGS.set_default("version_2_with_negative", version_2)
-    flags.mark_flags_as_required(["output_dir"])
-    app.run(driver.command(main))
+    cli.run(main, ["output_dir"], argv)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ if __name__ == "__main__":
 
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 
+from albert_tf import cli
 from albert_tf.data.vocab import train_sentencepiece
 
 FLAGS = flags.FLAGS
@@ -34,18 +35,22 @@ def define_flags():
     flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.")
     flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "SentencePiece trainer threads.")
     flags.DEFINE_bool("hard_vocab_limit", True, "False lets a small corpus give fewer pieces.")
+    flags.DEFINE_bool("overwrite", False,
+                      "Replace <model_prefix>.model and .vocab if they exist.")
 
 
-def main(argv):
-    del argv
+def main(_):
     path = train_sentencepiece(
         FLAGS.input_file, FLAGS.model_prefix, FLAGS.vocab_size, FLAGS.do_lower_case,
         FLAGS.character_coverage, FLAGS.input_sentence_size, FLAGS.num_threads,
-        hard_vocab_limit=FLAGS.hard_vocab_limit)
+        FLAGS.overwrite, hard_vocab_limit=FLAGS.hard_vocab_limit)
     logging.info("Wrote %s and %s.vocab", path, FLAGS.model_prefix)
 
 
-if __name__ == "__main__":
+def run(argv=None):
     define_flags()
-    flags.mark_flags_as_required(["input_file", "model_prefix"])
-    app.run(main)
+    cli.run(main, ["input_file", "model_prefix"], argv)
+
+
+if __name__ == "__main__":
+    run()

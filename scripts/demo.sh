@@ -6,7 +6,8 @@
 # its baseline. The run is sized to this machine by a short timing probe (scripts/demo_plan.py).
 #   DEMO_MINUTES   minutes of work after the install (default 8)
 #   DEMO_STEPS, DEMO_PRECISION (none|bfloat16)   override what the probe picks
-# Everything lands in one folder (default demo_output/, or the first argument).
+# Everything lands in one folder (default demo_output/, or the first argument); a rerun replaces
+# its vocabulary, records and exports (--overwrite) and resumes its training runs.
 set -euo pipefail
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 cd "$(dirname "$0")/.."
@@ -36,14 +37,14 @@ SEQ=32
 PREDS=5
 stage "1/6 Vocabulary (SentencePiece, 8000 pieces)"
 run $PY -m albert_tf.train_vocab --input_file="$TRAIN_TEXT" --model_prefix="$OUT/spm" \
-    --vocab_size=8000
+    --vocab_size=8000 --overwrite
 stage "2/6 Pretraining records (sentence-order pairs; 15% of words masked, afresh each batch)"
 run $PY -m albert_tf.create_pretraining_data --input_file="$TRAIN_TEXT" \
     --output_file="$OUT/pretrain/train.tfrecord" --spm_model_file="$OUT/spm.model" \
-    --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS --dupe_factor=4
+    --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS --dupe_factor=4 --overwrite
 run $PY -m albert_tf.create_pretraining_data --input_file=data/corpus/persuasion.txt \
     --output_file="$OUT/pretrain/eval.tfrecord" --spm_model_file="$OUT/spm.model" \
-    --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS --dupe_factor=1
+    --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS --dupe_factor=1 --overwrite
 
 stage "Timing this machine to size the run"
 PLAN=$($PY scripts/demo_plan.py --minutes="$MINUTES" --config=configs/albert_demo.json \
@@ -65,16 +66,17 @@ stage "4/6 Fine-tuning: which of two held-out novels a sentence comes from ($FIN
 run $PY -m albert_tf.run_classifier --task_name=sst-2 --data_dir=data/glue \
     --init_checkpoint="$OUT/pretrained" --spm_model_file="$OUT/spm.model" \
     --output_dir="$OUT/finetuned" --do_train --do_eval --do_predict \
-    --export_dir="$OUT/export/classifier" --max_seq_length=$SEQ --train_batch_size=32 \
-    --eval_batch_size=64 --predict_batch_size=64 --learning_rate=2e-4 --optimizer=adamw \
+    --export_dir="$OUT/export/classifier" --overwrite_export --max_seq_length=$SEQ \
+    --train_batch_size=32 --eval_batch_size=64 --predict_batch_size=64 --learning_rate=2e-4 --optimizer=adamw \
     --num_train_epochs="$FINETUNE_EPOCHS" --warmup_proportion=0.1 --save_checkpoints_steps=100 \
     --log_steps=50 --mixed_precision="$PRECISION"
 
 stage "5/6 Exports (TF-Hub pretrainer and text preprocessor) and predictions from them"
 run $PY -m albert_tf.export_hub --export_type=pretrainer --init_checkpoint="$OUT/pretrained" \
-    --spm_model_file="$OUT/spm.model" --export_path="$OUT/export/pretrainer"
+    --spm_model_file="$OUT/spm.model" --export_path="$OUT/export/pretrainer" \
+    --overwrite
 run $PY -m albert_tf.export_hub --export_type=preprocessor --spm_model_file="$OUT/spm.model" \
-    --export_path="$OUT/export/preprocessor"
+    --export_path="$OUT/export/preprocessor" --overwrite
 run $PY -m albert_tf.predict --task=fill_mask --model="$OUT/export/pretrainer" --format=text \
     --text="\"My dear Mr. [MASK],\" said his lady to him one day."
 run $PY -m albert_tf.predict --task=classify --model="$OUT/export/classifier" --format=text \

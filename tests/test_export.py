@@ -409,16 +409,23 @@ def test_export_cli_errors(pretrainer, spm, tmp_path):
     assert not os.path.exists(tmp_path / "out")
 
 
-def test_save_replaces_an_existing_export(tmp_path):
+def test_save_replaces_an_earlier_export_and_nothing_else(tmp_path):
+    from albert_tf.outputs import OutputRefused
     target = tmp_path / "model"
-    target.mkdir()
-    (target / "stale.txt").write_text("old")
+    (target / "variables").mkdir(parents=True)
+    (target / "variables" / "variables.index").write_bytes(b"old")
+    (target / "saved_model.pb").write_bytes(b"old")
     module = tf.Module()
     module.v = tf.Variable(3.0)
     saved_model.save_atomically(module, str(target), signatures=None)
     assert sorted(os.listdir(tmp_path)) == ["model"]
-    assert not (target / "stale.txt").exists()
+    assert (target / "saved_model.pb").read_bytes() != b"old"
     assert float(tf.saved_model.load(str(target)).v.numpy()) == 3.0
+    (target / "notes.txt").write_text("mine")  # no longer only an export
+    with pytest.raises(OutputRefused, match="already holds files that are not a SavedModel "
+                                            "export"):
+        saved_model.save_atomically(module, str(target), signatures=None)
+    assert (target / "notes.txt").read_text() == "mine"
 
 
 def _xla_functions(saved_model_dir):

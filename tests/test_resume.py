@@ -114,6 +114,27 @@ def test_pretraining_killed_and_rerun_is_the_same_run(data, tmp_path, masking, p
     err = run_ok(command + _flags(data, tmp_path / "killed", **extra))
     assert f"Resumed the input position of step {killed}" in err
     assert_same_state(tmp_path / "whole", tmp_path / "killed")
+    if masking == "static":
+        _rerun_over_damaged_checkpoints(command + _flags(data, tmp_path / "killed", **extra),
+                                        tmp_path / "killed", tmp_path / "whole")
+
+
+def _rerun_over_damaged_checkpoints(command, out, whole):
+    """The newest checkpoint truncated, the one before it without its .index, the `checkpoint`
+    index gone: the rerun resumes from the newest intact one, says so, and still ends as the
+    uninterrupted run."""
+    newest = tf.train.latest_checkpoint(str(out))
+    assert newest.endswith("model.ckpt-36")
+    data = [f for f in os.listdir(out) if f.startswith("model.ckpt-36.data")][0]
+    with open(out / data, "r+b") as f:
+        f.truncate(os.path.getsize(out / data) // 2)
+    os.remove(out / "model.ckpt-30.index")
+    os.remove(out / "checkpoint")
+    err = run_ok(command)
+    assert (f"Resuming from {out}/model.ckpt-24, the newest intact checkpoint (skipped "
+            f"model.ckpt-36 (Read less bytes than requested))") in err, err[-3000:]
+    assert "Resumed the input position of step 24" in err
+    assert_same_state(whole, out)
 
 
 FINETUNING = {

@@ -161,7 +161,7 @@ def test_flag_errors(assets, tmp_path):
     with pytest.raises(app.UsageError, match="only runs race"):
         run(**common, task_name="mnli")
     with pytest.raises(ValueError, match="max_qa_length=46 leaves no room"):
-        run(**common, max_qa_length=46)
+        run(**common, max_qa_length=46, init_checkpoint=assets["init"])
     with pytest.raises(FileNotFoundError, match="RACE train split not found"):
         run(**{**common, "data_dir": str(tmp_path)}, init_checkpoint=assets["init"])
 

@@ -15,6 +15,8 @@ import time
 import numpy as np
 from absl import logging
 
+from albert_tf.outputs import check_output_files
+
 BATCH_SIZE = 2048  # instances masked and serialized together; fixed so output never depends on it
 
 
@@ -254,8 +256,11 @@ def _build_shard_star(args):
     return build_shard(*args)
 
 
-def build(input_file, output_file, options, num_workers=1):
-    """Checks the inputs, then builds every shard (in parallel with `num_workers` processes)."""
+def build(input_file, output_file, options, num_workers=1, overwrite=False):
+    """Checks the inputs, then builds every shard (in parallel with `num_workers` processes).
+    Existing output files are replaced only when they are TFRecord files and `overwrite`."""
+    from albert_tf.data.records import is_tfrecord_file
+
     options.validate()
     load_model(options)
     inputs = expand_globs(input_file)
@@ -263,6 +268,9 @@ def build(input_file, output_file, options, num_workers=1):
         if os.path.getsize(path) == 0:
             raise InputError(f"Input file {path} is empty")
     outputs = output_paths(inputs, output_file)
+    check_output_files([o for outs in outputs for o in outs], "output_file",
+                       what="a TFRecord file", overwrite=overwrite, is_kind=is_tfrecord_file,
+                       inputs={"input_file": inputs, "spm_model_file": options.spm_model_file})
     if num_workers < 1:
         raise InputError(f"--num_workers={num_workers} must be >= 1")
     jobs = [(i, path, outs, options) for i, (path, outs) in enumerate(zip(inputs, outputs))]

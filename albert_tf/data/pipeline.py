@@ -31,8 +31,22 @@ def expand_file_patterns(patterns, flag="input_file"):
     return sorted(set(files))
 
 
+def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size=None, flag=None):
+    """The first record of every file: its lengths against the flags, its token ids against the
+    config's vocab_size (every batch is checked again while training)."""
+    for path in paths:
+        example = check_record_lengths(path, max_seq_length, max_predictions_per_seq)
+        features = example.features.feature
+        top = max(max(features[n].int64_list.value, default=0)
+                  for n in ("input_ids", "masked_lm_ids"))
+        if vocab_size is not None and top >= vocab_size:
+            where = f"--{flag}: " if flag else ""
+            raise ValueError(f"{where}{path} holds token id {top} but the config's vocab_size is "
+                             f"{vocab_size}: were the records built with another vocabulary?")
+
+
 def check_record_lengths(path, max_seq_length, max_predictions_per_seq):
-    """Reads the first record of `path` and checks its lengths against the flags."""
+    """Reads the first record of `path`, checks its lengths against the flags; returns it."""
     expected = pretraining_feature_lengths(max_seq_length, max_predictions_per_seq)
     try:
         raw = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
@@ -55,6 +69,7 @@ def check_record_lengths(path, max_seq_length, max_predictions_per_seq):
                     else "--max_predictions_per_seq")
             raise ValueError(f"{path}: feature {name!r} has length {got} but {flag} implies "
                              f"{length}; pass the values the data was built with")
+    return example
 
 
 def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predictions_per_seq,
@@ -95,6 +110,8 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
+        if vocab_size:
+            _assert_in_vocabulary(parsed, vocab_size)
         return {RECORD_TO_MODEL[name]: (tf.cast(value, tf.int32) if value.dtype == tf.int64
                                         else value)
                 for name, value in parsed.items()}
@@ -109,6 +126,28 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     else:
         ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+# In the error a batch with a token id >= vocab_size raises (the trainer then names the file).
+OUT_OF_VOCABULARY = "records hold token ids at or above the vocab_size of the config"
+
+
+def _assert_in_vocabulary(parsed, vocab_size):
+    top = tf.maximum(tf.reduce_max(parsed["input_ids"]), tf.reduce_max(parsed["masked_lm_ids"]))
+    tf.debugging.assert_less(top, tf.constant(vocab_size, top.dtype), message=OUT_OF_VOCABULARY)
+
+
+def find_out_of_vocabulary(paths, vocab_size):
+    """(path, record index, token id) of the first record with an id >= vocab_size, else None.
+    Reads every file: for error reports."""
+    for path in paths:
+        for index, raw in enumerate(tf.data.TFRecordDataset(path)):
+            features = tf.train.Example.FromString(raw.numpy()).features.feature
+            top = max(max(features[n].int64_list.value, default=0)
+                      for n in ("input_ids", "masked_lm_ids") if n in features)
+            if top >= vocab_size:
+                return path, index, top
+    return None
 
 
 def _record_spec(first_file, max_seq_length, max_predictions_per_seq, dynamic_masking):

@@ -270,6 +270,17 @@ def masked_crc32c(records):
     return _masked_crc32c_batch(Batch.from_list(list(records)))
 
 
+def is_tfrecord_file(path):
+    """Whether a local file is empty or starts with a TFRecord frame (its length's checksum
+    holds): what the builder may replace with --overwrite."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if not head:
+        return True
+    return len(head) == 12 and int(masked_crc32c([head[:8]])[0]) == int.from_bytes(
+        head[8:12], "little")
+
+
 def frame_batch(batch):
     """TFRecord file bytes (uint8 array) for a `Batch` of serialized records."""
     n = len(batch)

@@ -18,6 +18,8 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
+from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_dir,
+                               check_output_files)
 from albert_tf.formats import hf, keras_hub
 from albert_tf.formats.resolve import resolve_checkpoint
 
@@ -126,10 +128,12 @@ def named_weights_checkpoint(model):
     return tf.train.Checkpoint(**variables)
 
 
-def _write_checkpoint_state(directory, prefix_name):
+def write_checkpoint_index(directory, prefixes):
+    """The `checkpoint` index file listing `prefixes` (oldest first), the last as the latest."""
+    names = [os.path.basename(p) for p in prefixes]
     atomic_write_text(os.path.join(directory, "checkpoint"),
-                      f'model_checkpoint_path: "{prefix_name}"\n'
-                      f'all_model_checkpoint_paths: "{prefix_name}"\n')
+                      f'model_checkpoint_path: "{names[-1]}"\n' + "".join(
+                          f'all_model_checkpoint_paths: "{n}"\n' for n in names))
 
 
 def publish_checkpoint(tmp_prefix, final_prefix):
@@ -165,13 +169,13 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
                                       spm_model_file)
     elif format == "tf1":
         write_tf1_checkpoint(_model_arrays(model), os.path.join(directory, "model.ckpt-best"))
-        _write_checkpoint_state(directory, "model.ckpt-best")
+        write_checkpoint_index(directory, ["model.ckpt-best"])
     else:
         prefix = os.path.join(directory, "model.ckpt")
         tmp = tf.train.Checkpoint(**{MODEL_KEY: named_weights_checkpoint(model)}).write(
             f"{prefix}.tmp-{os.getpid()}")
         publish_checkpoint(tmp, prefix)
-        _write_checkpoint_state(directory, "model.ckpt")
+        write_checkpoint_index(directory, ["model.ckpt"])
     if format != "hf":
         model.config.to_json_file(os.path.join(directory, "albert_config.json"))
     if spm_model_file:
@@ -247,11 +251,17 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
 
 
 def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
-            init_from_group0=False):
+            init_from_group0=False, overwrite=False):
     """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
 
     model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
+    `output_dir` must be new, empty, or (with `overwrite`) an earlier conversion's output; it
+    is never an input's directory or a run directory.
     """
+    check_output_dir(output_dir, "output_dir", what="a converted checkpoint",
+                     patterns=CONVERTED_ENTRIES, overwrite=overwrite,
+                     inputs={"input": input_path, "albert_config_file": config,
+                             "spm_model_file": spm_model_file})
     net, in_fmt = load_checked(input_path, config, model, init_from_group0)
     net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file)
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
@@ -259,9 +269,25 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     return net
 
 
-def write_slim_tf1(input_path, prefix, config=None):
+def _is_tf1_checkpoint(index_path):
+    """Whether a .index is a name-based (TF1) checkpoint's, as write_slim_tf1 writes."""
+    try:
+        names = tf.train.load_checkpoint(index_path[:-len(".index")]).get_variable_to_shape_map()
+    except (tf.errors.OpError, ValueError):
+        return False
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names
+
+
+def write_slim_tf1(input_path, prefix, config=None, overwrite=False):
     """The original export_checkpoints.py: the model's weights (no optimizer slots) as a TF1
-    checkpoint at `prefix`, with the input's global_step and a `checkpoint` file beside it."""
+    checkpoint at `prefix`, with the input's global_step and a `checkpoint` file beside it
+    unless the directory's own `checkpoint` lists other checkpoints (a run's: left as it is).
+    An existing TF1 checkpoint at `prefix` is replaced only with `overwrite`."""
+    prefix = os.fspath(prefix)
+    inputs = {"checkpoint_name": input_path, "albert_config_file": config}
+    check_not_input(prefix, "export_path", inputs)
+    check_output_files([prefix + ".index"], "export_path", what="a TF1 checkpoint",
+                       overwrite=overwrite, is_kind=_is_tf1_checkpoint, inputs=inputs)
     net, _ = load_checked(input_path, config)
     fmt, location, _ = resolve_checkpoint(input_path)
     step = 0
@@ -271,9 +297,14 @@ def write_slim_tf1(input_path, prefix, config=None):
         steps = ("global_step", "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
         key = next((k for k in steps if k in names), None)
         step = int(reader.get_tensor(key)) if key else 0
-    tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(prefix)))
+    directory = os.path.dirname(os.path.abspath(prefix))
+    tf.io.gfile.makedirs(directory)
     write_tf1_checkpoint(_model_arrays(net), prefix, step)
-    _write_checkpoint_state(os.path.dirname(os.path.abspath(prefix)), os.path.basename(prefix))
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or set(state.all_model_checkpoint_paths) <= {prefix, os.path.basename(prefix)}:
+        write_checkpoint_index(directory, [prefix])
+    else:
+        logging.info("%s/checkpoint lists other checkpoints: left as it is", directory)
     logging.info("Wrote %s (%d tensors, global_step %d) from %s", prefix,
                  len(net.tf1_weights()), step, input_path)
     return net

@@ -10,8 +10,8 @@ from absl import logging
 
 from albert_tf.modeling import kernels
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
-                                           encoder_input_specs, pack_inputs, save_atomically,
-                                           stage_assets, tf_variables)
+                                           check_export_dir, encoder_input_specs, pack_inputs,
+                                           save_atomically, stage_assets, tf_variables)
 from albert_tf.tokenization import InGraphTokenizer
 
 EXPORT_TYPES = ("encoder", "pretrainer", "preprocessor")
@@ -209,15 +209,22 @@ def export_preprocessor(export_dir, spm_model_file, do_lower_case=True, default_
 
 def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
                            albert_config_file=None, spm_model_file=None, do_lower_case=True,
-                           default_seq_length=128):
+                           default_seq_length=128, overwrite=False, inputs=None):
     """export_type "encoder" or "pretrainer": the model from a checkpoint in any format, written
-    as a TF-Hub SavedModel; "preprocessor": the text preprocessor. Returns `export_path`."""
+    as a TF-Hub SavedModel; "preprocessor": the text preprocessor. Returns `export_path`.
+
+    An existing export at `export_path` is replaced only with `overwrite`; anything else there
+    (an input, a run directory, a file) stops the export before it starts. `inputs`
+    ({flag: path}) names the inputs in that message; by default the arguments'."""
     from albert_tf.formats.resolve import find_spm_model
 
     if export_type not in EXPORT_TYPES:
         raise ValueError(f"--export_type={export_type!r}; use one of {', '.join(EXPORT_TYPES)}")
     if not export_path:
         raise ValueError("--export_path is required")
+    check_export_dir(export_path, "export_path", overwrite, inputs or {
+        "init_checkpoint": init_checkpoint, "spm_model_file": spm_model_file,
+        "albert_config_file": albert_config_file})
     if export_type != "preprocessor" and not init_checkpoint:
         raise ValueError(f"--export_type={export_type} needs --init_checkpoint (or "
                          f"--albert_directory)")

@@ -6,6 +6,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.outputs import SAVED_MODEL_ENTRIES, check_output_dir
 from albert_tf.tokenization import load_sp_model
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -46,10 +47,18 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_le
             "input_type_ids": tf.cast(type_ids, tf.int32)}
 
 
+def check_export_dir(export_dir, flag=None, overwrite=True, inputs=None):
+    """Refuses an export path that is an input, a file, or a directory holding anything but an
+    earlier SavedModel export (which is replaced only with `overwrite`)."""
+    check_output_dir(export_dir, flag, what="a SavedModel export", patterns=SAVED_MODEL_ENTRIES,
+                     marker="saved_model.pb", overwrite=overwrite, inputs=inputs)
+
+
 def save_atomically(root, export_dir, signatures):
     """Saves to a temporary sibling directory, then renames it over `export_dir` (local paths;
-    a gs:// path is written in place)."""
+    a gs:// path is written in place). Only an earlier SavedModel export is ever replaced."""
     export_dir = os.fspath(export_dir).rstrip("/")
+    check_export_dir(export_dir)
     parent = os.path.dirname(os.path.abspath(export_dir))
     tf.io.gfile.makedirs(parent)
     if "://" in export_dir:  # object stores cannot rename directories

@@ -15,9 +15,13 @@ def read_input_file(path):
     if not os.path.isfile(path):
         raise PredictError(f"--input_file={path} not found")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\r\n")
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise PredictError(f"--input_file={path}: line {number} is not UTF-8 ({e.reason} "
+                                   f"at byte {e.start + 1}); convert the file to UTF-8") from None
             if line.strip():
                 rows.append(line.split("\t"))
     if not rows:

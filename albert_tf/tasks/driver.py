@@ -42,6 +42,9 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
         if not 0 <= warmup_proportion <= 1:
             raise ValueError(f"--warmup_proportion must be in [0, 1], got {warmup_proportion}")
         warmup_step = int(train_step * warmup_proportion)
+    if not 0 <= warmup_step <= train_step:
+        raise ValueError(f"--warmup_step={warmup_step} must be between 0 and the {train_step} "
+                         f"training steps")
     return int(train_step), int(warmup_step)
 
 
@@ -54,13 +57,33 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
     for name in ignored_flags:
         if FLAGS[name].value:
             logging.warning("--%s is ignored: %s", name, why)
+    check_flags(FLAGS)
     explicit = FLAGS.spm_model_file and FLAGS.spm_model_file != "from_tf_hub"
     hub = FLAGS.albert_hub_module_handle
+    # The tokenizer may not give ids the model has no embedding for.
+    vocab_size = None if hub else encoder_config(
+        FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.output_dir).vocab_size
     tokenizer = load_tokenizer(
         FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
-        model=resolve_hub_handle(hub) if hub and not explicit else None)
+        model=resolve_hub_handle(hub) if hub and not explicit else None, vocab_size=vocab_size)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     return tokenizer
+
+
+def check_flags(FLAGS):  # noqa: N803
+    """What the fine-tuning flags must satisfy before any work: an --export_dir that replaces
+    nothing but an earlier export (checked again when exporting)."""
+    from albert_tf.serving.saved_model import check_export_dir
+
+    export_dir = getattr(FLAGS, "export_dir", None)
+    if export_dir:
+        check_export_dir(export_dir, "export_dir", getattr(FLAGS, "overwrite_export", False),
+                         inputs={"output_dir": FLAGS.output_dir,
+                                 "init_checkpoint": FLAGS.init_checkpoint,
+                                 "albert_hub_module_handle": FLAGS.albert_hub_module_handle,
+                                 "data_dir": getattr(FLAGS, "data_dir", None),
+                                 "spm_model_file": FLAGS.spm_model_file,
+                                 "albert_config_file": FLAGS.albert_config_file})
 
 
 def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=None):
@@ -93,14 +116,6 @@ def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_ha
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
                          f"max_position_embeddings={config.max_position_embeddings}")
     return lambda: AlbertEncoder(config, dtype=keras.mixed_precision.global_policy())
-
-
-def command(main):
-    """`main` for absl's app.run: drops the results dict that `main` returns (to tests), which
-    absl would print and turn into exit status 1."""
-    def run_main(argv):
-        main(argv)
-    return run_main
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -152,6 +167,11 @@ class _Run:
         self.task, self.flags = task, FLAGS
         keras.utils.set_random_seed(FLAGS.random_seed)
         strategy, jit_compile = distribution.setup(FLAGS)
+        distribution.check_batch_sizes(
+            strategy, FLAGS.train_batch_size if FLAGS.do_train else None,
+            FLAGS.gradient_accumulation_steps,
+            eval_batch_size=FLAGS.eval_batch_size if FLAGS.do_eval else None,
+            predict_batch_size=FLAGS.predict_batch_size if FLAGS.do_predict else None)
         self.padding = FLAGS.padding
         if isinstance(strategy, tf.distribute.TPUStrategy) and self.padding != "max_length":
             logging.warning("--padding=%s: a TPU compiles one program per input shape, so "
@@ -243,7 +263,11 @@ class _Run:
                     f"{k} {v:.4g}" for k, v in sorted(scores.items())))
 
     def export(self, export_dir):
+        from albert_tf.serving.saved_model import check_export_dir
+
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
+        # Checked before training; again now, in case the directory changed since.
+        check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False))
         self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir)
 
 
@@ -257,6 +281,7 @@ def run_finetuning(task, FLAGS):  # noqa: N803
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
     if export_dir and not hasattr(task, "export"):
         raise ValueError(f"--export_dir: {task.name} has no export")
+    check_flags(FLAGS)
     run = _Run(task, FLAGS)
     try:
         if FLAGS.do_train:

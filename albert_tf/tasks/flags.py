@@ -1,6 +1,7 @@
 """The flags run_classifier, run_squad and run_race share: the original fine-tuning flags with
 the original's defaults per script, plus strategy, precision, padding and classifier_dropout."""
 
+import math
 import types
 
 from absl import flags
@@ -19,8 +20,8 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
                      flags.DEFINE_float, flags.DEFINE_enum)
     fv = flags.FLAGS if flag_values is None else flag_values
 
-    def D(define, name, *args):  # noqa: N802
-        define_if_missing(define, name, *args, flag_values=fv)
+    def D(define, name, *args, **kwargs):  # noqa: N802
+        define_if_missing(define, name, *args, flag_values=fv, **kwargs)
     D(S, "data_dir", None, "Directory of the task's input files.")
     D(S, "output_dir", None, "Checkpoints, eval_results.txt and predictions.")
     D(S, "cached_dir", None, "Where feature caches live; default --output_dir.")
@@ -38,24 +39,24 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
       "A TF2 SavedModel with the TF-Hub text-encoder API (path or handle), instead of "
       "--init_checkpoint.")
     D(B, "do_lower_case", True, "Lowercase the text (uncased models).")
-    D(I, "max_seq_length", max_seq_length, "Longest sequence after tokenization.")
+    D(I, "max_seq_length", max_seq_length, "Longest sequence after tokenization.", lower_bound=1)
     D(B, "do_train", False, "Fine-tune on the training split.")
     D(B, "do_eval", False,
       "Evaluate every saved checkpoint on the dev split and keep the best as "
       "model.ckpt-best.")
     D(B, "do_predict", False, "Predict the test split (from model.ckpt-best).")
-    D(I, "train_batch_size", train_batch_size, "Global training batch size.")
-    D(I, "eval_batch_size", eval_batch_size, "Global eval batch size.")
-    D(I, "predict_batch_size", predict_batch_size, "Global predict batch size.")
+    D(I, "train_batch_size", train_batch_size, "Global training batch size.", lower_bound=1)
+    D(I, "eval_batch_size", eval_batch_size, "Global eval batch size.", lower_bound=1)
+    D(I, "predict_batch_size", predict_batch_size, "Global predict batch size.", lower_bound=1)
     D(F, "learning_rate", learning_rate, "Peak learning rate.")
-    D(I, "train_step", train_step, "Training steps (global batches).")
+    D(I, "train_step", train_step, "Training steps (global batches).", lower_bound=1)
     D(F, "num_train_epochs", None, "If set, train this many epochs instead of --train_step.")
-    D(I, "warmup_step", 0, "Linear warmup steps.")
+    D(I, "warmup_step", 0, "Linear warmup steps.", lower_bound=0)
     D(F, "warmup_proportion", None,
       "If set, warm up for this fraction of the training steps instead of --warmup_step.")
     D(I, "save_checkpoints_steps", save_checkpoints_steps,
-      "Steps between checkpoints (each is evaluated with --do_eval).")
-    D(I, "keep_checkpoint_max", 5, "Checkpoints kept besides model.ckpt-best.")
+      "Steps between checkpoints (each is evaluated with --do_eval).", lower_bound=1)
+    D(I, "keep_checkpoint_max", 5, "Checkpoints kept besides model.ckpt-best.", lower_bound=1)
     D(I, "iterations_per_loop", 1000,
       "Accepted for compatibility; see --steps_per_execution.")
     D(I, "num_tpu_cores", 8, "Accepted for compatibility.")
@@ -69,13 +70,15 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
       "TPU).")
     D(I, "pad_to_multiple_of", 16,
       "Round padded lengths up to this multiple, so that a bounded number of shapes is "
-      "traced.")
-    D(I, "steps_per_execution", 1, "Training steps per tf.function call.")
-    D(I, "gradient_accumulation_steps", 1, "Micro-batches per step.")
-    D(I, "log_steps", 100, "Steps between progress lines.")
+      "traced.", lower_bound=1)
+    D(I, "steps_per_execution", 1, "Training steps per tf.function call.", lower_bound=1)
+    D(I, "gradient_accumulation_steps", 1, "Micro-batches per step.", lower_bound=1)
+    D(I, "log_steps", 100, "Steps between progress lines.", lower_bound=1)
     D(I, "random_seed", 12345, "Seed of initialisation, dropout and shuffling.")
     if "strategy" not in fv:
         distribution.define_flags(fv)
+        flags.register_validator("learning_rate", lambda v: math.isfinite(v) and v > 0,
+                                 "must be a positive number", flag_values=fv)
 
 
 def define_if_missing(define, name, *args, flag_values=None, **kwargs):

@@ -128,6 +128,21 @@ def resolve_jit_compile(jit_compile, strategy):
             or bool(tf.config.list_logical_devices("GPU")))
 
 
+def check_batch_sizes(strategy, train_batch_size=None, accumulation=1, **other_sizes):
+    """Every global batch size divides over the replicas (the training one over replicas ×
+    accumulation steps): checked before any work, not met after training."""
+    replicas = strategy.num_replicas_in_sync
+    if accumulation < 1:
+        raise ValueError(f"--gradient_accumulation_steps={accumulation} must be at least 1")
+    if train_batch_size is not None and (train_batch_size < 1
+                                         or train_batch_size % (replicas * accumulation)):
+        raise ValueError(f"--train_batch_size={train_batch_size} must divide into {replicas} "
+                         f"replicas × {accumulation} accumulation steps")
+    for flag, size in other_sizes.items():
+        if size is not None and (size < 1 or size % replicas):
+            raise ValueError(f"--{flag}={size} must be a multiple of the {replicas} replicas")
+
+
 def setup(flags_values):
     """(strategy, jit_compile) from the shared flags; sets the global precision policy and
     logs what was chosen."""

@@ -5,6 +5,7 @@ the Adam direction, LayerNorm and bias excluded, global-norm clipping at 1.0. Te
 backend only (the clipping hooks into Keras's tf.distribute gradient all-reduce).
 """
 
+import math
 import re
 
 import keras
@@ -208,6 +209,13 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="lamb
 
     `clip_norm=None` or 0 turns clipping off.
     """
+    if not (math.isfinite(init_lr) and init_lr > 0):
+        raise ValueError(f"--learning_rate={init_lr} must be a positive number")
+    if num_train_steps < 1:
+        raise ValueError(f"the number of training steps ({num_train_steps}) must be at least 1")
+    if not 0 <= num_warmup_steps <= num_train_steps:
+        raise ValueError(f"the warmup ({num_warmup_steps} steps) must be between 0 and the "
+                         f"number of training steps ({num_train_steps})")
     name = str(optimizer).lower()
     if name not in OPTIMIZER_NAMES:
         raise ValueError(f"Unknown optimizer {optimizer!r}; valid names are "

@@ -21,10 +21,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.config import AlbertConfig
+from albert_tf.data.pipeline import OUT_OF_VOCABULARY, find_out_of_vocabulary
 from albert_tf.data.records import find_corrupt_record, short_tf_message
-from albert_tf.formats.checkpoints import named_weights_checkpoint
+from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.training import results
-from albert_tf.training.distribution import is_chief
+from albert_tf.training.distribution import check_batch_sizes, is_chief
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
 from albert_tf.training.optimizers import ReplicaLossScaleOptimizer
 
@@ -34,14 +36,26 @@ SUM = tf.distribute.ReduceOp.SUM
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss."""
+    exit_status = 1
 
 
 class CorruptInputError(RuntimeError):
     """A training or eval record could not be read."""
+    exit_status = 1
 
 
 class WorkerLostError(RuntimeError):
     """Another worker of a multi-worker job died; the collectives were aborted."""
+    exit_status = 1
+
+
+class Interrupted(Exception):
+    """Training stopped on SIGINT or SIGTERM after saving a checkpoint; nothing after training
+    (evaluation, prediction, export) runs. A command-line tool exits with 128 + the signal."""
+
+    def __init__(self, message, signum):
+        super().__init__(message)
+        self.exit_status = 128 + signum
 
 
 # What the collectives of a multi-worker job raise once a peer is gone (TF's health check
@@ -68,11 +82,7 @@ class Trainer:
         self.global_batch_size = global_batch_size
         self.accumulation = int(gradient_accumulation_steps)
         self.steps_per_execution = max(1, int(steps_per_execution))
-        replicas = strategy.num_replicas_in_sync
-        per_replica, rest = divmod(global_batch_size, replicas)
-        if rest or per_replica % self.accumulation:
-            raise ValueError(f"the global batch size {global_batch_size} must divide into "
-                             f"{replicas} replicas × {self.accumulation} accumulation steps")
+        check_batch_sizes(strategy, global_batch_size, self.accumulation)
         self.chief = is_chief(strategy)
         # Every worker takes part in saving (it is collective), but only the chief keeps files.
         self.write_dir = output_dir if self.chief else os.path.join(
@@ -84,16 +94,14 @@ class Trainer:
             if keras.mixed_precision.global_policy().name == "mixed_float16":
                 self.optimizer = ReplicaLossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
-        if self.chief:  # so that output_dir is itself a from_pretrained source
-            self.model.config.to_json_file(os.path.join(output_dir, "albert_config.json"))
+        self._config_written = False
         # Dropout's random state is saved too: a resumed run draws the masks the killed one
         # would have drawn.
         self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
                                               optimizer=self.optimizer,
                                               rng=_random_state(self.model))
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.write_dir, max_to_keep=keep_checkpoint_max,
-            checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
+        self.keep_checkpoint_max = keep_checkpoint_max
+        self.manager = self._checkpoint_manager()
         # One device: forward, backward and update as one XLA computation. Mirrored and
         # multi-worker updates all-reduce across replicas, which stays outside XLA: there the
         # forward and backward pass is compiled. A TPU compiles every step whatever the flag.
@@ -116,22 +124,92 @@ class Trainer:
     def step(self):
         return int(self.optimizer.iterations.numpy())
 
+    def _checkpoint_manager(self):
+        return tf.train.CheckpointManager(
+            self.checkpoint, self.write_dir, max_to_keep=self.keep_checkpoint_max,
+            checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
+
     def restore_or_initialize(self, init_checkpoint=None, init_from_group0=False,
                               allow_missing=()):
-        """Resumes from the latest checkpoint in output_dir, else loads `init_checkpoint`."""
-        latest = tf.train.latest_checkpoint(self.output_dir)
-        if latest:
-            self.restore(latest)
-            logging.info("Resumed from %s at step %d", latest, self.step)
-            return latest
+        """Resumes from the newest intact checkpoint in output_dir, else loads `init_checkpoint`.
+
+        A missing, truncated or corrupt newest checkpoint (or a missing `checkpoint` index) is
+        skipped, saying so, for the one before it. A run's checkpoints are only resumed with the
+        config the run was started with. Checkpoints that none of this can resume (all
+        unreadable, or only a release's model.ckpt-best) stop the run: it never starts again
+        from step 1 over them.
+        """
+        candidates = resumable_checkpoints(self.output_dir)
+        if candidates:
+            self._check_run_config()
+            resumed = self._restore_newest_intact(candidates)
+            logging.info("Resumed from %s at step %d", resumed, self.step)
+            return resumed
+        others = [n for n in _listdir(self.output_dir) if n.endswith(".index")
+                  or n == "checkpoint"]
+        if others:
+            raise ValueError(
+                f"--output_dir={self.output_dir} holds checkpoint files ({', '.join(others[:3])}) "
+                f"but no checkpoint of a run to resume (model.ckpt-<step>): it is a release's or "
+                f"another tool's directory. Give --output_dir a new directory")
         if init_checkpoint:
             self.model.load_checkpoint(init_checkpoint, init_from_group0=init_from_group0,
                                        allow_missing=allow_missing)
             logging.info("Initialised weights from %s", init_checkpoint)
         return None
 
+    def _check_run_config(self):
+        """A run resumes only with the config it started with (the weights are shared across
+        layers, so another depth would load without complaint)."""
+        path = os.path.join(self.output_dir, "albert_config.json")
+        if not tf.io.gfile.exists(path):
+            return
+        ours, given = AlbertConfig.from_json_file(path).to_dict(), self.model.config.to_dict()
+        changed = [f"{k} (run: {ours.get(k)!r}, given: {given.get(k)!r})"
+                   for k in sorted(set(ours) | set(given)) if ours.get(k) != given.get(k)]
+        if changed:
+            raise ValueError(
+                f"the config differs from the one the run in --output_dir={self.output_dir} was "
+                f"started with, in {', '.join(changed)}. Resume with {path}, or give "
+                f"--output_dir a new directory to train another model")
+
+    def _restore_newest_intact(self, candidates):
+        """Restores the newest candidate that reads whole; if it is not the newest listed, the
+        `checkpoint` index is rewritten to list the intact ones up to it."""
+        failures = []
+        for step, prefix in candidates:
+            try:
+                self.restore(prefix)
+            except _UNREADABLE as e:
+                failures.append(f"{os.path.basename(prefix)} ({_unreadable_reason(e)})")
+                logging.warning("Checkpoint %s cannot be read (%s)%s", prefix,
+                                _unreadable_reason(e), "; trying the one before it"
+                                if (step, prefix) != candidates[-1] else "")
+                continue
+            if failures or tf.train.latest_checkpoint(self.output_dir) != prefix:
+                kept = [p for s, p in reversed(candidates)
+                        if s <= step and tf.io.gfile.exists(p + ".index")]
+                if self.chief:
+                    write_checkpoint_index(self.output_dir, kept)
+                self.manager = self._checkpoint_manager()
+                logging.warning("Resuming from %s, the newest intact checkpoint (%s)", prefix,
+                                f"skipped {', '.join(failures)}" if failures else
+                                "the `checkpoint` index was missing or did not list it")
+            return prefix
+        raise ValueError(
+            f"no checkpoint in --output_dir={self.output_dir} can be read: "
+            f"{'; '.join(failures)}. Move them away to start from step 1, or restore them")
+
+    def _write_config(self):
+        """albert_config.json beside the checkpoints (written with the first one), so that
+        output_dir is itself a from_pretrained source."""
+        if self.chief and not self._config_written:
+            self.model.config.to_json_file(os.path.join(self.output_dir, "albert_config.json"))
+            self._config_written = True
+
     def save(self):
         """Saves the input position, then the checkpoint (whose index makes both trusted)."""
+        self._write_config()
         if self._input is not None:
             self._input.save(self.step)
         path = self.manager.save(checkpoint_number=self.step)
@@ -253,10 +331,11 @@ class Trainer:
                     if on_checkpoint is not None:
                         on_checkpoint(path, step)
                 stopping = self._any_worker(stop.requested)
-        except tf.errors.DataLossError as e:
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            if not _bad_record(e):
+                raise
             raise CorruptInputError(_corrupt_input_message(
-                e, getattr(dataset_fn, "input_files", ()), self.step,
-                tf.train.latest_checkpoint(self.output_dir))) from e
+                e, dataset_fn, self.step, tf.train.latest_checkpoint(self.output_dir))) from e
         except _COLLECTIVE_FAILURES as e:
             if self.num_workers == 1:
                 raise
@@ -268,10 +347,15 @@ class Trainer:
         finally:
             stop.restore()
         if stopping and self.step < num_train_steps:
-            logging.warning("Stopping at step %d on %s; rerun the same command to resume",
-                            self.step, stop.requested or "a stop request of another worker")
             if saved_at != self.step:
                 self.save()
+            why = stop.requested or "a stop request of another worker"
+            saved = tf.train.latest_checkpoint(self.output_dir)
+            logging.warning("Stopping at step %d on %s; rerun the same command to resume from "
+                            "%s", self.step, why, saved)
+            raise Interrupted(f"stopped at step {self.step} on {why}; nothing after training "
+                              f"ran. Rerun the same command to resume from {saved}",
+                              stop.signum or signal.SIGTERM)
         return self.step
 
     def _any_worker(self, requested):
@@ -310,11 +394,12 @@ class Trainer:
                 sums = {n: float(v.numpy()) for n, v in self._eval_fn(features).items()}
                 totals = sums if totals is None else {n: totals[n] + sums[n] for n in sums}
                 batches += 1
-        except tf.errors.DataLossError as e:
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            if not _bad_record(e):
+                raise
             raise CorruptInputError(
-                f"{_corrupt_where(e, getattr(dataset_fn, 'input_files', ()), 'an eval')}. "
-                f"Evaluation at step {self.step} stopped; replace or remove the file, then rerun "
-                f"the same command.") from e
+                f"{_corrupt_where(e, dataset_fn, 'an eval')}. Evaluation at step {self.step} "
+                f"stopped; replace or remove the file, then rerun the same command.") from e
         if totals is None:
             raise ValueError("the eval data yielded no complete batch; lower --eval_batch_size")
         result = {n: float(v) for n, v in self.model.metrics_from_sums(totals).items()}
@@ -405,28 +490,75 @@ class _StopRequest:
     """Turns SIGTERM/SIGINT into a request to stop after the current steps and save."""
 
     def __init__(self):
-        self.requested = None
+        self.requested, self.signum = None, None
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame):
-        self.requested = signal.Signals(signum).name
+        self.requested, self.signum = signal.Signals(signum).name, signum
 
     def restore(self):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
 
-def _corrupt_where(error, files, kind):
+# What reading a damaged checkpoint raises: missing or truncated files, failed checksums.
+_UNREADABLE = (tf.errors.OpError, IndexError, OSError)
+
+
+def _unreadable_reason(error):
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return short_tf_message(message.splitlines()[0])
+
+
+def _listdir(directory):
+    return sorted(tf.io.gfile.listdir(directory)) if tf.io.gfile.isdir(directory) else []
+
+
+def resumable_checkpoints(directory):
+    """[(step, prefix)] of the trainer's checkpoints in `directory`, newest first: those its
+    `checkpoint` index lists (whether or not their files are there) and every
+    model.ckpt-<step>.index beside them (when the index itself is missing or stale)."""
+    found = {}
+    try:
+        state = tf.train.get_checkpoint_state(directory)
+    except (tf.errors.OpError, ValueError) as e:  # an unreadable index: the files decide
+        logging.warning("%s/checkpoint cannot be read (%s)", directory, e)
+        state = None
+    listed = [*state.all_model_checkpoint_paths, state.model_checkpoint_path] if state else []
+    pattern = re.compile(re.escape(CHECKPOINT_NAME) + r"-(\d+)$")
+    for path in listed + [n[:-len(".index")] for n in _listdir(directory) if n.endswith(".index")]:
+        name = os.path.basename(path)
+        match = pattern.match(name)
+        if match:
+            found[int(match.group(1))] = os.path.join(directory, name)
+    return sorted(found.items(), reverse=True)
+
+
+def _bad_record(error):
+    """A record that cannot be read, or that holds ids outside the vocabulary."""
+    return (isinstance(error, tf.errors.DataLossError)
+            or OUT_OF_VOCABULARY in (error.message or ""))
+
+
+def _corrupt_where(error, dataset_fn, kind):
+    """Names the file (and record) that `error` met, reading the dataset_fn's `input_files`."""
+    files = getattr(dataset_fn, "input_files", ())
+    vocab_size = getattr(dataset_fn, "vocab_size", None)
+    if isinstance(error, tf.errors.InvalidArgumentError):
+        found = find_out_of_vocabulary(files, vocab_size) if vocab_size else None
+        return (f"{found[0]} record {found[1]} holds token id {found[2]} but the config's "
+                f"vocab_size is {vocab_size}: were the records built with another vocabulary?"
+                if found else f"{kind} batch: {OUT_OF_VOCABULARY}")
     found = find_corrupt_record(files)
     return (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
             else f"{kind} record is corrupt ({short_tf_message(error.message)})")
 
 
-def _corrupt_input_message(error, files, step, last_checkpoint):
-    where = _corrupt_where(error, files, "a training")
+def _corrupt_input_message(error, dataset_fn, step, last_checkpoint):
+    where = _corrupt_where(error, dataset_fn, "a training")
     then = ("resume from that checkpoint" if last_checkpoint else "start again")
     return (f"{where}. Training stopped after step {step} without saving; last good "
             f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "

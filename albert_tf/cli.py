@@ -1,0 +1,100 @@
+"""How every command-line tool runs, fails and stops.
+
+A mistake the tools anticipate (a wrong flag, path, config or input file) ends with one line on
+stderr, `<tool>: error: <what and which flag or file>`, and exit status 2; a failure during the
+work that the user can act on (a corrupt record, a non-finite loss, a lost worker) with the
+same line and status 1; a run stopped by SIGINT or SIGTERM after saving with `<tool>: stopped
+…` and 128 + the signal's number (130, 143). No traceback, unless ALBERT_TF_TRACEBACK=1 is set
+or --verbosity is 1 or more. Anything else is a bug and keeps its traceback.
+"""
+
+import functools
+import os
+import re
+import sys
+import traceback
+
+from absl import app, flags
+
+USAGE = 2
+# What the library raises for a user's mistake; its message names the flag or the file.
+MISTAKES = (app.UsageError, flags.Error, ValueError, FileNotFoundError, FileExistsError,
+            IsADirectoryError, NotADirectoryError)
+
+
+def run(main, required=(), argv=None):
+    """absl's app.run with the error handling above, on `argv` (default sys.argv), the tool
+    named by argv[0]. `main(argv)`'s return value is ignored (a fine-tuning main returns its
+    results to Python callers)."""
+    argv = sys.argv if argv is None else argv
+    name = os.path.splitext(os.path.basename(argv[0]))[0]
+    if required:
+        flags.mark_flags_as_required(list(required))
+    app.run(guarded(main, name), argv=argv,
+            flags_parser=functools.partial(_parse_flags, name))
+
+
+def guarded(main, name):
+    """`main` with every anticipated exception turned into its line and exit status."""
+    def run_main(argv):
+        if len(argv) > 1:
+            _exit(name, f"error: unexpected arguments: {' '.join(argv[1:])}", USAGE)
+        try:
+            main(argv)
+        except BaseException as e:  # noqa: B036 (KeyboardInterrupt and SystemExit too)
+            status = exit_status(e)
+            if status is None:
+                raise
+            if show_traceback():
+                traceback.print_exc()
+            if isinstance(e, KeyboardInterrupt):
+                _exit(name, "stopped: interrupted", status)
+            _exit(name, one_line(e) if status >= 128 else f"error: {one_line(e)}", status)
+    return run_main
+
+
+def exit_status(error):
+    """The exit status of an anticipated exception; None for a bug (or a SystemExit)."""
+    if isinstance(error, SystemExit):
+        return None
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    status = getattr(error, "exit_status", None)  # the trainer's errors and Interrupted
+    if status is not None:
+        return status
+    return USAGE if isinstance(error, MISTAKES) else None
+
+
+def show_traceback():
+    if os.environ.get("ALBERT_TF_TRACEBACK", "") not in ("", "0"):
+        return True
+    return flags.FLAGS.is_parsed() and flags.FLAGS["verbosity"].value >= 1
+
+
+def one_line(error):
+    message = str(error) or type(error).__name__
+    if isinstance(error, FileNotFoundError) and error.filename and error.filename not in message:
+        message += f": {error.filename}"
+    return " ".join(message.split())
+
+
+def _parse_flags(name, argv):
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        missing = list(dict.fromkeys(  # (a tool run twice in one process lists them twice)
+            re.findall(r"Flag --(\w+) must have a value other than None", str(e))))
+        if missing:
+            message = ", ".join(f"--{m}" for m in missing) + (
+                " is required" if len(missing) == 1 else " are required")
+        else:
+            message = one_line(e)
+        if missing or isinstance(e, flags.UnrecognizedFlagError):
+            message += " (--helpshort lists the flags)"
+        _exit(name, f"error: {message}", USAGE)
+
+
+def _exit(name, line, status):
+    sys.stdout.flush()
+    print(f"{name}: {line}", file=sys.stderr, flush=True)
+    sys.exit(status)

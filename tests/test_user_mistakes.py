@@ -1,0 +1,498 @@
+"""Ordinary mistakes, made as a new user would, through the tools' command lines (run in this
+process, as `python -m albert_tf.<tool>` runs them): each ends in one line `<tool>: error: …`
+naming the flag or file, with exit status 2 (1 for a failure during the work, 130/143 after an
+interrupt), no traceback, and every byte that was there before unchanged."""
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+
+import pytest
+import tensorflow as tf
+from absl import flags
+
+# run_pretraining first: it defines flags it shares with the fine-tuning scripts, which define
+# theirs only where missing.
+from albert_tf import run_pretraining  # isort: skip
+from albert_tf import (AlbertConfig, AlbertPretrainer, cli, convert_checkpoint,
+                       create_pretraining_data, export_checkpoints, export_hub, export_to_tfhub,
+                       predict, run_classifier, run_race, run_squad, train_vocab)
+from albert_tf.data.vocab import train_sentencepiece
+from conftest import TINY, write_pretraining_records
+
+WORDS = ("the river ran past an old mill where the miller kept seven grey geese and a dog that "
+         "barked at every cart on the road to town").split()
+# Tools that define their flags when run (several share names): each runs with its own set.
+OWN_FLAGS = (convert_checkpoint, create_pretraining_data, export_checkpoints, export_hub,
+             export_to_tfhub, predict, train_vocab)
+
+
+def digests(*paths):
+    """{file: sha256} of every file under `paths` (files or directories)."""
+    out = {}
+    for path in map(str, paths):
+        files = [path] if os.path.isfile(path) else [
+            os.path.join(d, f) for d, _, names in os.walk(path) for f in names]
+        for name in files:
+            with open(name, "rb") as f:
+                out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@contextlib.contextmanager
+def flags_kept():
+    """The shared flags' validators and defaults as they were: each tool marks its own flags
+    as required, and run_squad sets its defaults."""
+    saved = {name: (list(f.validators), f.default) for name, f in flags.FLAGS._flags().items()}
+    try:
+        yield
+    finally:
+        for name, (validators, default) in saved.items():
+            flags.FLAGS[name].validators[:] = validators
+            flags.FLAGS.set_default(name, default)
+
+
+@contextlib.contextmanager
+def own_flags():
+    """absl's FLAGS holding only absl's own flags while a tool defines and parses its flags."""
+    fv = flags.FLAGS
+    saved = fv.__dict__["__flags"]
+    core = {id(f) for module, fs in fv.flags_by_module_dict().items()
+            if module.startswith("absl.") for f in fs}
+    fv.__dict__["__flags"] = {name: f for name, f in saved.items() if id(f) in core}
+    try:
+        yield
+    finally:
+        fv.__dict__["__flags"] = saved
+
+
+def run_tool(module, capsys, *args, **flag_values):
+    """(exit status, stderr's last line, stderr) of `python -m albert_tf.<module> args`;
+    without `capsys`, only the status."""
+    name = module.__name__.rsplit(".", 1)[1]
+    argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
+    if capsys is None:
+        with pytest.raises(SystemExit) as exit:
+            with own_flags() if module in OWN_FLAGS else flags_kept():
+                module.run(argv)
+        flags.FLAGS.unparse_flags()
+        return exit.value.code or 0
+    capsys.readouterr()
+    flags.FLAGS.unparse_flags()
+    with own_flags() if module in OWN_FLAGS else flags_kept():
+        try:
+            module.run(argv)
+            status = 0
+        except SystemExit as e:
+            status = e.code or 0
+        finally:
+            flags.FLAGS.unparse_flags()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    return status, lines[-1] if lines else "", err
+
+
+def assert_refused(result, message, status=2):
+    code, last, err = result
+    assert code == status, err[-2000:]
+    name = last.split(":", 1)[0]
+    assert last.startswith(f"{name}: error: ") and message in last, last
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A release directory (config, TF1 model.ckpt-best, SentencePiece model), pretraining
+    records, a GLUE SST-2 task, and a pretraining run directory with two checkpoints."""
+    root = tmp_path_factory.mktemp("mistakes")
+    rng = random.Random(0)
+    corpus = root / "corpus.txt"
+    corpus.write_text("".join(" ".join(rng.choices(WORDS, k=rng.randint(5, 12))) + ".\n" +
+                              ("\n" if i % 5 == 4 else "") for i in range(400)), encoding="utf-8")
+    spm = train_sentencepiece(str(corpus), str(root / "spm"), 60, hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    config = AlbertConfig(**{**TINY, "vocab_size": vocab})
+    release = root / "release"
+    tf.keras.utils.set_random_seed(0)
+    AlbertPretrainer(config).save_pretrained(str(release), format="tf1")
+    shutil.copy(spm, release / "30k-clean.model")
+    shutil.copy(spm[:-len(".model")] + ".vocab", release / "30k-clean.vocab")
+    records = [write_pretraining_records(root / f"train-{i}.tfrecord", 24, vocab=vocab, seed=i)
+               for i in range(2)]
+    glue = root / "glue" / "SST-2"
+    glue.mkdir(parents=True)
+    for split, n in (("train", 32), ("dev", 8), ("test", 8)):
+        rows = ["sentence\tlabel" if split != "test" else "index\tsentence"]
+        rows += [(f"{' '.join(rng.choices(WORDS, k=6))}\t{i % 2}" if split != "test"
+                  else f"{i}\t{' '.join(rng.choices(WORDS, k=6))}") for i in range(n)]
+        (glue / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    paths = dict(root=root, corpus=str(corpus), spm=spm, vocab=vocab, release=str(release),
+                 config=str(release / "albert_config.json"), records=records,
+                 glue=str(root / "glue"), run=str(root / "run"))
+    return paths
+
+
+def pretrain_flags(world, output_dir, **extra):
+    values = dict(albert_config_file=world["config"], input_file=",".join(world["records"]),
+                  output_dir=output_dir, max_seq_length=16, max_predictions_per_seq=4,
+                  train_batch_size=4, num_train_steps=4, num_warmup_steps=1,
+                  save_checkpoints_steps=2, log_steps=2, mixed_precision="none",
+                  jit_compile="false")
+    values.update(extra)
+    return values
+
+
+@pytest.fixture(scope="module")
+def run_dir(world):
+    """A finished pretraining run: model.ckpt-2 and -4, albert_config.json, summaries."""
+    assert run_tool(run_pretraining, None, **pretrain_flags(world, world["run"])) == 0
+    return world["run"]
+
+
+# ---- 1. no tool replaces what it did not write -----------------------------------------------
+
+def test_export_hub_into_a_run_directory_or_a_file_or_its_input_is_refused(world, run_dir,
+                                                                            tmp_path, capsys):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    before = digests(run_dir, world["release"], afile)
+    assert_refused(run_tool(export_hub, capsys, init_checkpoint=run_dir, export_path=run_dir),
+                   f"--export_path={run_dir} is the input --init_checkpoint={run_dir}")
+    assert_refused(run_tool(export_hub, capsys, init_checkpoint=world["release"],
+                            export_path=run_dir),
+                   f"--export_path={run_dir} already holds files that are not a SavedModel "
+                   f"export (albert_config.json, checkpoint,")
+    assert_refused(run_tool(export_hub, capsys, init_checkpoint=run_dir, export_path=afile),
+                   f"--export_path={afile} is an existing file")
+    assert_refused(run_tool(export_to_tfhub, capsys, albert_directory=world["release"],
+                            export_path=world["release"]),
+                   f"--export_path={world['release']} is the input --albert_directory=")
+    assert digests(run_dir, world["release"], afile) == before
+
+
+def test_an_earlier_export_is_replaced_only_with_overwrite(world, tmp_path, capsys):
+    export = tmp_path / "encoder"
+    (export / "variables").mkdir(parents=True)  # what an earlier export left
+    (export / "saved_model.pb").write_bytes(b"earlier")
+    args = dict(init_checkpoint=world["release"], export_path=export)
+    before = digests(export)
+    assert_refused(run_tool(export_hub, capsys, **args),
+                   f"--export_path={export} holds a SavedModel export written earlier; pass "
+                   f"--overwrite")
+    assert digests(export) == before
+    status, _, err = run_tool(export_hub, capsys, "--overwrite", **args)
+    assert status == 0, err[-2000:]
+    loaded = tf.saved_model.load(str(export))
+    assert loaded.tokenization_info()["vocab_file"].numpy().decode().endswith("30k-clean.model")
+
+
+def test_convert_checkpoint_into_its_input_or_a_directory_of_other_files_is_refused(
+        world, run_dir, capsys):
+    before = digests(run_dir, world["release"])
+    assert_refused(run_tool(convert_checkpoint, capsys, input=run_dir, output_dir=run_dir),
+                   f"--output_dir={run_dir} is the input --input={run_dir}")
+    assert_refused(run_tool(convert_checkpoint, capsys, input=run_dir,
+                            output_dir=world["release"], format="tf1"),
+                   f"--output_dir={world['release']} already holds files that are not a "
+                   f"converted checkpoint (30k-clean.model, 30k-clean.vocab, albert_config.json, "
+                   f"checkpoint and 2 more)")
+    assert digests(run_dir, world["release"]) == before
+
+
+def test_export_checkpoints_never_replaces_its_source_or_a_training_checkpoint(world, run_dir,
+                                                                               capsys):
+    before = digests(run_dir, world["release"])
+    assert_refused(run_tool(export_checkpoints, capsys, albert_directory=world["release"],
+                            export_path=os.path.join(world["release"], "model.ckpt-best")),
+                   "is the input --checkpoint_name=")
+    assert_refused(run_tool(export_checkpoints, capsys, "--overwrite", albert_directory=run_dir,
+                            checkpoint_name="model.ckpt-2",
+                            export_path=os.path.join(run_dir, "model.ckpt-4")),
+                   "model.ckpt-4.index exists and is not a TF1 checkpoint")
+    assert digests(run_dir, world["release"]) == before
+
+
+def test_the_builder_never_replaces_its_corpus_and_replaces_records_only_with_overwrite(
+        world, tmp_path, capsys):
+    args = dict(input_file=world["corpus"], spm_model_file=world["spm"], max_seq_length=16,
+                max_predictions_per_seq=3, dupe_factor=1)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not records\n")
+    before = digests(world["corpus"], notes)
+    assert_refused(run_tool(create_pretraining_data, capsys, "--overwrite",
+                            output_file=world["corpus"], **args),
+                   f"--output_file={world['corpus']} is the input --input_file=")
+    assert_refused(run_tool(create_pretraining_data, capsys, "--overwrite", output_file=notes,
+                            **args), f"--output_file: {notes} exists and is not a TFRecord file")
+    out = tmp_path / "train.tfrecord"
+    assert run_tool(create_pretraining_data, capsys, output_file=out, **args)[0] == 0
+    records = digests(out)
+    assert_refused(run_tool(create_pretraining_data, capsys, output_file=out, **args),
+                   f"--output_file: {out} exists; pass --overwrite")
+    assert digests(world["corpus"], notes, out) == {**before, **records}
+    assert run_tool(create_pretraining_data, capsys, "--overwrite", output_file=out,
+                    **args)[0] == 0
+    assert digests(out) == records  # seeded: the same bytes again
+
+
+def test_train_vocab_mistakes(world, tmp_path, capsys):
+    before = digests(world["spm"], world["corpus"])
+    assert_refused(run_tool(train_vocab, capsys, input_file=world["corpus"],
+                            model_prefix=world["spm"][:-len(".model")], vocab_size=60),
+                   f"--model_prefix: {world['spm']} exists; pass --overwrite")
+    (tmp_path / "empty.txt").write_text("\n\n")
+    assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "empty.txt",
+                            model_prefix=tmp_path / "v"), "empty.txt is empty")
+    (tmp_path / "latin1.txt").write_bytes("a line\ncaf\xe9 au lait\n".encode("latin-1"))
+    assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "latin1.txt",
+                            model_prefix=tmp_path / "v"), "latin1.txt:2: not valid UTF-8")
+    assert_refused(run_tool(train_vocab, capsys, input_file=world["corpus"],
+                            model_prefix=tmp_path / "v", vocab_size=5000),
+                   "--vocab_size=5000 is more than this corpus gives: at most")
+    assert not glob.glob(str(tmp_path / "v.*"))
+    assert digests(world["spm"], world["corpus"]) == before
+
+
+def test_predict_mistakes(world, tmp_path, capsys):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("the old mill\n")
+    before = digests(lines)
+    assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
+                            input_file=lines, output_file=lines),
+                   f"--output_file={lines} is the input --input_file={lines}")
+    assert digests(lines) == before
+    (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
+                            input_file=tmp_path / "latin1.txt"),
+                   "latin1.txt: line 2 is not UTF-8 (invalid continuation byte at byte 4)")
+
+
+# ---- 3. configs and flags are checked before anything is written -----------------------------
+
+def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_path, capsys):
+    base = json.load(open(world["config"]))
+    for name, change, message in [
+            ("no_hidden", lambda c: c.pop("hidden_size"), "config has no 'hidden_size'"),
+            ("misspelt", lambda c: c.update(num_hidden_layer=c.pop("num_hidden_layers")),
+             "config has no 'num_hidden_layers' (given as 'num_hidden_layer'?)")]:
+        config = dict(base)
+        change(config)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(config))
+        out = tmp_path / name
+        assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+            world, out, albert_config_file=path)), f"{path}: {message}")
+        assert not out.exists()
+    # The run's own config, with another depth: the shared weights would load.
+    deeper = tmp_path / "deeper.json"
+    deeper.write_text(json.dumps(dict(base, num_hidden_layers=8)))
+    before = digests(run_dir)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, run_dir, albert_config_file=deeper, num_train_steps=6)),
+        f"the config differs from the one the run in --output_dir={run_dir} was started with, "
+        f"in num_hidden_layers (run: 4, given: 8)")
+    assert digests(run_dir) == before
+
+
+def test_config_keys_unknown_to_albert_warn(world, tmp_path, caplog):
+    config = dict(json.load(open(world["config"])), num_hidden_group=2, net_structure_type=0)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with caplog.at_level("WARNING"):
+        loaded = AlbertConfig.from_json_file(str(path))
+    assert loaded.num_hidden_groups == TINY["num_hidden_groups"]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("'num_hidden_group' is not an ALBERT setting: did you mean 'num_hidden_groups'"
+               in w for w in warnings), warnings
+    assert not any("net_structure_type" in w for w in warnings)  # the original's vestige
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("learning_rate", "-0.01", "flag --learning_rate=-0.01: must be a positive number"),
+    ("save_checkpoints_steps", "0", "flag --save_checkpoints_steps=0: 0 is not a positive"),
+    ("num_warmup_steps", "9", "--num_warmup_steps=9 exceeds --num_train_steps=4"),
+    ("train_batch_size", "6", "--train_batch_size=6 must divide into 1 replicas × 4 "
+                              "accumulation steps"),
+])
+def test_flag_mistakes_stop_the_pretraining_before_it_writes(world, tmp_path, capsys, flag,
+                                                             value, message):
+    out = tmp_path / "out"
+    extra = {flag: value}
+    if flag == "train_batch_size":
+        extra["gradient_accumulation_steps"] = 4
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(world, out, **extra)),
+                   message)
+    assert not out.exists() or not os.listdir(out)
+
+
+def test_a_required_flag_missing_is_one_line(capsys):
+    code, last, _ = run_tool(run_pretraining, capsys, "--input_file=x")
+    assert code == 2
+    assert last in ("run_pretraining: error: --albert_config_file, --output_dir are required "
+                    "(--helpshort lists the flags)",
+                    "run_pretraining: error: --output_dir, --albert_config_file are required "
+                    "(--helpshort lists the flags)"), last
+
+
+def test_records_are_checked_in_every_file(world, tmp_path, capsys):
+    vocab = world["vocab"]
+    bigger = write_pretraining_records(tmp_path / "b.tfrecord", 8, vocab=vocab + 40, seed=3)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, tmp_path / "out", input_file=f"{world['records'][0]},{bigger}")),
+        f"--input_file: {bigger} holds token id")
+    longer = write_pretraining_records(tmp_path / "l.tfrecord", 8, seq=32, vocab=vocab)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, tmp_path / "out", input_file=f"{world['records'][0]},{longer}")),
+        f"{longer}: feature 'input_ids' has length 32 but --max_seq_length implies 16")
+    assert not (tmp_path / "out").exists()
+
+
+def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world, tmp_path):
+    """A record past the first holds an id the config has no embedding for: the batch check
+    stops training and the message names the file and the record."""
+    from albert_tf.data.pipeline import pretraining_dataset
+    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.training.trainer import CorruptInputError, Trainer
+    vocab = world["vocab"]
+    path = str(tmp_path / "mixed.tfrecord")
+    good = list(tf.data.TFRecordDataset(world["records"][0]).as_numpy_iterator())
+    bad = list(tf.data.TFRecordDataset(write_pretraining_records(
+        tmp_path / "b.tfrecord", 4, vocab=vocab + 40, seed=5)).as_numpy_iterator())
+    with tf.io.TFRecordWriter(path) as w:
+        for record in good[:8] + bad:
+            w.write(record)
+    tops = [max(max(tf.train.Example.FromString(r).features.feature[n].int64_list.value)
+                for n in ("input_ids", "masked_lm_ids")) for r in bad]
+    first_bad = 8 + next(i for i, top in enumerate(tops) if top >= vocab)
+
+    def dataset_fn(ctx):
+        return pretraining_dataset([path], 4, 16, 4, is_training=False, input_context=ctx,
+                                   vocab_size=vocab)
+    dataset_fn.input_files, dataset_fn.vocab_size = [path], vocab
+    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                      lambda: AlbertPretrainer(AlbertConfig(**{**TINY, "vocab_size": vocab})),
+                      lambda: create_optimizer(1e-3, 10, 1), str(tmp_path / "run"),
+                      global_batch_size=4)
+    with pytest.raises(CorruptInputError, match=rf"{path} record {first_bad} holds token id \d+ "
+                       rf"but the config's vocab_size is {vocab}: were the records built"):
+        trainer.evaluate(dataset_fn)
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused(world, tmp_path, capsys):
+    smaller = tmp_path / "config.json"
+    smaller.write_text(json.dumps(dict(json.load(open(world["config"])),
+                                       vocab_size=world["vocab"] - 10)))
+    out = tmp_path / "out"
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=world["glue"], output_dir=out, albert_config_file=smaller,
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"the SentencePiece model {world['spm']} has {world['vocab']} pieces but the "
+                   f"model's vocab_size is {world['vocab'] - 10}")
+    assert not out.exists()
+
+
+def test_batches_must_divide_over_the_replicas():
+    from albert_tf.training.distribution import check_batch_sizes
+
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+    with pytest.raises(ValueError, match=r"--eval_batch_size=3 must be a multiple of the 2 "
+                                         r"replicas"):
+        check_batch_sizes(TwoReplicas(), 8, 1, eval_batch_size=3)
+    with pytest.raises(ValueError, match=r"--train_batch_size=6 must divide into 2 replicas × 2"):
+        check_batch_sizes(TwoReplicas(), 6, 2)
+
+
+def test_fine_tuning_export_into_its_own_output_dir_is_refused_before_training(world, tmp_path,
+                                                                               capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    before = digests(out, world["glue"])
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=world["glue"], output_dir=out, export_dir=out,
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"--export_dir={out} is the input --output_dir={out}")
+    assert_refused(run_tool(run_squad, capsys, "--do_train", train_file=world["corpus"],
+                            output_dir=out, export_dir=world["release"],
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"--export_dir={world['release']} is the input --init_checkpoint=")
+    assert digests(out, world["glue"]) == before
+    assert flags.FLAGS["max_seq_length"].default == 512  # run_squad's 384 did not stay
+
+
+def test_run_race_usage_mistake_is_one_line(world, tmp_path, capsys):
+    assert_refused(run_tool(run_race, capsys, "--high_only", "--middle_only",
+                            data_dir=tmp_path, output_dir=tmp_path / "out"),
+                   "--high_only and --middle_only exclude each other")
+    assert not (tmp_path / "out").exists()
+
+
+# ---- 2. resume keeps good work -------------------------------------------------------------
+
+def test_a_release_directory_is_never_trained_over(world, capsys):
+    before = digests(world["release"])
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, world["release"], init_checkpoint=world["release"])),
+        f"--output_dir={world['release']} holds checkpoint files (checkpoint, "
+        f"model.ckpt-best.index) but no checkpoint of a run to resume")
+    assert digests(world["release"]) == before
+
+
+def test_a_run_whose_checkpoints_are_all_unreadable_is_not_restarted(world, run_dir, tmp_path,
+                                                                      capsys):
+    out = tmp_path / "run"
+    shutil.copytree(run_dir, out)
+    for data in glob.glob(str(out / "model.ckpt-*.data-*")):
+        with open(data, "r+b") as f:
+            f.truncate(16)
+    before = digests(out)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(world, out,
+                                                                      num_train_steps=6)),
+                   f"no checkpoint in --output_dir={out} can be read: model.ckpt-4 (Read less "
+                   f"bytes than requested); model.ckpt-2 (Read less bytes than requested)")
+    assert digests(out) == before
+
+
+# ---- 4. interrupts stop every later stage -----------------------------------------------------
+
+def test_an_interrupted_fine_tuning_exits_130_and_runs_no_later_stage(world, tmp_path, capsys,
+                                                                      monkeypatch):
+    from albert_tf.training import trainer
+    original = trainer._StopRequest.__init__
+
+    def interrupted_at_once(self):
+        original(self)
+        self.requested, self.signum = "SIGINT", signal.SIGINT
+    monkeypatch.setattr(trainer._StopRequest, "__init__", interrupted_at_once)
+    out, export = tmp_path / "run", tmp_path / "export"
+    code, last, err = run_tool(
+        run_classifier, capsys, "--do_train", "--do_eval", "--do_predict", task_name="sst-2",
+        data_dir=world["glue"], output_dir=out, export_dir=export,
+        init_checkpoint=world["release"], spm_model_file=world["spm"], max_seq_length=16,
+        train_batch_size=4, train_step=8, save_checkpoints_steps=4, mixed_precision="none",
+        jit_compile="false")
+    assert code == 130, err[-2000:]
+    assert last == (f"run_classifier: stopped at step 1 on SIGINT; nothing after training ran. "
+                    f"Rerun the same command to resume from {out}/model.ckpt-1")
+    assert (out / "model.ckpt-1.index").exists()
+    for later in ("eval_results.txt", "test_results.tsv", "submit_results.tsv"):
+        assert not (out / later).exists()
+    assert not export.exists()
+
+
+# ---- 5. one line, unless the traceback is asked for -----------------------------------------
+
+def test_the_traceback_comes_only_when_asked_for(world, tmp_path, capsys, monkeypatch):
+    args = dict(input=world["release"], output_dir=world["release"])
+    assert "Traceback" not in run_tool(convert_checkpoint, capsys, **args)[2]
+    monkeypatch.setenv("ALBERT_TF_TRACEBACK", "1")
+    with pytest.raises(AssertionError, match="Traceback"):  # run_tool refuses tracebacks
+        run_tool(convert_checkpoint, capsys, **args)
+    assert cli.exit_status(KeyError("a bug")) is None  # a bug keeps its traceback
