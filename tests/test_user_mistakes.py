@@ -16,12 +16,9 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-# run_pretraining first: it defines flags it shares with the fine-tuning scripts, which define
-# theirs only where missing.
-from albert_tf import run_pretraining  # isort: skip
 from albert_tf import (AlbertConfig, AlbertPretrainer, cli, convert_checkpoint,
                        create_pretraining_data, export_checkpoints, export_hub, export_to_tfhub,
-                       predict, run_classifier, run_race, run_squad, train_vocab)
+                       predict, run_classifier, run_pretraining, run_race, run_squad, train_vocab)
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY, write_pretraining_records
 

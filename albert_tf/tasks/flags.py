@@ -48,7 +48,7 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(I, "train_batch_size", train_batch_size, "Global training batch size.", lower_bound=1)
     D(I, "eval_batch_size", eval_batch_size, "Global eval batch size.", lower_bound=1)
     D(I, "predict_batch_size", predict_batch_size, "Global predict batch size.", lower_bound=1)
-    D(F, "learning_rate", learning_rate, "Peak learning rate.")
+    D(F, "learning_rate", learning_rate, "Peak learning rate.", validator=POSITIVE)
     D(I, "train_step", train_step, "Training steps (global batches).", lower_bound=1)
     D(F, "num_train_epochs", None, "If set, train this many epochs instead of --train_step.")
     D(I, "warmup_step", 0, "Linear warmup steps.", lower_bound=0)
@@ -77,15 +77,20 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(I, "random_seed", 12345, "Seed of initialisation, dropout and shuffling.")
     if "strategy" not in fv:
         distribution.define_flags(fv)
-        flags.register_validator("learning_rate", lambda v: math.isfinite(v) and v > 0,
-                                 "must be a positive number", flag_values=fv)
 
 
-def define_if_missing(define, name, *args, flag_values=None, **kwargs):
-    """Defines a flag unless another script in this process already did (tests import all)."""
+# A validator for learning rates: (check, message).
+POSITIVE = (lambda v: math.isfinite(v) and v > 0, "must be a positive number")
+
+
+def define_if_missing(define, name, *args, flag_values=None, validator=None, **kwargs):
+    """Defines a flag unless another script in this process already did (tests import all),
+    with `validator` ((check, message)) checked when the flags are parsed."""
     fv = flags.FLAGS if flag_values is None else flag_values
     if name not in fv:
         define(name, *args, flag_values=fv, **kwargs)
+        if validator:
+            flags.register_validator(name, *validator, flag_values=fv)
 
 
 def finetuning_options(**values):
