@@ -6,8 +6,8 @@
 # its baseline. The run is sized to this machine by a short timing probe (scripts/demo_plan.py).
 #   DEMO_MINUTES   minutes of work after the install (default 8)
 #   DEMO_STEPS, DEMO_PRECISION (none|bfloat16)   override what the probe picks
-# Everything lands in one folder (default demo_output/, or the first argument); a rerun replaces
-# its vocabulary, records and exports (--overwrite) and resumes its training runs.
+# Everything lands in one folder (default demo_output/, or the first argument); a rerun keeps
+# its vocabulary, rebuilds its records and exports (--overwrite) and resumes its training runs.
 set -euo pipefail
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 cd "$(dirname "$0")/.."
@@ -36,8 +36,14 @@ TRAIN_TEXT=data/corpus/pride_and_prejudice.txt,data/corpus/sense_and_sensibility
 SEQ=32
 PREDS=5
 stage "1/6 Vocabulary (SentencePiece, 8000 pieces)"
-run $PY -m albert_tf.train_vocab --input_file="$TRAIN_TEXT" --model_prefix="$OUT/spm" \
-    --vocab_size=8000 --overwrite
+# A rerun keeps the vocabulary: SentencePiece's training is not byte-identical from run to run,
+# and the runs it resumes were trained on this one.
+if [ -e "$OUT/spm.model" ]; then
+    echo "kept $OUT/spm.model from the earlier run"
+else
+    run $PY -m albert_tf.train_vocab --input_file="$TRAIN_TEXT" --model_prefix="$OUT/spm" \
+        --vocab_size=8000
+fi
 stage "2/6 Pretraining records (sentence-order pairs; 15% of words masked, afresh each batch)"
 run $PY -m albert_tf.create_pretraining_data --input_file="$TRAIN_TEXT" \
     --output_file="$OUT/pretrain/train.tfrecord" --spm_model_file="$OUT/spm.model" \
