@@ -13,8 +13,6 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-import math
-
 import keras
 from absl import app, flags
 

@@ -246,6 +246,9 @@ def test_train_vocab_mistakes(world, tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("\n\n")
     assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "empty.txt",
                             model_prefix=tmp_path / "v"), "empty.txt is empty")
+    (tmp_path / "control.txt").write_bytes(b"\x01\x02\n\x03\n")  # no character to learn
+    assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "control.txt",
+                            model_prefix=tmp_path / "v"), "control.txt holds no text")
     (tmp_path / "latin1.txt").write_bytes("a line\ncaf\xe9 au lait\n".encode("latin-1"))
     assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "latin1.txt",
                             model_prefix=tmp_path / "v"), "latin1.txt:2: not valid UTF-8")

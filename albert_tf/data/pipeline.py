@@ -35,10 +35,7 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size=Non
     """The first record of every file: its lengths against the flags, its token ids against the
     config's vocab_size (every batch is checked again while training)."""
     for path in paths:
-        example = check_record_lengths(path, max_seq_length, max_predictions_per_seq)
-        features = example.features.feature
-        top = max(max(features[n].int64_list.value, default=0)
-                  for n in ("input_ids", "masked_lm_ids"))
+        top = _top_id(check_record_lengths(path, max_seq_length, max_predictions_per_seq))
         if vocab_size is not None and top >= vocab_size:
             where = f"--{flag}: " if flag else ""
             raise ValueError(f"{where}{path} holds token id {top} but the config's vocab_size is "
@@ -142,12 +139,17 @@ def find_out_of_vocabulary(paths, vocab_size):
     Reads every file: for error reports."""
     for path in paths:
         for index, raw in enumerate(tf.data.TFRecordDataset(path)):
-            features = tf.train.Example.FromString(raw.numpy()).features.feature
-            top = max(max(features[n].int64_list.value, default=0)
-                      for n in ("input_ids", "masked_lm_ids") if n in features)
+            top = _top_id(tf.train.Example.FromString(raw.numpy()))
             if top >= vocab_size:
                 return path, index, top
     return None
+
+
+def _top_id(example):
+    """The largest token id of a pretraining record (its inputs and MLM labels)."""
+    features = example.features.feature
+    return max(max(features[n].int64_list.value, default=0)
+               for n in ("input_ids", "masked_lm_ids") if n in features)
 
 
 def _record_spec(first_file, max_seq_length, max_predictions_per_seq, dynamic_masking):

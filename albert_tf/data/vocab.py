@@ -36,8 +36,6 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
     check_output_files([model_prefix + ".model", model_prefix + ".vocab"], "model_prefix",
                        what="a SentencePiece vocabulary", overwrite=overwrite,
                        inputs={"input_file": files})
-    if not any(True for _ in _sentences(files, do_lower_case)):
-        raise InputError(f"--input_file={input_files} holds no text")
     os.makedirs(os.path.dirname(os.path.abspath(model_prefix)), exist_ok=True)
     try:
         spm.SentencePieceTrainer.train(
@@ -61,5 +59,7 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             raise InputError(f"--vocab_size={vocab_size} is more than this corpus gives: at most "
                              f"{most.group(1)} pieces. Lower --vocab_size, add text, or pass "
                              f"--nohard_vocab_limit") from None
+        if "!sentences_.empty()" in str(e) or "(all_chars_count) > (0)" in str(e):
+            raise InputError(f"--input_file={input_files} holds no text") from None
         raise
     return model_prefix + ".model"
