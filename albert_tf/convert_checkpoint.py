@@ -28,8 +28,13 @@ def define_flags():
     flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                       "What to convert; auto keeps the MLM/SOP heads when the input has them.")
     flags.DEFINE_string("spm_model_file", None,
-                        "SentencePiece model to copy beside the output (keras_hub: the "
-                        "preset's tokenizer).")
+                        "SentencePiece model to copy beside the output (hf: spiece.model and "
+                        "tokenizer_config.json; keras_hub: the preset's tokenizer).")
+    flags.DEFINE_string("vocab_file", None,
+                        "WordPiece vocabulary (vocab_chinese.txt) to copy beside the output "
+                        "(hf: vocab.txt and tokenizer_config.json for BertTokenizer).")
+    flags.DEFINE_bool("do_lower_case", True,
+                      "The vocabulary's casing, written into the hf/keras_hub tokenizer files.")
     flags.DEFINE_bool("init_from_group0", False,
                       "Fill groups missing from the input from group 0.")
     flags.DEFINE_bool("overwrite", False,
@@ -39,7 +44,8 @@ def define_flags():
 
 def main(_):
     convert(FLAGS.input, FLAGS.output_dir, FLAGS.format, FLAGS.albert_config_file, FLAGS.model,
-            FLAGS.spm_model_file, FLAGS.init_from_group0, FLAGS.overwrite)
+            FLAGS.spm_model_file, FLAGS.init_from_group0, FLAGS.overwrite, FLAGS.vocab_file,
+            FLAGS.do_lower_case)
 
 
 def run(argv=None):

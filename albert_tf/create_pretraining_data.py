@@ -15,7 +15,7 @@ if __name__ == "__main__":
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.build_records import BuildOptions, InputError, build
+from albert_tf.data.build_records import BuildOptions, build
 
 FLAGS = flags.FLAGS
 
@@ -26,8 +26,9 @@ def define_flags():
     flags.DEFINE_string("output_file", None,
                         "Output TFRecord file, or comma-separated files (see docs/data.md).")
     flags.DEFINE_string("vocab_file", None,
-                        "WordPiece vocab of the original; optional and unused with SentencePiece.")
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model.")
+                        "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), with "
+                        "--spm_model_file absent or empty.")
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model (30k-clean.model).")
     flags.DEFINE_string("input_file_mode", "r", "Accepted for compatibility; files are read as "
                         "UTF-8 text.")
     flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
@@ -54,11 +55,9 @@ def define_flags():
 
 
 def main(_):
-    if not FLAGS.spm_model_file:
-        raise InputError("--spm_model_file is required (WordPiece vocabularies are not "
-                         "supported by this builder)")
     options = BuildOptions(
-        spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
+        spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case,
         do_whole_word_mask=FLAGS.do_whole_word_mask, do_permutation=FLAGS.do_permutation,
         favor_shorter_ngram=FLAGS.favor_shorter_ngram,
         random_next_sentence=FLAGS.random_next_sentence,

@@ -39,8 +39,12 @@ def define_flags():
     flags.DEFINE_string("albert_config_file", None,
                         "albert_config.json; default: the config beside the checkpoint.")
     flags.DEFINE_string("spm_model_file", None,
-                        "SentencePiece model; default: the one *.model beside the checkpoint.")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase text before SentencePiece.")
+                        "SentencePiece model; default: the one *.model (or WordPiece "
+                        "vocab*.txt) beside the checkpoint.")
+    flags.DEFINE_string("vocab_file", None,
+                        "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), instead "
+                        "of --spm_model_file.")
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase the text before tokenizing.")
     flags.DEFINE_string("export_path", None, "Directory to write the SavedModel to.")
     flags.DEFINE_integer("default_seq_length", 128,
                          "Preprocessor: the sequence length when none is passed.")
@@ -63,12 +67,12 @@ def main(_):
     checkpoint = _checkpoint_path(FLAGS.init_checkpoint, FLAGS.albert_directory,
                                   FLAGS.checkpoint_name)
     inputs = {"init_checkpoint": FLAGS.init_checkpoint, "albert_directory": FLAGS.albert_directory,
-              "spm_model_file": FLAGS.spm_model_file,
+              "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
               "albert_config_file": FLAGS.albert_config_file}
     path = export_from_checkpoint(
         FLAGS.export_type, FLAGS.export_path, checkpoint, FLAGS.albert_config_file,
         FLAGS.spm_model_file, FLAGS.do_lower_case, FLAGS.default_seq_length, FLAGS.overwrite,
-        inputs)
+        inputs, FLAGS.vocab_file)
     logging.info("Wrote the %s SavedModel to %s", FLAGS.export_type, path)
 
 

@@ -5,8 +5,8 @@ MLM and SOP heads from a release or training directory.
       --checkpoint_name=model.ckpt-best --do_lower_case --use_einsum --export_path=hub/albert
 
 The same as `python -m albert_tf.export_hub --export_type=pretrainer` (whose flags it takes);
-the directory holds albert_config.json, the SentencePiece model (30k-clean.model) and the
-checkpoint.
+the directory holds albert_config.json, the vocabulary (30k-clean.model, or the Chinese
+releases' vocab_chinese.txt) and the checkpoint.
 """
 
 from albert_tf.startup import quiet_stderr

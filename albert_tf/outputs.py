@@ -22,7 +22,8 @@ SAVED_MODEL_ENTRIES = ("saved_model.pb", "variables", "assets", "fingerprint.pb"
 # What convert_checkpoint writes in any format (ours, TF1, Hugging Face, a KerasHub preset).
 CONVERTED_ENTRIES = ("checkpoint", "albert_config.json", "model.ckpt.index", "model.ckpt.data-*",
                      "model.ckpt-best.index", "model.ckpt-best.data-*", "config.json",
-                     "model.safetensors", "*.model", "metadata.json", "model.weights.h5",
+                     "model.safetensors", "*.model", "vocab*.txt", "tokenizer_config.json",
+                     "special_tokens_map.json", "metadata.json", "model.weights.h5",
                      "tokenizer.json", "preprocessor.json", "task.json", "task.weights.h5",
                      "assets")
 

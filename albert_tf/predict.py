@@ -47,8 +47,11 @@ def define_flags():
            "A checkpoint (original TF1 directory/prefix, Hugging Face directory, run_pretraining "
            "or run_classifier output_dir) or a SavedModel export directory.")
     define(flags.DEFINE_string, "spm_model_file", None,
-           "SentencePiece model; default: the one *.model beside the checkpoint, or the "
+           "SentencePiece model; default: the vocabulary beside the checkpoint, or the "
            "export's asset.")
+    define(flags.DEFINE_string, "vocab_file", None,
+           "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), instead of "
+           "--spm_model_file.")
     define(flags.DEFINE_bool, "do_lower_case", None,
            "Lowercase the text; default: the export's setting, else true.")
     define(flags.DEFINE_string, "albert_config_file", None,
@@ -84,12 +87,14 @@ def main(_):
         check_output_files([FLAGS.output_file], "output_file", what="predictions",
                            overwrite=FLAGS.overwrite,
                            inputs={"input_file": FLAGS.input_file, "model": FLAGS.model,
-                                   "spm_model_file": FLAGS.spm_model_file})
+                                   "spm_model_file": FLAGS.spm_model_file,
+                                   "vocab_file": FLAGS.vocab_file})
     if FLAGS.input_file:
         texts, texts_b = read_input_file(FLAGS.input_file)
     else:
         texts, texts_b = [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b]
-    common = dict(spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
+    common = dict(spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
+                  do_lower_case=FLAGS.do_lower_case,
                   max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
                   else None, batch_size=FLAGS.batch_size,
                   albert_config_file=FLAGS.albert_config_file)

@@ -176,33 +176,37 @@ _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700,
                (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
-def _is_bert_whitespace(c):
-    return c in " \t\n\r" or unicodedata.category(c) == "Zs"
-
-
-def _is_bert_control(c):
-    return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
-
-
-def _is_bert_punctuation(c):
-    cp = ord(c)
-    return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
-            or unicodedata.category(c).startswith("P"))
+# Planes 4-13 are unassigned and 15-16 private use: no character there is in any class below.
+_ASSIGNED_PLANES = (range(0x0, 0x40000), range(0xE0000, 0xF0000))
 
 
 @functools.lru_cache(maxsize=None)
 def _wordpiece_tables():
-    """The original's character classes over all of Unicode (this Python's database): dropped
-    and whitespace characters, CJK, punctuation, nonspacing marks and split whitespace."""
-    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    dropped = [c for c in chars if c in "\x00\ufffd" or _is_bert_control(c)]
-    spaces = [c for c in chars if _is_bert_whitespace(c)]
-    punct = [c for c in chars if _is_bert_punctuation(c)]
-    marks = [c for c in chars if unicodedata.category(c) == "Mn"]
-    split_spaces = [c for c in chars if c.isspace()]  # str.split()'s whitespace
-    cjk = [chr(c) for a, b in _CJK_RANGES for c in range(a, b + 1)]
-    return {"dropped": dropped, "spaces": spaces, "punct": punct, "marks": marks,
-            "split_spaces": split_spaces, "cjk": cjk}
+    """The original's character classes over Unicode (this Python's database): dropped and
+    whitespace characters, CJK, punctuation, nonspacing marks and split whitespace."""
+    t = {k: [] for k in ("dropped", "spaces", "punct", "marks", "split_spaces")}
+    for block in _ASSIGNED_PLANES:
+        for code in block:
+            if 0xD800 <= code <= 0xDFFF:
+                continue
+            c = chr(code)
+            category = unicodedata.category(c)
+            if category == "Cn":
+                continue
+            if code == 0 or code == 0xFFFD or (
+                    category in ("Cc", "Cf") and c not in "\t\n\r"):
+                t["dropped"].append(c)
+            if c in " \t\n\r" or category == "Zs":
+                t["spaces"].append(c)
+            if category[0] == "P" or (c.isascii() and c.isprintable() and not c.isalnum()
+                                      and c != " "):
+                t["punct"].append(c)
+            if category == "Mn":
+                t["marks"].append(c)
+            if c.isspace():
+                t["split_spaces"].append(c)
+    t["cjk"] = [chr(c) for a, b in _CJK_RANGES for c in range(a, b + 1)]
+    return t
 
 
 class _WordpieceRegexes:
@@ -213,24 +217,43 @@ class _WordpieceRegexes:
         self.clean = {ord(c): None for c in t["dropped"]}
         self.clean.update({ord(c): " " for c in t["spaces"]})
         self.strip_marks = {ord(c): None for c in t["marks"]}
-        self.cjk = re.compile(_py_class(t["cjk"]))
-        punct = _py_class(t["punct"])
+        punct, cjk = _py_class(t["punct"]), _py_class(t["cjk"])
+        self.cjk = re.compile(cjk)
         space = _py_class(t["split_spaces"])
-        self.words = re.compile(f"{punct}|[^{punct[1:-1]}{space[1:-1]}]+")
+        # Each CJK character and each punctuation character a token, whitespace between the
+        # rest: the original's spaces around CJK, whitespace split and punctuation split at
+        # once (no normalization turns another character into a CJK one; a test checks).
+        self.words = re.compile(f"{punct}|{cjk}|[^{punct[1:-1]}{cjk[1:-1]}{space[1:-1]}]+")
         self.is_punct = set(t["punct"])
 
 
+def _ranges(codepoints):
+    """(first, last) runs of consecutive code points, from sorted code points."""
+    ranges, start, prev = [], None, None
+    for c in codepoints:
+        if start is None:
+            start = prev = c
+        elif c == prev + 1:
+            prev = c
+        else:
+            ranges.append((start, prev))
+            start = prev = c
+    if start is not None:
+        ranges.append((start, prev))
+    return ranges
+
+
 def _py_class(chars):
-    """A Python regex character class matching exactly `chars`."""
-    codes = sorted(ord(c) for c in chars)
-    parts, i = [], 0
-    while i < len(codes):
-        j = i
-        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
-            j += 1
-        a, b = re.escape(chr(codes[i])), re.escape(chr(codes[j]))
-        parts.append(a if i == j else f"{a}-{b}")
-        i = j + 1
+    """A Python regex character class matching exactly `chars` (sorted)."""
+    parts = [re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+             for a, b in _ranges(map(ord, chars))]
+    return "[" + "".join(parts) + "]"
+
+
+def _char_class(codepoints):
+    """An RE2 character class matching the given sorted code points."""
+    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
+             for a, b in _ranges(codepoints)]
     return "[" + "".join(parts) + "]"
 
 
@@ -253,14 +276,19 @@ class BasicTokenizer:
         text = convert_to_unicode(text).translate(r.clean)
         if not text.isascii():
             text = r.cjk.sub(r" \g<0> ", text)
+        return self._fold(text)
+
+    def _fold(self, text):
         if self.do_lower_case:
             text = text.lower()
             if not text.isascii():
-                text = unicodedata.normalize("NFD", text).translate(r.strip_marks)
+                text = unicodedata.normalize("NFD", text).translate(
+                    _wordpiece_regexes().strip_marks)
         return text
 
     def tokenize(self, text):
-        return _wordpiece_regexes().words.findall(self.normalize(text))
+        r = _wordpiece_regexes()
+        return r.words.findall(self._fold(convert_to_unicode(text).translate(r.clean)))
 
     def tokenize_with_offsets(self, text):
         """(tokens, first character, last character): each token of `tokenize(text)` with the
@@ -401,6 +429,39 @@ def sentencepiece_listing(path, lines=50):
         any(r[0].startswith(SPIECE_UNDERLINE) for r in rows) or rows[0][0] == PAD)
 
 
+def vocabulary_file(spm_model_file=None, vocab_file=None):
+    """The vocabulary the original's flags name, or None when they name none.
+
+    --spm_model_file wins, as in the original; a --vocab_file beside it must then be the
+    SentencePiece model's own listing (the original's run_glue.sh passes 30k-clean.vocab) or
+    absent: two different vocabularies are an error, never a silent choice. A --vocab_file
+    alone is a WordPiece vocabulary (or a *.model, as TF-Hub's tokenization_info names it).
+    """
+    spm_model_file = None if spm_model_file in (None, "", "from_tf_hub") else spm_model_file
+    vocab_file = vocab_file or None
+    if vocab_file and vocabulary_kind(vocab_file) == WORDPIECE and sentencepiece_listing(
+            vocab_file) and not spm_model_file:
+        model = os.path.splitext(vocab_file)[0] + ".model"
+        raise ValueError(f"--vocab_file={vocab_file} is a SentencePiece vocabulary listing, not "
+                         f"a WordPiece vocabulary: pass the model, --spm_model_file={model}")
+    if spm_model_file and vocab_file and os.path.abspath(vocab_file) != os.path.abspath(
+            spm_model_file):
+        if vocabulary_kind(vocab_file) == WORDPIECE and not sentencepiece_listing(vocab_file) \
+                and _exists(vocab_file):
+            raise ValueError(f"--spm_model_file={spm_model_file} and --vocab_file={vocab_file} "
+                             f"name two different vocabularies: give --spm_model_file for a "
+                             f"SentencePiece model or --vocab_file for a WordPiece vocabulary, "
+                             f"not both")
+    return spm_model_file or vocab_file
+
+
+def _exists(path):
+    if "://" in os.fspath(path):
+        import tensorflow as tf
+        return tf.io.gfile.exists(path)
+    return os.path.exists(path)
+
+
 class FullTokenizer:
     """The original `FullTokenizer(vocab_file, do_lower_case=True, spm_model_file=None)`.
 
@@ -466,19 +527,17 @@ class FullTokenizer:
         """Ids of `tokenize(text)`."""
         if self.sp_model:
             return encode_ids(self.sp_model, self.preprocess(text))
-        ids = []
-        for word in self.basic_tokenizer.tokenize(text):
-            ids.extend(self._word_ids(word))
-        return ids
-
-    def _word_ids(self, word):
-        ids = self._ids.get(word)
-        if ids is None:
-            ids = self._ids[word] = [self.vocab[p] for p in self.wordpiece_tokenizer.word_pieces(
-                word)]
-            if len(self._ids) > 1_000_000:
-                self._ids.clear()
-        return ids
+        words, known = self.basic_tokenizer.tokenize(text), self._ids
+        try:
+            return [i for word in words for i in known[word]]
+        except KeyError:  # memoized by word: corpora repeat their words
+            if len(known) > 1_000_000:
+                known.clear()
+            for word in words:
+                if word not in known:
+                    known[word] = self.convert_tokens_to_ids(
+                        self.wordpiece_tokenizer.word_pieces(word))
+            return [i for word in words for i in known[word]]
 
     def tokenize_with_offsets(self, text):
         """WordPiece only: (pieces, first character, last character), the inclusive span of
@@ -508,7 +567,8 @@ class FullTokenizer:
     def special_ids(self):
         """{<pad>, <unk>, [CLS], [SEP], [MASK]: id}, for WordPiece the ids of [PAD], [UNK]..."""
         if self.sp_model:
-            return special_ids(self.sp_model)
+            return special_ids(self.sp_model, name=f"SentencePiece model {self.spm_model_file}"
+                               if self.spm_model_file else "the SentencePiece model")
         missing = [WORDPIECE_SPECIALS[p] for p in SPECIAL_PIECES
                    if WORDPIECE_SPECIALS[p] not in self.vocab]
         if missing:
@@ -588,23 +648,6 @@ class FastEncoder:
 
 # ----------------------------------------------------------------------------------------
 # In-graph tokenizer (tensorflow-text)
-
-
-def _char_class(codepoints):
-    """An RE2 character class matching the given sorted code points."""
-    ranges, start, prev = [], None, None
-    for c in codepoints:
-        if start is None:
-            start = prev = c
-        elif c == prev + 1:
-            prev = c
-        else:
-            ranges.append((start, prev))
-            start = prev = c
-    if start is not None:
-        ranges.append((start, prev))
-    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges]
-    return "[" + "".join(parts) + "]"
 
 
 @functools.lru_cache(maxsize=None)
@@ -693,7 +736,7 @@ def _in_graph_tokenizer_class():
             self.pad_id, self.unk_id = ids[PAD], ids[UNK]
             self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
             t = _wordpiece_tables()
-            classes = {k: _char_class(sorted(ord(c) for c in v)) for k, v in t.items()}
+            classes = {k: _char_class(map(ord, v)) for k, v in t.items()}
             self._dropped, self._spaces, self._cjk = (classes["dropped"], classes["spaces"],
                                                       classes["cjk"])
             self._marks, self._punct = classes["marks"], classes["punct"]

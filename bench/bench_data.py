@@ -1,13 +1,17 @@
-"""Speed (and output statistics) of the pretraining data builder on a generated English-like corpus.
+"""Speed (and output statistics) of the pretraining data builder on a generated corpus.
 
     python bench/bench_data.py --mb=2 --dupe_factor=5 --max_seq_length=128 --vocab_size=8000
     python bench/bench_data.py ... --original_script=/path/to/original/create_pretraining_data.py
+    python bench/bench_data.py --language=zh --mb=1 ...   # Chinese text, WordPiece vocabulary
 
-Trains a SentencePiece model on the corpus, times `albert_tf.create_pretraining_data` with one
-worker on one file and with two workers on two half files, and, when given a copy of the
-original script (it needs its `tokenization.py` beside it), times it on the same corpus and
-compares the statistics of both outputs. Timings exclude interpreter start-up (they are read
-from each run's log) and are also reported wall-clock.
+English (default): an English-like corpus and a SentencePiece model trained on it. Chinese:
+a Chinese-like corpus (Zipfian CJK characters, some English words and numbers, full-width
+punctuation) and a WordPiece vocabulary laid out as the Chinese releases' vocab_chinese.txt
+(--vocab_file). Times `albert_tf.create_pretraining_data` with one worker on one file and with
+two workers on two half files, and, when given a copy of the original script (it needs its
+`tokenization.py` beside it), times it on the same corpus and compares the statistics of both
+outputs. Timings exclude interpreter start-up (they are read from each run's log) and are also
+reported wall-clock.
 """
 
 import argparse
@@ -77,6 +81,56 @@ def generate_corpus(path, megabytes, seed=12345):
     return path
 
 
+CJK_FIRST = 0x4E00
+ZH_PUNCT = "，。！？、：；“”（）《》"
+ZH_WORDS = ("ALBERT", "BERT", "Google", "TensorFlow", "GPU", "model", "data", "learning")
+
+
+def generate_chinese_corpus(path, megabytes, seed=12345, characters=3500):
+    """Writes a Chinese-like corpus: Zipfian characters, clauses split by full-width commas,
+    some English words and numbers, sentences of 8-60 characters, documents of 2-40 sentences."""
+    rng = random.Random(seed)
+    chars = [chr(CJK_FIRST + i) for i in range(characters)]
+    weights = [1.0 / (i + 1) ** 0.9 for i in range(characters)]
+    target = int(megabytes * 1_000_000)
+    size = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while size < target:
+            lines = []
+            for _ in range(rng.randint(2, 40)):
+                clauses = []
+                for _ in range(rng.randint(1, 4)):
+                    clause = "".join(rng.choices(chars, weights, k=rng.randint(4, 16)))
+                    r = rng.random()
+                    if r < 0.15:
+                        clause += rng.choice(ZH_WORDS)
+                    elif r < 0.25:
+                        clause += str(rng.randint(1, 2020))
+                    clauses.append(clause)
+                lines.append("，".join(clauses) + rng.choice("。。。！？"))
+            text = "\n".join(lines) + "\n\n"
+            f.write(text)
+            size += len(text.encode())
+    return path
+
+
+def write_chinese_vocab(path, characters=3500):
+    """A WordPiece vocabulary in the Chinese releases' layout: [PAD], [unused*], [UNK], [CLS],
+    [SEP], [MASK], punctuation, digits, letters, characters and their ## forms, some words."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(1, 100)]
+    tokens += ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens += list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + list(ZH_PUNCT)
+    tokens += list("0123456789") + list(letters) + ["##" + c for c in "0123456789" + letters]
+    chars = [chr(CJK_FIRST + i) for i in range(characters)]
+    tokens += chars + ["##" + c for c in chars]
+    tokens += ["albert", "bert", "google", "tensor", "##flow", "gp", "##u", "model", "data",
+               "learn", "##ing"]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in tokens))
+    return path, tokens.index("[MASK]")
+
+
 def _run(cmd, log_pattern):
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -88,11 +142,19 @@ def _run(cmd, log_pattern):
     return wall, (float(m[-1]) if m else None), proc.stderr
 
 
+def vocabulary_flags(vocabulary):
+    """The builder's flags for a SentencePiece model or a WordPiece vocabulary (ours and the
+    original's take the same)."""
+    if vocabulary.endswith(".model"):
+        return [f"--spm_model_file={vocabulary}", "--vocab_file=unused"]
+    return [f"--vocab_file={vocabulary}", "--spm_model_file="]
+
+
 def run_ours(inputs, output, model, args, workers):
     cmd = [sys.executable, "-m", "albert_tf.create_pretraining_data",
            f"--input_file={','.join(inputs)}", f"--output_file={output}",
-           f"--spm_model_file={model}", f"--max_seq_length={args.max_seq_length}",
-           f"--dupe_factor={args.dupe_factor}", f"--num_workers={workers}"]
+           *vocabulary_flags(model)[:1], f"--max_seq_length={args.max_seq_length}",
+           f"--dupe_factor={args.dupe_factor}", f"--num_workers={workers}", "--overwrite"]
     return _run(cmd, r"Wrote \d+ instances from .* in ([\d.]+) s")
 
 
@@ -105,7 +167,7 @@ def run_original(script, inputs, output, model, args):
         "c.main = timed; c.flags.mark_flag_as_required('input_file'); c.tf.app.run(timed)")
     cmd = [sys.executable, "-c", driver, os.path.dirname(os.path.abspath(script)),
            f"--input_file={','.join(inputs)}", f"--output_file={output}",
-           f"--spm_model_file={model}", "--vocab_file=unused",
+           *vocabulary_flags(model),
            f"--max_seq_length={args.max_seq_length}", f"--dupe_factor={args.dupe_factor}"]
     return _run(cmd, r"ORIGINAL_SECONDS ([\d.]+)")
 
@@ -181,6 +243,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=float, default=2.0, help="corpus size in MB")
     p.add_argument("--corpus", help="use this text file instead of a generated corpus")
+    p.add_argument("--language", choices=["en", "zh"], default="en",
+                   help="en: SentencePiece on English-like text; zh: WordPiece on Chinese-like "
+                        "text")
     p.add_argument("--dupe_factor", type=int, default=5)
     p.add_argument("--max_seq_length", type=int, default=128)
     p.add_argument("--vocab_size", type=int, default=8000)
@@ -191,7 +256,8 @@ def main():
 
     work = args.workdir or tempfile.mkdtemp(prefix="bench_data_")
     os.makedirs(work, exist_ok=True)
-    corpus = args.corpus or generate_corpus(os.path.join(work, "corpus.txt"), args.mb)
+    generate = generate_chinese_corpus if args.language == "zh" else generate_corpus
+    corpus = args.corpus or generate(os.path.join(work, "corpus.txt"), args.mb)
     with open(corpus, encoding="utf-8") as fh:
         lines = fh.read().split("\n")
     half = len(lines) // 2
@@ -203,12 +269,18 @@ def main():
             fh.write("\n".join(part))
     mb = os.path.getsize(corpus) / 1e6
 
-    from albert_tf.data.vocab import train_sentencepiece
-    model = train_sentencepiece(corpus, os.path.join(work, "spm"), args.vocab_size,
-                                num_threads=os.cpu_count() or 1)
+    if args.language == "zh":
+        model, mask_id = write_chinese_vocab(os.path.join(work, "vocab_chinese.txt"))
+        vocab_size = sum(1 for _ in open(model, encoding="utf-8"))
+    else:
+        from albert_tf.data.vocab import train_sentencepiece
+        model = train_sentencepiece(corpus, os.path.join(work, "spm"), args.vocab_size,
+                                    num_threads=os.cpu_count() or 1)
+        mask_id, vocab_size = 4, args.vocab_size
 
-    results = {"corpus_mb": round(mb, 3), "dupe_factor": args.dupe_factor,
-               "max_seq_length": args.max_seq_length, "vocab_size": args.vocab_size,
+    results = {"language": args.language, "corpus_mb": round(mb, 3),
+               "dupe_factor": args.dupe_factor,
+               "max_seq_length": args.max_seq_length, "vocab_size": vocab_size,
                "cpus": os.cpu_count(), "python": sys.version.split()[0]}
     wall, inner, _ = run_ours([corpus], os.path.join(work, "ours.tfrecord"), model, args, 1)
     results["ours_1_worker_s"] = inner
@@ -231,10 +303,10 @@ def main():
     print(json.dumps(results, indent=1))
     if args.stats:
         stats = {"ours": record_stats([os.path.join(work, "ours.tfrecord")],
-                                      args.max_seq_length, 20)}
+                                      args.max_seq_length, 20, mask_id)}
         if args.original_script:
             stats["original"] = record_stats([os.path.join(work, "original.tfrecord")],
-                                             args.max_seq_length, 20)
+                                             args.max_seq_length, 20, mask_id)
         print(json.dumps(stats, indent=1))
 
 

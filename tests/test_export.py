@@ -395,7 +395,8 @@ def test_export_cli_errors(pretrainer, spm, tmp_path):
         export.export_from_checkpoint("encoder", str(tmp_path / "out"),
                                       str(tmp_path / "missing"), spm_model_file=spm)
     ckpt = pretrainer.save_pretrained(str(tmp_path / "ckpt"))
-    with pytest.raises(ValueError, match=r"exactly one \*\.model beside checkpoint"):
+    with pytest.raises(ValueError,
+                       match=r"exactly one \*\.model or vocab\*\.txt beside checkpoint"):
         export.export_from_checkpoint("encoder", str(tmp_path / "out"), ckpt)
     with pytest.raises(FileNotFoundError, match="--spm_model_file=.*nope.model does not exist"):
         export.export_from_checkpoint("preprocessor", str(tmp_path / "out"),

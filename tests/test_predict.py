@@ -265,7 +265,7 @@ def test_errors(assets, tmp_path):
         serving.FillMask(assets["clf_dir"])
     with pytest.raises(E, match="masked-LM head"):
         serving.FillMask(assets["hub"])
-    with pytest.raises(E, match="no SentencePiece model: pass --spm_model_file"):
+    with pytest.raises(E, match="no vocabulary: pass --spm_model_file or --vocab_file"):
         serving.Classifier(assets["clf_dir"])(["the cat"])
     with pytest.raises(E, match="does not exist"):
         serving.Classifier(assets["clf_dir"], spm_model_file=str(tmp_path / "x.model"))(["a"])
@@ -297,7 +297,7 @@ def test_errors(assets, tmp_path):
         for _ in range(400)), encoding="utf-8")
     other = train_sentencepiece(str(tmp_path / "words.txt"), str(tmp_path / "big"), 150,
                                 hard_vocab_limit=False)
-    with pytest.raises(E, match="pieces but the model's vocab_size is"):
+    with pytest.raises(E, match="entries but the model's vocab_size is"):
         serving.Embedder(assets["ckpt"], spm_model_file=other)(["a"])
     bare = tmp_path / "bare"
     shutil.copytree(assets["ckpt"], bare)

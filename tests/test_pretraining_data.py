@@ -8,10 +8,12 @@ import sys
 import numpy as np
 import pytest
 
+import zh_release
+from albert_tf import create_pretraining_data, tokenization
 from albert_tf.data import build_records as cpd
-from albert_tf import tokenization
 from albert_tf.data import pretraining, records
 from albert_tf.data.vocab import train_sentencepiece
+from tool_runner import assert_refused, run_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("the of and to a in that is was he for it with as his on be at by this had not are "
@@ -288,8 +290,8 @@ def test_ngram_sampler_and_span_rule():
 
 def test_sop_pairs(data):
     d, corpus, _, model = data
-    sp_model, _ = cpd.load_model(options(model))
-    c = cpd.read_corpus(corpus, tokenization.FastEncoder(sp_model), True)
+    tokenizer, _ = cpd.load_tokenizer(options(model))
+    c = cpd.read_corpus(corpus, tokenizer)
     order = list(range(c.num_documents))
     for negatives in (True, False):
         a0, a1, b0, b1, label = pretraining.segment_pairs(
@@ -312,8 +314,8 @@ def test_sop_pairs(data):
 
 def test_nsp_mode_and_masking_options(data):
     d, corpus, _, model = data
-    sp_model, _ = cpd.load_model(options(model))
-    c = cpd.read_corpus(corpus, tokenization.FastEncoder(sp_model), True)
+    tokenizer, _ = cpd.load_tokenizer(options(model))
+    c = cpd.read_corpus(corpus, tokenizer)
     a0, a1, b0, b1, label = pretraining.segment_pairs(
         c, range(c.num_documents), 128, 0.1, random.Random(0), random_next_sentence=True)
     assert ((label == 0) == (a1 == b0)).all()  # NSP: label 0 is the actual next segment
@@ -347,8 +349,8 @@ def test_permutation_targets(data, tmp_path):
 
     # With a one-id vocabulary, random replacements show 0: every other shown target token is
     # either kept or moved by the permutation, so shown and original multisets agree.
-    sp_model, ids = cpd.load_model(options(model))
-    c = cpd.read_corpus(corpus, tokenization.FastEncoder(sp_model), True)
+    tokenizer, ids = cpd.load_tokenizer(options(model))
+    c = cpd.read_corpus(corpus, tokenizer)
     a0, a1, b0, b1, label = pretraining.segment_pairs(c, range(c.num_documents), 128, 0.1,
                                                       random.Random(0))
     pairs = pretraining.truncate_pairs(a0, a1, b0, b1, 125, np.random.default_rng(0))
@@ -465,3 +467,56 @@ def test_command_line(data, tmp_path):
          f"--spm_model_file={model}"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode != 0
     assert "error: No input file matches" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_wordpiece_records(tmp_path, capsys):
+    """--vocab_file (the Chinese releases): the original's records, whole words by ## pieces,
+    the same bytes on a rerun, and both vocabularies at once refused."""
+    corpus = zh_release.write_corpus(tmp_path / "zh.txt", documents=40)
+    vocab = zh_release.write_vocab(tmp_path / "vocab_chinese.txt")
+    tokenizer = tokenization.FullTokenizer(vocab)
+    argv = [f"--input_file={corpus}", f"--vocab_file={vocab}", "--spm_model_file=",
+            "--max_seq_length=64", "--dupe_factor=4"]
+    for name in "ab":
+        assert run_tool(create_pretraining_data, None, *argv,
+                        output_file=tmp_path / f"{name}.tfrecord") == 0
+    with open(tmp_path / "a.tfrecord", "rb") as a, open(tmp_path / "b.tfrecord", "rb") as b:
+        assert a.read() == b.read()
+    f = read_features([str(tmp_path / "a.tfrecord")], 64)
+    ids, mask, tb = f["input_ids"], f["input_mask"] > 0, f["token_boundary"]
+    special = tokenizer.special_ids()
+    text = mask & ~np.isin(ids, [special["[CLS]"], special["[SEP]"]])
+    w = f["masked_lm_weights"] > 0
+    rows = np.nonzero(w)[0]
+    labels = f["masked_lm_ids"][w]
+    shown = ids[rows, f["masked_lm_positions"][w]]
+    # token_boundary: 0 exactly on ## pieces (their labels where masked), 1 on word starts.
+    original = ids.copy()
+    original[rows, f["masked_lm_positions"][w]] = labels
+    is_cont = np.isin(original, [i for t, i in tokenizer.vocab.items() if t.startswith("##")])
+    assert (tb[text] == (~is_cont[text]).astype(int)).all() and is_cont[text].sum() > 20
+    for i in range(len(ids)):  # a ## piece is masked with the text token before it
+        masked = np.zeros(64, bool)
+        masked[f["masked_lm_positions"][i][w[i]]] = True
+        positions = np.nonzero(text[i])[0]
+        for a, b in zip(positions[:-1], positions[1:]):
+            if is_cont[i, b]:
+                assert masked[a] == masked[b], (i, a, b)
+    n = mask.sum(1)
+    budget = np.minimum(20, np.maximum(1, np.rint(n * 0.15)))
+    assert w.sum(1).mean() == pytest.approx(budget.mean(), rel=0.06)
+    assert (shown == special["[MASK]"]).mean() == pytest.approx(0.8, abs=0.04)
+    assert not np.isin(labels, list(special.values())).any()
+    assert f["next_sentence_labels"].mean() == pytest.approx(0.5, abs=0.1)
+    cjk = [tokenizer.vocab[c] for c in zh_release.CHARS if c in tokenizer.vocab]
+    assert np.isin(original[text], cjk).mean() > 0.7  # Chinese characters, one token each
+
+    (tmp_path / "x.model").write_bytes(b"not read")
+    assert_refused(run_tool(create_pretraining_data, capsys, *argv[:2],
+                            spm_model_file=tmp_path / "x.model",
+                            output_file=tmp_path / "c.tfrecord"),
+                   "name two different vocabularies")
+    assert_refused(run_tool(create_pretraining_data, capsys, argv[0],
+                            output_file=tmp_path / "c.tfrecord"),
+                   "--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is required")
+    assert not os.path.exists(tmp_path / "c.tfrecord")

@@ -64,7 +64,8 @@ def output_paths(input_files, output_file):
 
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
-    spm_model_file: str
+    spm_model_file: str = None  # SentencePiece; or
+    vocab_file: str = None      # WordPiece (the original's rules for each)
     do_lower_case: bool = True
     do_whole_word_mask: bool = True
     do_permutation: bool = False
@@ -116,17 +117,16 @@ def read_lines(path):
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def read_corpus(path, encoder, do_lower_case, chunk_lines=20000):
-    """Tokenizes one text file into a `Corpus` (documents split at blank lines)."""
+def read_corpus(path, tokenizer, chunk_lines=20000):
+    """Tokenizes one text file into a `Corpus` (documents split at blank lines) with a
+    `FullTokenizer`, reading lines as the original builder does for its kind."""
     from albert_tf.data.pretraining import Corpus
-    from albert_tf.tokenization import preprocess_text
 
     lines = read_lines(path)
     token_chunks, sentence_lengths, doc_sizes = [], [], [0]
     for first in range(0, len(lines), chunk_lines):  # bounded lists of Python ints
-        chunk = [preprocess_text(line, lower=do_lower_case)
-                 for line in lines[first:first + chunk_lines]]
-        ids = iter(encoder.encode_lines([line for line in chunk if line]))
+        chunk = [tokenizer.prepare_line(line) for line in lines[first:first + chunk_lines]]
+        ids = iter(tokenizer.encode_lines([line for line in chunk if line]))
         flat = []
         for line in chunk:
             if not line:
@@ -144,33 +144,36 @@ def read_corpus(path, encoder, do_lower_case, chunk_lines=20000):
     if not doc_sizes:
         raise InputError(f"Input file {path} has no text that tokenizes to any piece")
     tokens = np.concatenate(token_chunks)
-    return Corpus(tokens, encoder.start_table[tokens],
+    return Corpus(tokens, tokenizer.start_table[tokens],
                   np.concatenate([[0], np.cumsum(sentence_lengths)]).astype(np.int64),
                   np.concatenate([[0], np.cumsum(doc_sizes)]).astype(np.int64))
 
 
-def load_model(options):
-    """(SentencePieceProcessor, special ids) with a clear error for unusable models."""
+def load_tokenizer(options):
+    """(FullTokenizer, special ids) for --spm_model_file or --vocab_file, with a clear error
+    for a missing or unusable vocabulary."""
     from albert_tf import tokenization
 
-    path = options.spm_model_file
     try:
-        sp_model = tokenization.load_sp_model(path)
-        ids = tokenization.special_ids(sp_model, name=f"SentencePiece model {path}")
+        path = tokenization.vocabulary_file(options.spm_model_file, options.vocab_file)
+        if path is None:
+            raise InputError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
+                             "required")
+        tokenizer = tokenization.FullTokenizer(vocab_file=path,
+                                               do_lower_case=options.do_lower_case)
+        ids = tokenizer.special_ids()
     except (FileNotFoundError, ValueError) as e:
         raise InputError(str(e)) from None
-    return sp_model, ids
+    return tokenizer, ids
 
 
 def build_shard(shard_index, input_path, outputs, options):
     """Writes the records of one input file; returns (instances, text bytes, seconds)."""
-    from albert_tf import tokenization
     from albert_tf.data import pretraining, records
 
     start = time.time()
-    sp_model, ids = load_model(options)
-    encoder = tokenization.FastEncoder(sp_model)
-    corpus = read_corpus(input_path, encoder, options.do_lower_case)
+    tokenizer, ids = load_tokenizer(options)
+    corpus = read_corpus(input_path, tokenizer)
     text_bytes = os.path.getsize(input_path)
     logging.info("Shard %d: %s, %d documents, %d sentences, %d tokens (%.1f s)", shard_index,
                  input_path, corpus.num_documents, len(corpus.sentence_offsets) - 1,
@@ -180,7 +183,7 @@ def build_shard(shard_index, input_path, outputs, options):
     random.Random(int(_seed(options.random_seed, shard_index, 0).generate_state(1)[0])).shuffle(
         document_order)
     masking = pretraining.MaskingOptions(
-        vocab_size=sp_model.get_piece_size(), mask_id=ids["[MASK]"],
+        vocab_size=len(tokenizer), mask_id=ids["[MASK]"],
         masked_lm_prob=options.masked_lm_prob,
         max_predictions_per_seq=options.max_predictions_per_seq, ngram=options.ngram,
         favor_shorter_ngram=options.favor_shorter_ngram,
@@ -195,7 +198,7 @@ def build_shard(shard_index, input_path, outputs, options):
             for features in _dupe_batches(corpus, document_order, options, shard_index, dupe,
                                           ids, masking):
                 if shard_index == 0 and total == 0:
-                    _log_example(sp_model, features)
+                    _log_example(tokenizer, features)
                 total = _write_batch(writers, serializer.serialize_batch(features), total)
             logging.info("Shard %d: dupe %d/%d, %d instances so far, %.2f MB/s of text copies",
                          shard_index, dupe + 1, options.dupe_factor, total,
@@ -244,9 +247,9 @@ def _write_batch(writers, batch, total):
     return total + len(batch)
 
 
-def _log_example(sp_model, features):
-    pieces = [sp_model.id_to_piece(int(i)) for i, m in
-              zip(features["input_ids"][0], features["input_mask"][0]) if m]
+def _log_example(tokenizer, features):
+    pieces = tokenizer.convert_ids_to_tokens(
+        [i for i, m in zip(features["input_ids"][0], features["input_mask"][0]) if m])
     logging.info("Example instance: %s", " ".join(pieces))
     for name, values in features.items():
         logging.info("  %s: %s", name, " ".join(str(v) for v in values[0].tolist()))
@@ -262,7 +265,7 @@ def build(input_file, output_file, options, num_workers=1, overwrite=False):
     from albert_tf.data.records import is_tfrecord_file
 
     options.validate()
-    load_model(options)
+    load_tokenizer(options)
     inputs = expand_globs(input_file)
     for path in inputs:
         if os.path.getsize(path) == 0:
@@ -270,7 +273,8 @@ def build(input_file, output_file, options, num_workers=1, overwrite=False):
     outputs = output_paths(inputs, output_file)
     check_output_files([o for outs in outputs for o in outs], "output_file",
                        what="a TFRecord file", overwrite=overwrite, is_kind=is_tfrecord_file,
-                       inputs={"input_file": inputs, "spm_model_file": options.spm_model_file})
+                       inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
+                               "vocab_file": options.vocab_file})
     if num_workers < 1:
         raise InputError(f"--num_workers={num_workers} must be >= 1")
     jobs = [(i, path, outs, options) for i, (path, outs) in enumerate(zip(inputs, outputs))]

@@ -24,10 +24,6 @@ CACHE_VERSION = 1
 PADDINGS = ("bucket", "batch", "max_length")
 
 
-def tokenizer_digest(tokenizer):
-    return hashlib.sha256(tokenizer.sp_model.serialized_model_proto()).hexdigest()
-
-
 def cache_key(**settings):
     """A short hash of every setting that changes the features."""
     text = json.dumps({"version": CACHE_VERSION, **settings}, sort_keys=True, default=str)

@@ -1,6 +1,6 @@
-"""SQuAD v1.1/v2.0: reading the JSON, aligning SentencePiece pieces to the characters of the
-original context, doc-stride windows `[CLS] query [SEP] doc [SEP]`, and turning per-feature
-logits back into answer texts."""
+"""SQuAD v1.1/v2.0 (and CMRC 2018 / DRCD, in the same layout): reading the JSON, aligning
+pieces to the characters of the original context, doc-stride windows `[CLS] query [SEP] doc
+[SEP]`, and turning per-feature logits back into answer texts."""
 
 import dataclasses
 import difflib
@@ -10,7 +10,8 @@ import unicodedata
 import numpy as np
 from absl import logging
 
-from albert_tf.tokenization import SPIECE_UNDERLINE, encode_pieces, preprocess_text
+from albert_tf.tokenization import (SPIECE_UNDERLINE, WORDPIECE, encode_pieces,
+                                    preprocess_text)
 
 
 @dataclasses.dataclass
@@ -239,7 +240,12 @@ def _answer_tokens(question, starts, ends):
 
 
 def _context_tokens(tokenizer, context):
-    """(piece ids, first char, last char) of a context's pieces."""
+    """(piece ids, first char, last char) of a context's pieces. WordPiece tracks characters
+    as it tokenizes, so Chinese contexts, which have no spaces, give character-exact spans."""
+    if tokenizer.kind == WORDPIECE:
+        pieces, starts, ends = tokenizer.tokenize_with_offsets(context)
+        return (np.asarray(tokenizer.convert_tokens_to_ids(pieces), np.int32),
+                np.asarray(starts, np.int32), np.asarray(ends, np.int32))
     pieces = encode_pieces(tokenizer.sp_model, tokenizer.preprocess(context))
     return (np.asarray(tokenizer.convert_tokens_to_ids(pieces), np.int32),
             *align_pieces(context, pieces, tokenizer.do_lower_case))

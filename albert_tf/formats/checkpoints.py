@@ -22,6 +22,7 @@ from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_
                                check_output_files)
 from albert_tf.formats import hf, keras_hub
 from albert_tf.formats.resolve import resolve_checkpoint
+from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
 MODEL_KEY = "model"  # our object checkpoints hold the weights under this child
@@ -157,16 +158,19 @@ def write_tf1_checkpoint(arrays, prefix, global_step=0):
     publish_checkpoint(tmp, prefix)
 
 
-def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
-    """Writes the model's weights and config to `directory` in one of FORMATS."""
+def save_pretrained(model, directory, format="albert_tf", spm_model_file=None, vocab_file=None,
+                    do_lower_case=True):
+    """Writes the model's weights and config to `directory` in one of FORMATS, with the
+    vocabulary (SentencePiece model or WordPiece vocab file) when one is given: copied beside
+    the checkpoint, or for "hf" as the tokenizer files transformers' AutoTokenizer reads."""
     if format not in FORMATS:
         raise ValueError(f"unknown checkpoint format {format!r}; use one of {FORMATS}")
+    vocabulary = vocabulary_file(spm_model_file, vocab_file)
     tf.io.gfile.makedirs(directory)
     if format == "hf":
         hf.write_hf_checkpoint(_model_arrays(model), model.config, directory)
     elif format == "keras_hub":  # its own config.json and tokenizer asset
-        return keras_hub.write_preset(_model_arrays(model), model.config, directory,
-                                      spm_model_file)
+        return keras_hub.write_preset(_model_arrays(model), model.config, directory, vocabulary)
     elif format == "tf1":
         write_tf1_checkpoint(_model_arrays(model), os.path.join(directory, "model.ckpt-best"))
         write_checkpoint_index(directory, ["model.ckpt-best"])
@@ -178,8 +182,11 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None):
         write_checkpoint_index(directory, ["model.ckpt"])
     if format != "hf":
         model.config.to_json_file(os.path.join(directory, "albert_config.json"))
-    if spm_model_file:
-        tf.io.gfile.copy(spm_model_file, os.path.join(directory, os.path.basename(spm_model_file)),
+    if vocabulary and format == "hf":
+        hf.write_hf_tokenizer(FullTokenizer(vocab_file=vocabulary, do_lower_case=do_lower_case),
+                              directory, model.config.max_position_embeddings)
+    elif vocabulary:
+        tf.io.gfile.copy(vocabulary, os.path.join(directory, os.path.basename(vocabulary)),
                          overwrite=True)
     return directory
 
@@ -224,9 +231,12 @@ class PretrainedMixin:
                               init_from_group0=init_from_group0,
                               allow_missing=missing_allowed(fmt, allow_missing))
 
-    def save_pretrained(self, directory, format="albert_tf", spm_model_file=None):
-        """Writes `directory` in format "albert_tf" (ours), "tf1" (original) or "hf"."""
-        return save_pretrained(self, directory, format=format, spm_model_file=spm_model_file)
+    def save_pretrained(self, directory, format="albert_tf", spm_model_file=None,
+                        vocab_file=None, do_lower_case=True):
+        """Writes `directory` in format "albert_tf" (ours), "tf1" (original), "hf" or
+        "keras_hub", with the vocabulary when one is given."""
+        return save_pretrained(self, directory, format=format, spm_model_file=spm_model_file,
+                               vocab_file=vocab_file, do_lower_case=do_lower_case)
 
 
 def load_checked(input_path, config=None, model="auto", init_from_group0=False):
@@ -251,7 +261,7 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
 
 
 def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
-            init_from_group0=False, overwrite=False):
+            init_from_group0=False, overwrite=False, vocab_file=None, do_lower_case=True):
     """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
 
     model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
@@ -261,9 +271,11 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     check_output_dir(output_dir, "output_dir", what="a converted checkpoint",
                      patterns=CONVERTED_ENTRIES, overwrite=overwrite,
                      inputs={"input": input_path, "albert_config_file": config,
-                             "spm_model_file": spm_model_file})
+                             "spm_model_file": spm_model_file, "vocab_file": vocab_file})
+    vocabulary_file(spm_model_file, vocab_file)  # two different vocabularies: before any work
     net, in_fmt = load_checked(input_path, config, model, init_from_group0)
-    net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file)
+    net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file,
+                        vocab_file=vocab_file, do_lower_case=do_lower_case)
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
                  len(net.tf1_weights()), in_fmt, input_path)
     return net

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.files import atomic_write_text
+from albert_tf.tokenization import SENTENCEPIECE, WORDPIECE_SPECIALS
 
 # Hugging Face ↔ TF1 names: (HF pattern, TF1 pattern, transpose). `{g}`/`{i}` are group and
 # inner-group indices. HF stores Linear weights [out, in]; TF1 kernels are [in, out].
@@ -133,3 +134,30 @@ def write_hf_checkpoint(arrays, config, directory):
     save_file(state, tmp, metadata={"format": "pt"})
     os.replace(tmp, os.path.join(directory, "model.safetensors"))
     atomic_write_text(os.path.join(directory, "config.json"), json.dumps(hf_config, indent=2))
+
+
+def write_hf_tokenizer(tokenizer, directory, model_max_length=None):
+    """The tokenizer files transformers' AutoTokenizer reads, with our tokenizer's ids.
+
+    WordPiece: vocab.txt (one token per line in id order, so that line numbers are the ids
+    `load_vocab` gives) for BertTokenizer. SentencePiece: spiece.model for AlbertTokenizer.
+    """
+    settings = {"do_lower_case": bool(tokenizer.do_lower_case)}
+    if model_max_length:
+        settings["model_max_length"] = int(model_max_length)
+    if tokenizer.kind == SENTENCEPIECE:
+        tf.io.gfile.copy(tokenizer.spm_model_file, os.path.join(directory, "spiece.model"),
+                         overwrite=True)
+        settings.update(tokenizer_class="AlbertTokenizer", keep_accents=False,
+                        remove_space=True, unk_token="<unk>", pad_token="<pad>",
+                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    else:
+        tokens = tokenizer.convert_ids_to_tokens(range(len(tokenizer)))
+        atomic_write_text(os.path.join(directory, "vocab.txt"), "".join(t + "\n" for t in tokens))
+        names = {"[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token",
+                 "[SEP]": "sep_token", "[MASK]": "mask_token"}
+        settings.update(tokenizer_class="BertTokenizer", tokenize_chinese_chars=True,
+                        strip_accents=None,
+                        **{names[t]: t for t in WORDPIECE_SPECIALS.values()})
+    atomic_write_text(os.path.join(directory, "tokenizer_config.json"),
+                      json.dumps(settings, indent=2, ensure_ascii=False))

@@ -15,6 +15,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.tokenization import SENTENCEPIECE, vocabulary_kind
+
 TOKENIZER_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
 BACKBONE = "AlbertBackbone"
 MASKED_LM = "AlbertMaskedLM"
@@ -158,10 +160,15 @@ def read_preset(directory):
             for name, variable in _mapping(backbone, head, dense)}
 
 
-def write_preset(arrays, config, directory, spm_model_file=None):
+def write_preset(arrays, config, directory, vocabulary=None):
     """Writes a preset that `AlbertBackbone.from_preset` loads, and `AlbertMaskedLM.from_preset`
     (`AlbertTextClassifier.from_preset`) too when `arrays` hold the MLM head (a classifier
-    head); logs what KerasHub cannot hold."""
+    head); logs what KerasHub cannot hold.
+
+    vocabulary: a SentencePiece model becomes the preset's AlbertTokenizer. KerasHub's ALBERT
+    reads SentencePiece only, and its WordPiece tokenizers case-fold with NFKC (full-width
+    punctuation becomes ASCII), so their ids differ from the original's: a WordPiece vocabulary
+    is copied into the preset directory as it is, with no KerasHub tokenizer."""
     keras_hub = _keras_hub()
     kwargs, changes = _backbone_kwargs(config)
     backbone = keras_hub.models.AlbertBackbone(**kwargs)
@@ -173,9 +180,14 @@ def write_preset(arrays, config, directory, spm_model_file=None):
     if has_mlm and epsilon != MLM_HEAD_EPSILON:
         changes.append(f"the MLM head's LayerNorm epsilon becomes {MLM_HEAD_EPSILON:g} "
                        f"(this model's: {epsilon:g})")
-    model = head = dense = None
-    tokenizer = (keras_hub.models.AlbertTokenizer(proto=spm_model_file) if spm_model_file
-                 else None)
+    model = head = dense = tokenizer = None
+    if vocabulary and vocabulary_kind(vocabulary) == SENTENCEPIECE:
+        tokenizer = keras_hub.models.AlbertTokenizer(proto=vocabulary)
+    elif vocabulary:
+        changes.append(f"no KerasHub tokenizer for the WordPiece vocabulary "
+                       f"{os.path.basename(vocabulary)} (copied beside the preset): KerasHub's "
+                       f"WordPiece tokenizers give other ids; tokenize with albert_tf's "
+                       f"FullTokenizer or its TF-Hub preprocessor export")
     if has_mlm:
         preprocessor = tokenizer and keras_hub.models.AlbertMaskedLMPreprocessor(
             tokenizer, sequence_length=config.max_position_embeddings)
@@ -196,6 +208,9 @@ def write_preset(arrays, config, directory, spm_model_file=None):
     (model or backbone).save_to_preset(directory)
     if tokenizer is not None and model is None:  # (a task saves it with its preprocessor)
         tokenizer.save_to_preset(directory)
+    if vocabulary and tokenizer is None:
+        tf.io.gfile.copy(vocabulary, os.path.join(directory, os.path.basename(vocabulary)),
+                         overwrite=True)
     for change in changes:
         logging.warning("KerasHub preset %s: %s", directory, change)
     return directory

@@ -1,6 +1,6 @@
 """What a model path holds: the checkpoint format (original TF1, Hugging Face, ours) for
 `from_pretrained` and the fine-tuning scripts, or the kind of SavedModel export for predict;
-and the SentencePiece model that lies beside it. One resolver for every entry point."""
+and the vocabulary that lies beside it. One resolver for every entry point."""
 
 import glob
 import os
@@ -88,13 +88,16 @@ def is_saved_model(path):
     return tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
 
 
-def spm_models_beside(directory):
-    """The SentencePiece models (*.model) in a checkpoint's directory, sorted; a KerasHub
-    preset's assets/tokenizer/vocabulary.spm."""
+def vocabularies_beside(directory):
+    """The vocabularies in a checkpoint's directory, sorted: its SentencePiece models (*.model;
+    a KerasHub preset's assets/tokenizer/vocabulary.spm), else its WordPiece vocabularies
+    (vocab*.txt: the Chinese releases' vocab_chinese.txt, Hugging Face's vocab.txt)."""
     preset = os.path.join(directory, keras_hub.TOKENIZER_FILE)
     if _exists(preset):
         return [preset]
-    return sorted(glob.glob(os.path.join(glob.escape(directory), "*.model")))
+    here = glob.escape(directory)
+    found = sorted(glob.glob(os.path.join(here, "*.model")))
+    return found or sorted(glob.glob(os.path.join(here, "vocab*.txt")))
 
 
 def _import_tensorflow_text():
@@ -209,13 +212,14 @@ class ModelSource:
         return model
 
 
-def find_spm_model(checkpoint):
-    """The single *.model file beside (or inside) a checkpoint; a clear error otherwise."""
+def find_vocabulary(checkpoint):
+    """The single vocabulary (SentencePiece model or WordPiece vocab*.txt) beside (or inside) a
+    checkpoint; a clear error otherwise."""
     _, location, _ = resolve_checkpoint(checkpoint)
     directory = location if tf.io.gfile.isdir(location) else os.path.dirname(location)
-    models = sorted(tf.io.gfile.glob(os.path.join(directory, "*.model")))
-    if len(models) != 1:
-        found = ", ".join(models) if models else "none"
-        raise ValueError(f"--spm_model_file is required: expected exactly one *.model beside "
-                         f"checkpoint {checkpoint} in {directory}, found {found}")
-    return models[0]
+    found = vocabularies_beside(directory)
+    if len(found) != 1:
+        raise ValueError(f"--spm_model_file or --vocab_file is required: expected exactly one "
+                         f"*.model or vocab*.txt beside checkpoint {checkpoint} in {directory}, "
+                         f"found {', '.join(found) if found else 'none'}")
+    return found[0]

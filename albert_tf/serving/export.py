@@ -12,7 +12,7 @@ from albert_tf.modeling import kernels
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            check_export_dir, encoder_input_specs, pack_inputs,
                                            save_atomically, stage_assets, tf_variables)
-from albert_tf.tokenization import InGraphTokenizer
+from albert_tf.tokenization import in_graph_tokenizer, vocabulary_file
 
 EXPORT_TYPES = ("encoder", "pretrainer", "preprocessor")
 __all__ = ["ENCODER_INPUTS", "export_encoder", "export_from_checkpoint", "export_preprocessor",
@@ -72,7 +72,7 @@ def _split_model(model, with_pretrainer_heads):
 
 
 @kernels.unfused()  # the plain ops: a portable graph, no XLA functions inside
-def export_encoder(model_or_encoder, export_dir, spm_model_file, do_lower_case=True,
+def export_encoder(model_or_encoder, export_dir, vocabulary, do_lower_case=True,
                    with_pretrainer_heads=False):
     """Writes a TF-Hub text-encoder SavedModel; with the pretrainer's heads it adds `.mlm`/`.sop`.
 
@@ -122,9 +122,9 @@ def export_encoder(model_or_encoder, export_dir, spm_model_file, do_lower_case=T
         signatures["mlm"] = mlm
 
     with tempfile.TemporaryDirectory() as stage:
-        spm_copy, config_copy = stage_assets(stage, spm_model_file, config)
+        vocab_copy, config_copy = stage_assets(stage, vocabulary, config)
         signatures["tokenization_info"] = attach_tokenizer_info(
-            root, spm_copy, do_lower_case, config.vocab_size, config_copy)
+            root, vocab_copy, do_lower_case, config.vocab_size, config_copy)
         return save_atomically(root, export_dir, signatures)
 
 
@@ -189,13 +189,14 @@ class _Preprocessor(Trackable):
         return self.bert_pack_inputs([self.tokenize(sentences)], seq_length)
 
 
-def export_preprocessor(export_dir, spm_model_file, do_lower_case=True, default_seq_length=128):
-    """Writes the preprocessor SavedModel (tensorflow-text ops; ids equal `FullTokenizer`'s)."""
+def export_preprocessor(export_dir, vocabulary, do_lower_case=True, default_seq_length=128):
+    """Writes the preprocessor SavedModel (tensorflow-text ops; ids equal `FullTokenizer`'s)
+    for a SentencePiece model or a WordPiece vocabulary file."""
     if default_seq_length < 3:
         raise ValueError(f"default_seq_length={default_seq_length} leaves no room for text")
     with tempfile.TemporaryDirectory() as stage:
-        spm_copy, _ = stage_assets(stage, spm_model_file)
-        tokenizer = InGraphTokenizer(spm_copy, do_lower_case=do_lower_case)
+        vocab_copy, _ = stage_assets(stage, vocabulary)
+        tokenizer = in_graph_tokenizer(vocab_copy, do_lower_case=do_lower_case)
         root = _Preprocessor(tokenizer, default_seq_length)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
@@ -203,20 +204,21 @@ def export_preprocessor(export_dir, spm_model_file, do_lower_case=True, default_
             return root(sentences)
         signatures = {"serving_default": serving_default,
                       "tokenization_info": attach_tokenizer_info(
-                          root, spm_copy, do_lower_case, tokenizer.vocab_size)}
+                          root, vocab_copy, do_lower_case, tokenizer.vocab_size)}
         return save_atomically(root, export_dir, signatures)
 
 
 def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
                            albert_config_file=None, spm_model_file=None, do_lower_case=True,
-                           default_seq_length=128, overwrite=False, inputs=None):
+                           default_seq_length=128, overwrite=False, inputs=None,
+                           vocab_file=None):
     """export_type "encoder" or "pretrainer": the model from a checkpoint in any format, written
     as a TF-Hub SavedModel; "preprocessor": the text preprocessor. Returns `export_path`.
 
     An existing export at `export_path` is replaced only with `overwrite`; anything else there
     (an input, a run directory, a file) stops the export before it starts. `inputs`
     ({flag: path}) names the inputs in that message; by default the arguments'."""
-    from albert_tf.formats.resolve import find_spm_model
+    from albert_tf.formats.resolve import find_vocabulary
 
     if export_type not in EXPORT_TYPES:
         raise ValueError(f"--export_type={export_type!r}; use one of {', '.join(EXPORT_TYPES)}")
@@ -224,24 +226,28 @@ def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
         raise ValueError("--export_path is required")
     check_export_dir(export_path, "export_path", overwrite, inputs or {
         "init_checkpoint": init_checkpoint, "spm_model_file": spm_model_file,
+        "vocab_file": vocab_file,
         "albert_config_file": albert_config_file})
     if export_type != "preprocessor" and not init_checkpoint:
         raise ValueError(f"--export_type={export_type} needs --init_checkpoint (or "
                          f"--albert_directory)")
-    if spm_model_file is None:
+    vocabulary = vocabulary_file(spm_model_file, vocab_file)
+    if vocabulary is None:
         if not init_checkpoint:
-            raise ValueError("--spm_model_file is required")
-        spm_model_file = find_spm_model(init_checkpoint)
-    if not os.path.exists(spm_model_file) and "://" not in spm_model_file:
-        raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist")
+            raise ValueError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
+                             "required")
+        vocabulary = find_vocabulary(init_checkpoint)
+    elif not os.path.exists(vocabulary) and "://" not in vocabulary:
+        flag = "spm_model_file" if vocabulary == spm_model_file else "vocab_file"
+        raise FileNotFoundError(f"--{flag}={vocabulary} does not exist")
 
     if export_type == "preprocessor":
-        return export_preprocessor(export_path, spm_model_file, do_lower_case, default_seq_length)
+        return export_preprocessor(export_path, vocabulary, do_lower_case, default_seq_length)
     if export_type == "pretrainer":
         from albert_tf.modeling.pretrainer import AlbertPretrainer as cls
     else:
         from albert_tf.modeling.encoder import AlbertEncoder as cls
     model = cls.from_pretrained(init_checkpoint, config=albert_config_file)
     logging.info("Loaded %s from %s", cls.__name__, init_checkpoint)
-    return export_encoder(model, export_path, spm_model_file, do_lower_case,
+    return export_encoder(model, export_path, vocabulary, do_lower_case,
                           with_pretrainer_heads=export_type == "pretrainer")

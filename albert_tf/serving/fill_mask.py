@@ -6,15 +6,19 @@ import numpy as np
 
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs, pack,
                                          pad_batch)
+from albert_tf.tokenization import WORDPIECE
 
 MASK_PATTERN = re.compile(r"\[MASK\]", re.IGNORECASE)
 _UNDERLINE = "\u2581"
 
 
-def piece_text(piece):
-    """Readable text of a SentencePiece piece: the word-start mark becomes nothing."""
+def piece_text(piece, wordpiece=False):
+    """Readable text of a piece: SentencePiece's word-start mark or WordPiece's ## continuation
+    mark becomes nothing."""
     if piece.startswith("<") or piece.startswith("["):
         return piece
+    if wordpiece:
+        return piece.removeprefix("##")
     return piece.replace(_UNDERLINE, " ").strip()
 
 
@@ -110,8 +114,9 @@ class FillMask(Predictor):
         for k, (row, position) in enumerate(zip(probabilities, positions)):
             top = np.argsort(-row, kind="stable")[:self.top_k]
             pieces = tokenizer.convert_ids_to_tokens(top)
+            wordpiece = tokenizer.kind == WORDPIECE
             masks.append({"mask": k, "position": int(position), "predictions": [
-                {"token": piece, "token_id": int(i), "text": piece_text(piece),
+                {"token": piece, "token_id": int(i), "text": piece_text(piece, wordpiece),
                  "probability": float(row[i])} for piece, i in zip(pieces, top)]})
         out = {"text": text}
         if text_b is not None:

@@ -11,7 +11,7 @@ from albert_tf.files import atomic_write_bytes
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            encoder_input_specs, pack_inputs, save_atomically,
                                            stage_assets, tf_variables)
-from albert_tf.tokenization import InGraphTokenizer
+from albert_tf.tokenization import in_graph_tokenizer
 
 
 def _default_outputs(outputs):
@@ -20,9 +20,11 @@ def _default_outputs(outputs):
     return {"outputs": outputs}
 
 
-def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, seq_length=128,
+def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_length=128,
                         signatures=None, output_fn=None, first_segment_length=None):
     """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
+
+    vocabulary: the SentencePiece model or WordPiece vocabulary file (copied as an asset).
 
     model: any Keras model called as `model(input dict, training=False)` on the encoder
       inputs (int32 [batch, seq_length]).
@@ -35,15 +37,15 @@ def export_text_serving(model, export_dir, spm_model_file, do_lower_case=True, s
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
     with tempfile.TemporaryDirectory() as stage:
-        spm_copy, config_copy = stage_assets(stage, spm_model_file, getattr(model, "config", None))
-        tokenizer = InGraphTokenizer(spm_copy, do_lower_case=do_lower_case)
+        vocab_copy, config_copy = stage_assets(stage, vocabulary, getattr(model, "config", None))
+        tokenizer = in_graph_tokenizer(vocab_copy, do_lower_case=do_lower_case)
         root = Trackable()
         root.tokenizer = tokenizer
         root.variables = tf_variables(model.variables)
         root.trainable_variables = tf_variables(model.trainable_variables)
         root.regularization_losses = []
         functions = {"tokenization_info": attach_tokenizer_info(
-            root, spm_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
+            root, vocab_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
         for name, keys in signatures.items():
             functions[name] = _text_signature(model, tokenizer, tuple(keys), seq_length,
                                               output_fn, first_segment_length)
@@ -100,7 +102,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1):
         return tf.lite.TFLiteConverter.from_saved_model(stage).convert()
 
 
-def export_finetuned(model, export_dir, spm_model_file, do_lower_case, seq_length, text_keys,
+def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
@@ -108,7 +110,7 @@ def export_finetuned(model, export_dir, spm_model_file, do_lower_case, seq_lengt
     from `output_fn`), and with `tflite_name` also `export_dir/<tflite_name>`, the ids-level
     model at [1, seq_length] (outputs from `tflite_output_fn`, default `output_fn`).
     Returns (export_dir, tflite path or None)."""
-    export_text_serving(model, export_dir, spm_model_file, do_lower_case, seq_length,
+    export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))

@@ -60,7 +60,7 @@ class Predictor:
     packing texts into encoder inputs."""
 
     def __init__(self, model, spm_model_file=None, do_lower_case=None, max_seq_length=None,
-                 batch_size=32, albert_config_file=None):
+                 batch_size=32, albert_config_file=None, vocab_file=None):
         self.source = model if isinstance(model, ModelSource) else ModelSource(
             model, albert_config_file)
         config = self.source.config
@@ -69,7 +69,7 @@ class Predictor:
                                  if config is not None else DEFAULT_MAX_SEQ_LENGTH)
         self.max_seq_length = int(max_seq_length)
         self.batch_size = int(batch_size)
-        self._tokenizer_args = (spm_model_file, do_lower_case)
+        self._tokenizer_args = (spm_model_file, do_lower_case, vocab_file)
         self._tokenizer = None
         if config is not None and self.max_seq_length > config.max_position_embeddings:
             raise PredictError(f"--max_seq_length={self.max_seq_length} exceeds the model's "
@@ -80,10 +80,11 @@ class Predictor:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            spm_model_file, do_lower_case = self._tokenizer_args
+            spm_model_file, do_lower_case, vocab_file = self._tokenizer_args
             config = self.source.config
             self._tokenizer = load_tokenizer(spm_model_file, do_lower_case, model=self.source,
-                                             vocab_size=config.vocab_size if config else None)
+                                             vocab_size=config.vocab_size if config else None,
+                                             vocab_file=vocab_file)
             ids = self._tokenizer.special_ids()
             self.cls_id, self.sep_id, self.mask_id = ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
         return self._tokenizer

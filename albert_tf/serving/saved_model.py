@@ -1,5 +1,5 @@
 """What every SavedModel export shares: the encoder input names and specs, in-graph packing of
-segments, the SentencePiece and config assets, tokenization_info, and atomic saving."""
+segments, the vocabulary and config assets, tokenization_info, and atomic saving."""
 
 import os
 
@@ -7,7 +7,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.outputs import SAVED_MODEL_ENTRIES, check_output_dir
-from albert_tf.tokenization import load_sp_model
+from albert_tf.tokenization import SENTENCEPIECE, FullTokenizer, load_sp_model, vocabulary_kind
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 Trackable = tf.__internal__.tracking.AutoTrackable  # tf.Module's `variables` is read-only
@@ -78,30 +78,40 @@ def save_atomically(root, export_dir, signatures):
     return export_dir
 
 
-def stage_assets(stage_dir, spm_model_file, config=None):
-    """Copies the SentencePiece model (named *.model) and albert_config.json into `stage_dir`."""
-    spm_model_file = os.fspath(spm_model_file)
-    if not tf.io.gfile.exists(spm_model_file):
-        raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file}")
-    with tf.io.gfile.GFile(spm_model_file, "rb") as f:
-        pieces = load_sp_model(f.read()).get_piece_size()  # fails early on a bad file
-    if config is not None and pieces != config.vocab_size:
-        logging.warning("%s has %d pieces but the model's vocab_size is %d: is it the model's "
-                        "vocabulary?", spm_model_file, pieces, config.vocab_size)
-    name = os.path.basename(spm_model_file)
-    if not name.endswith(".model"):
-        name += ".model"
-    spm_copy = os.path.join(stage_dir, name)
-    tf.io.gfile.copy(spm_model_file, spm_copy, overwrite=True)
+def stage_assets(stage_dir, vocabulary, config=None):
+    """Copies the vocabulary (a SentencePiece *.model, or a WordPiece vocabulary named
+    vocab*.txt) and albert_config.json into `stage_dir`; returns both copies' paths."""
+    vocabulary = os.fspath(vocabulary)
+    if not tf.io.gfile.exists(vocabulary):
+        raise FileNotFoundError(f"Vocabulary not found: {vocabulary}")
+    name = os.path.basename(vocabulary)
+    if vocabulary_kind(vocabulary) == SENTENCEPIECE:
+        with tf.io.gfile.GFile(vocabulary, "rb") as f:
+            entries = load_sp_model(f.read()).get_piece_size()  # fails early on a bad file
+    else:
+        entries = len(FullTokenizer(vocab_file=vocabulary))
+        if not (name.startswith("vocab") and name.endswith(".txt")):
+            name = "vocab.txt"  # the name loaders look for among the assets
+    if config is not None and entries != config.vocab_size:
+        logging.warning("%s has %d entries but the model's vocab_size is %d: is it the model's "
+                        "vocabulary?", vocabulary, entries, config.vocab_size)
+    vocab_copy = os.path.join(stage_dir, name)
+    tf.io.gfile.copy(vocabulary, vocab_copy, overwrite=True)
     config_copy = None
     if config is not None:
         config_copy = os.path.join(stage_dir, "albert_config.json")
         config.to_json_file(config_copy)
-    return spm_copy, config_copy
+    return vocab_copy, config_copy
 
 
-def attach_tokenizer_info(root, spm_copy, do_lower_case, vocab_size, config_copy=None):
-    root.sp_model_file = tf.saved_model.Asset(spm_copy)
+def attach_tokenizer_info(root, vocab_copy, do_lower_case, vocab_size, config_copy=None):
+    """Assets, variables and the `tokenization_info` signature: {vocab_file (the SentencePiece
+    model or WordPiece vocabulary), do_lower_case}, as TF-Hub's ALBERT and BERT modules."""
+    asset = tf.saved_model.Asset(vocab_copy)
+    if vocabulary_kind(vocab_copy) == SENTENCEPIECE:  # the attribute names TF-Hub modules use
+        root.sp_model_file = asset
+    else:
+        root.vocab_file = asset
     if config_copy:
         root.albert_config_file = tf.saved_model.Asset(config_copy)
     root.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False, name="do_lower_case")
@@ -110,7 +120,7 @@ def attach_tokenizer_info(root, spm_copy, do_lower_case, vocab_size, config_copy
 
     @tf.function(input_signature=[])
     def tokenization_info():
-        return {"vocab_file": root.sp_model_file.asset_path,
+        return {"vocab_file": asset.asset_path,
                 "do_lower_case": tf.identity(root.do_lower_case)}
     root.tokenization_info = tokenization_info
     return tokenization_info

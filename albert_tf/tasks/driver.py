@@ -50,7 +50,8 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
 
 def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object)
     """The scripts' common start: warn of flags they ignore, create --output_dir, and return
-    the tokenizer from --spm_model_file or the hub module's asset."""
+    the tokenizer from --spm_model_file / --vocab_file, the hub module's asset or the vocabulary
+    beside --init_checkpoint."""
     from albert_tf.formats.hub import resolve_hub_handle
     from albert_tf.formats.tokenizers import load_tokenizer
 
@@ -58,14 +59,18 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
         if FLAGS[name].value:
             logging.warning("--%s is ignored: %s", name, why)
     check_flags(FLAGS)
-    explicit = FLAGS.spm_model_file and FLAGS.spm_model_file != "from_tf_hub"
+    explicit = bool(FLAGS.spm_model_file and FLAGS.spm_model_file != "from_tf_hub"
+                    or FLAGS.vocab_file)
     hub = FLAGS.albert_hub_module_handle
     # The tokenizer may not give ids the model has no embedding for.
     vocab_size = None if hub else encoder_config(
         FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.output_dir).vocab_size
+    carrier = None  # without a vocabulary flag: the hub module's, or the release's beside it
+    if not explicit:
+        carrier = resolve_hub_handle(hub) if hub else FLAGS.init_checkpoint
     tokenizer = load_tokenizer(
         FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
-        model=resolve_hub_handle(hub) if hub and not explicit else None, vocab_size=vocab_size)
+        model=carrier, vocab_size=vocab_size, vocab_file=FLAGS.vocab_file)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     return tokenizer
 
@@ -83,6 +88,7 @@ def check_flags(FLAGS):  # noqa: N803
                                  "albert_hub_module_handle": FLAGS.albert_hub_module_handle,
                                  "data_dir": getattr(FLAGS, "data_dir", None),
                                  "spm_model_file": FLAGS.spm_model_file,
+                                 "vocab_file": FLAGS.vocab_file,
                                  "albert_config_file": FLAGS.albert_config_file})
 
 

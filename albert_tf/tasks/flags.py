@@ -29,9 +29,11 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
       "albert_config.json; default: the config beside --init_checkpoint (or in the hub "
       "module's assets).")
     D(S, "spm_model_file", None,
-      "SentencePiece model. With --albert_hub_module_handle it may be omitted (or "
-      "'from_tf_hub') to use the module's asset.")
-    D(S, "vocab_file", None, "Accepted for compatibility; ALBERT uses --spm_model_file.")
+      "SentencePiece model (the English releases' 30k-clean.model). Omitted (or "
+      "'from_tf_hub'): the hub module's asset, or the vocabulary beside --init_checkpoint.")
+    D(S, "vocab_file", None,
+      "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), with --spm_model_file "
+      "absent or empty. Beside --spm_model_file it may only be that model's .vocab listing.")
     D(S, "init_checkpoint", None,
       "Initial weights: an original release, a Hugging Face directory or one of our "
       "checkpoints (pretraining or fine-tuned).")

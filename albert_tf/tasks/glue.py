@@ -6,7 +6,7 @@ import os
 import numpy as np
 from absl import logging
 
-from albert_tf.data.features import cached_features, tokenizer_digest
+from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_text, file_digest
 
 
@@ -101,7 +101,7 @@ class GlueTask:
             raise FileNotFoundError(f"{task.name} {split} file not found: {path}")
         settings = dict(task=task.name, split=split, file=_file_digest_cached(path),
                         max_seq_length=self.max_seq_length,
-                        tokenizer=tokenizer_digest(self.tokenizer),
+                        tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
         return cached_features(
             self.cache_dir, f"{task.name}_{split}", settings,
@@ -168,7 +168,7 @@ class GlueTask:
             return out
 
         return export_finetuned(
-            model, export_dir, self.tokenizer.spm_model_file, self.tokenizer.do_lower_case,
+            model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
             tflite_output_fn=numeric)
 

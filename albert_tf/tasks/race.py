@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data.features import cached_features, tokenizer_digest
+from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_text
 from albert_tf.training.results import write_eval_results
 
@@ -64,7 +64,7 @@ class RaceTask:
         settings = dict(task="race", split=split, data=data,
                         levels=self.levels, max_seq_length=self.max_seq_length,
                         max_qa_length=self.max_qa_length,
-                        tokenizer=tokenizer_digest(self.tokenizer),
+                        tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
         stem = "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
         flag = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}[split]

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data.features import cached_features, tokenizer_digest
+from albert_tf.data.features import cached_features
 from albert_tf.files import file_digest, write_json
 from albert_tf.tasks import squad_metrics
 from albert_tf.tasks.squad_answers import postprocess
@@ -74,7 +74,7 @@ class SquadTask:
                         file=file_digest(path) if have_data else None,
                         max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
                         max_query_length=self.max_query_length,
-                        tokenizer=tokenizer_digest(self.tokenizer),
+                        tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
         stem = f"{self.name}_{'train' if is_training else 'predict'}"
         features = cached_features(
@@ -161,7 +161,7 @@ class SquadTask:
         serving_model = SquadServing(model)
         keys = SquadServing.OUTPUTS[self.version_2]
         return export_finetuned(
-            serving_model, export_dir, self.tokenizer.spm_model_file, self.tokenizer.do_lower_case,
+            serving_model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, ("question", "context"),
             lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
             tflite_name=None if self.version_2 else "albert_model.tflite",

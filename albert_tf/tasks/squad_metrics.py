@@ -1,12 +1,63 @@
 """SQuAD EM/F1 as the official v1.1 and v2.0 evaluation scripts define them, and the v2.0
-best no-answer threshold search."""
+best no-answer threshold search. A gold answer with Chinese characters is scored as CMRC 2018's
+evaluation scores Chinese text, which has no spaces to split words at: by characters."""
 
 import collections
 import re
 import string
+import unicodedata
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ceaf"
+                  "\U0002f800-\U0002fa1f]")
+
+
+def is_chinese(text):
+    return _CJK.search(text) is not None
+
+
+def _is_punctuation(c):
+    return c in _PUNCTUATION or unicodedata.category(c).startswith("P")
+
+
+def mixed_segments(text):
+    """CMRC 2018's mixed segmentation: lowercased, each Chinese character a segment, other
+    text split at whitespace; punctuation (ASCII and Unicode P*) dropped."""
+    segments, word = [], []
+    for c in text.lower() + " ":
+        chinese = _CJK.match(c) is not None
+        if chinese or c.isspace() or _is_punctuation(c):
+            if word:
+                segments.append("".join(word))
+                word = []
+            if chinese:
+                segments.append(c)
+        else:
+            word.append(c)
+    return segments
+
+
+def _longest_common_run(a, b):
+    """Length of the longest common contiguous run of segments (CMRC's find_lcs)."""
+    best, previous = 0, [0] * (len(b) + 1)
+    for x in a:
+        current = [0] * (len(b) + 1)
+        for j, y in enumerate(b):
+            if x == y:
+                current[j + 1] = previous[j] + 1
+                best = max(best, current[j + 1])
+        previous = current
+    return best
+
+
+def _cmrc_f1(prediction, gold):
+    pred, truth = mixed_segments(prediction), mixed_segments(gold)
+    same = _longest_common_run(pred, truth)
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(truth)
+    return 2 * precision * recall / (precision + recall)
 
 
 def normalize_answer(text):
@@ -16,11 +67,16 @@ def normalize_answer(text):
 
 
 def exact_match(prediction, gold):
+    if is_chinese(gold):  # CMRC 2018: equal once punctuation and spaces are gone
+        return int(mixed_segments(prediction) == mixed_segments(gold))
     return int(normalize_answer(prediction) == normalize_answer(gold))
 
 
 def f1_v1(prediction, gold):
-    """v1.1 token F1: no common token (also both empty) scores 0."""
+    """v1.1 token F1: no common token (also both empty) scores 0. A Chinese gold answer:
+    CMRC 2018's F1 over mixed segments, from their longest common contiguous run."""
+    if is_chinese(gold):
+        return _cmrc_f1(prediction, gold)
     pred, truth = normalize_answer(prediction).split(), normalize_answer(gold).split()
     same = sum((collections.Counter(pred) & collections.Counter(truth)).values())
     if same == 0:

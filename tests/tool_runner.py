@@ -1,0 +1,89 @@
+"""Running the tools' command lines in the test process, as `python -m albert_tf.<tool>` runs
+them (`module.run(argv)`), each with its own flags, and checking what they refuse."""
+
+import contextlib
+import hashlib
+import os
+
+import pytest
+from absl import flags
+
+from albert_tf import (convert_checkpoint, create_pretraining_data, export_checkpoints,
+                       export_hub, export_to_tfhub, predict, train_vocab)
+
+# Tools that define their flags when run (several share names): each runs with its own set.
+OWN_FLAGS = (convert_checkpoint, create_pretraining_data, export_checkpoints, export_hub,
+             export_to_tfhub, predict, train_vocab)
+
+
+def digests(*paths):
+    """{file: sha256} of every file under `paths` (files or directories)."""
+    out = {}
+    for path in map(str, paths):
+        files = [path] if os.path.isfile(path) else [
+            os.path.join(d, f) for d, _, names in os.walk(path) for f in names]
+        for name in files:
+            with open(name, "rb") as f:
+                out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@contextlib.contextmanager
+def flags_kept():
+    """The shared flags' validators and defaults as they were: each tool marks its own flags
+    as required, and run_squad sets its defaults."""
+    saved = {name: (list(f.validators), f.default) for name, f in flags.FLAGS._flags().items()}
+    try:
+        yield
+    finally:
+        for name, (validators, default) in saved.items():
+            flags.FLAGS[name].validators[:] = validators
+            flags.FLAGS.set_default(name, default)
+
+
+@contextlib.contextmanager
+def own_flags():
+    """absl's FLAGS holding only absl's own flags while a tool defines and parses its flags."""
+    fv = flags.FLAGS
+    saved = fv.__dict__["__flags"]
+    core = {id(f) for module, fs in fv.flags_by_module_dict().items()
+            if module.startswith("absl.") for f in fs}
+    fv.__dict__["__flags"] = {name: f for name, f in saved.items() if id(f) in core}
+    try:
+        yield
+    finally:
+        fv.__dict__["__flags"] = saved
+
+
+def run_tool(module, capsys, *args, **flag_values):
+    """(exit status, stderr's last line, stderr) of `python -m albert_tf.<module> args`;
+    without `capsys`, only the status."""
+    name = module.__name__.rsplit(".", 1)[1]
+    argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
+    if capsys is None:
+        with pytest.raises(SystemExit) as exit:
+            with own_flags() if module in OWN_FLAGS else flags_kept():
+                module.run(argv)
+        flags.FLAGS.unparse_flags()
+        return exit.value.code or 0
+    capsys.readouterr()
+    flags.FLAGS.unparse_flags()
+    with own_flags() if module in OWN_FLAGS else flags_kept():
+        try:
+            module.run(argv)
+            status = 0
+        except SystemExit as e:
+            status = e.code or 0
+        finally:
+            flags.FLAGS.unparse_flags()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    return status, lines[-1] if lines else "", err
+
+
+def assert_refused(result, message, status=2):
+    code, last, err = result
+    assert code == status, err[-2000:]
+    name = last.split(":", 1)[0]
+    assert last.startswith(f"{name}: error: ") and message in last, last
