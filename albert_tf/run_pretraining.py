@@ -81,12 +81,17 @@ _define(F, "masked_lm_prob", 0.15, "With --dynamic_masking: masked fraction of t
 _define(I, "ngram", 3, "With --dynamic_masking: longest masked span, in words.", lower_bound=1)
 _define(B, "favor_shorter_ngram", True,
         "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
-_define(I, "mask_token_id", 4, "With --dynamic_masking: the id of [MASK].")
+_define(I, "mask_token_id", 4, "With --dynamic_masking: the id of [MASK] (default: the "
+        "vocabulary's, when --spm_model_file or --vocab_file is given; else 4).")
+_define(S, "spm_model_file", None, "Optional SentencePiece model of the records: checked against "
+        "vocab_size; with --dynamic_masking its [MASK] id is used.")
+_define(S, "vocab_file", None, "Optional WordPiece vocabulary of the records (the Chinese "
+        "releases' vocab_chinese.txt), instead of --spm_model_file.")
 if "strategy" not in FLAGS:
     distribution.define_flags()
 
 
-def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
+def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None, mask_id=None):
     from albert_tf.data.pipeline import expand_file_patterns, pretraining_dataset
 
     def fn(input_context):
@@ -96,10 +101,26 @@ def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None):
             input_context=input_context, seed=FLAGS.random_seed, flag=flag,
             dynamic_masking=FLAGS.dynamic_masking, vocab_size=vocab_size,
             masked_lm_prob=FLAGS.masked_lm_prob, ngram=FLAGS.ngram,
-            favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=FLAGS.mask_token_id)
+            favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=mask_id)
     # Named if a record is corrupt or holds ids outside the vocabulary.
     fn.input_files, fn.vocab_size = expand_file_patterns(patterns, flag), vocab_size
     return fn
+
+
+def _mask_id(config):
+    """--mask_token_id, or the [MASK] of --spm_model_file / --vocab_file when they are given
+    (a given id that differs from the vocabulary's is an error; the vocabulary may not be
+    larger than vocab_size)."""
+    if FLAGS.spm_model_file or FLAGS.vocab_file:
+        from albert_tf.formats.tokenizers import load_tokenizer
+        tokenizer = load_tokenizer(FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
+                                   vocab_size=config.vocab_size)
+        mask_id = tokenizer.special_ids()["[MASK]"]
+        if FLAGS["mask_token_id"].present and FLAGS.mask_token_id != mask_id:
+            raise app.UsageError(f"--mask_token_id={FLAGS.mask_token_id} but [MASK] is "
+                                 f"{mask_id} in {tokenizer.asset_file}")
+        return mask_id
+    return FLAGS.mask_token_id
 
 
 def main(_):
@@ -117,8 +138,9 @@ def main(_):
     if FLAGS.max_seq_length > config.max_position_embeddings:
         raise app.UsageError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
                              f"max_position_embeddings={config.max_position_embeddings}")
-    if FLAGS.dynamic_masking and not 0 <= FLAGS.mask_token_id < config.vocab_size:
-        raise app.UsageError(f"--mask_token_id={FLAGS.mask_token_id} is outside the config's "
+    mask_id = _mask_id(config)
+    if FLAGS.dynamic_masking and not 0 <= mask_id < config.vocab_size:
+        raise app.UsageError(f"--mask_token_id={mask_id} is outside the config's "
                              f"vocab_size={config.vocab_size}")
     eval_files = FLAGS.eval_input_file or FLAGS.input_file
     inputs = [(flag, expand_file_patterns(patterns, flag)) for flag, patterns, used in (
@@ -148,7 +170,7 @@ def main(_):
                                              allow_missing=("cls/",))
 
     eval_fn = _dataset_fn(eval_files, FLAGS.eval_batch_size, False, "eval_input_file",
-                          config.vocab_size)
+                          config.vocab_size, mask_id)
 
     def evaluate(path, step):
         result = trainer.evaluate(eval_fn, FLAGS.max_eval_steps)
@@ -157,7 +179,7 @@ def main(_):
     try:
         if FLAGS.do_train:
             trainer.train(_dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True,
-                                      "input_file", config.vocab_size),
+                                      "input_file", config.vocab_size, mask_id),
                           FLAGS.num_train_steps,
                           save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                           log_steps=FLAGS.log_steps,

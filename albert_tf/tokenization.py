@@ -411,10 +411,11 @@ def is_wordpiece_start(piece):
 
 
 def vocabulary_kind(path):
-    """SENTENCEPIECE for a SentencePiece model (a *.model file, or its bytes), else WORDPIECE."""
+    """SENTENCEPIECE for a SentencePiece model (a *.model file, KerasHub's *.spm, or its
+    bytes), else WORDPIECE."""
     if isinstance(path, (bytes, bytearray, spm.SentencePieceProcessor)):
         return SENTENCEPIECE
-    return SENTENCEPIECE if os.fspath(path).endswith(".model") else WORDPIECE
+    return SENTENCEPIECE if os.fspath(path).endswith((".model", ".spm")) else WORDPIECE
 
 
 def sentencepiece_listing(path, lines=50):

@@ -84,9 +84,9 @@ def write_corpus(path, documents=30, per_document=8, seed=0):
 
 
 def config_dict(vocab_size, **overrides):
-    config = dict(vocab_size=vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+    config = dict(vocab_size=vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                   num_hidden_groups=1, inner_group_num=1, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=128, hidden_dropout_prob=0.0,
+                  intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0, type_vocab_size=2, hidden_act="gelu",
                   initializer_range=0.02)
     config.update(overrides)
@@ -96,18 +96,15 @@ def config_dict(vocab_size, **overrides):
 def write_release(directory, vocab_name="vocab_chinese.txt", seed=0):
     """albert_config.json + model.ckpt-best (TF1 names) + the WordPiece vocabulary, as the
     original's albert_base_zh release; returns the directory."""
-    import numpy as np
+    import keras
 
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.formats.checkpoints import save_pretrained
 
     os.makedirs(directory, exist_ok=True)
     vocab = write_vocab(os.path.join(directory, vocab_name))
-    config = AlbertConfig(**config_dict(len(vocab_tokens())))
-    model = AlbertPretrainer(config)
-    rng = np.random.default_rng(seed)
-    for v in model.weights:  # non-trivial weights so that loading errors show in outputs
-        v.assign(rng.normal(0.0, 0.05, v.shape).astype(v.dtype))
+    keras.utils.set_random_seed(seed)
+    model = AlbertPretrainer(AlbertConfig(**config_dict(len(vocab_tokens()))))
     save_pretrained(model, directory, format="tf1")
     with open(os.path.join(directory, "albert_config.json"), "w") as f:
         json.dump(config_dict(len(vocab_tokens())), f)
