@@ -88,6 +88,25 @@ def test_statistics_match_the_static_builder(seq, start_prob):
         assert b["runs"] == pytest.approx([6 / 11, 3 / 11, 2 / 11], abs=0.03)
 
 
+def test_special_ids_are_read_off_the_records():
+    """A WordPiece vocabulary ([CLS] 101, [SEP] 102, [MASK] 103, as the Chinese releases'):
+    [CLS] and [SEP] are never masked, and text ids 2 and 3 are ordinary tokens."""
+    ids, starts, special, lengths = synthetic(500, 64, seed=3, start_prob=1.0)
+    ids = np.where(special & (ids == 2), 101, np.where(special & (ids == 3), 102, ids))
+    text = ~special & (np.arange(64)[None] < lengths[:, None])
+    ids[:, 1] = np.where(text[:, 1], 3, ids[:, 1])  # text tokens with the English [SEP] id
+    ids[:, 2] = np.where(text[:, 2], 2, ids[:, 2])
+    input_mask = (np.arange(64)[None] < lengths[:, None]).astype(np.int32)
+    options = pretraining.MaskingOptions(vocab_size=VOCAB, mask_id=103, masked_lm_prob=0.5,
+                                         max_predictions_per_seq=30, ngram=1)
+    out = graph_masks(ids, (special | starts).astype(np.int32), input_mask, options)
+    w = out["masked_lm_weights"] > 0
+    rows, positions = np.nonzero(w)[0], out["masked_lm_positions"][w]
+    assert not special[rows, positions].any()
+    assert np.isin(out["masked_lm_ids"][w], [2, 3]).sum() > 20  # text 2/3 get masked too
+    assert (out["input_word_ids"][rows, positions] == 103).mean() == pytest.approx(0.8, abs=0.04)
+
+
 def test_options_cap_ngram_and_zero_prob():
     ids, starts, special, lengths = synthetic(400, 64, start_prob=1.0)
     input_mask = (np.arange(64)[None] < lengths[:, None]).astype(np.int32)

@@ -107,6 +107,57 @@ def test_predicted_spans_map_back_to_original_characters(tokenizers, lower):
     assert nbest["q0"][0]["probability"] > 0.5
 
 
+ZH_CONTEXT = "２０１９年，ALBERT模型在北京发布！learning很好，Café也不错。\u3000张三说：“我们都是学生”。"
+ZH_ANSWERS = ["２０１９年", "ALBERT", "ALBERT模型", "北京", "learning", "Café", "张三",
+              "“我们都是学生”", "学生", "ALBERT模型在北京发布！learning"]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_wordpiece_spans_are_exact_characters_of_a_chinese_context(tmp_path, lower):
+    """A context without spaces (CMRC 2018, DRCD): each answer → labels → fake logits → the
+    exact characters, no ## and no added spaces; also pieces split inside a word."""
+    import zh_release
+    from albert_tf.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(zh_release.write_vocab(tmp_path / "vocab.txt"), lower)
+    questions = [squad.Question(f"q{i}", "谁？", ZH_CONTEXT, 0, [a], ZH_CONTEXT.index(a), a)
+                 for i, a in enumerate(ZH_ANSWERS)]
+    train = squad.convert_questions(questions, tokenizer, 128, 64, 8, is_training=True)
+    assert not train["is_impossible"].any()
+    evaluation = squad.convert_questions(questions, tokenizer, 128, 64, 8, is_training=False)
+    n = len(ZH_ANSWERS)
+    outputs = {"start_top_index": np.zeros((n, 3), np.int32),
+               "end_top_index": np.zeros((n, 3), np.int32),
+               "start_top_logits": np.tile([5.0, 0.0, -1.0], (n, 1)),
+               "end_top_logits": np.tile([5.0, 0.0, -1.0], (n, 1))}
+    outputs["start_top_index"][:, 0] = train["start_positions"]
+    outputs["end_top_index"][:, 0] = train["end_positions"]
+    predictions, _, _ = squad_answers.postprocess(questions, evaluation, outputs, 20, 30, False)
+    # Cased, ALBERT and Café are [UNK] in this lowercase vocabulary: still whole spans.
+    assert [predictions[f"q{i}"] for i in range(n)] == ZH_ANSWERS
+    pieces, starts, ends = tokenizer.tokenize_with_offsets("learning")
+    assert pieces == ["learn", "##ing"] and (starts, ends) == ([0, 5], [4, 7])
+
+
+def test_chinese_answers_are_scored_by_character():
+    """CMRC 2018's rules for gold answers with Chinese characters; SQuAD's for the others."""
+    assert m.mixed_segments("ALBERT模型，在 2019年发布!") == [
+        "albert", "模", "型", "在", "2019", "年", "发", "布"]
+    assert m.exact_match("北京大学。", "北京大学") == 1          # punctuation removed
+    assert m.exact_match("北京 大学", "北京大学") == 1           # spaces are not characters
+    assert m.exact_match("北京", "北京大学") == 0
+    assert m.f1_v1("北京", "北京大学") == pytest.approx(2 / 3)   # p 1, r 1/2
+    assert m.f1_v1("albert", "ALBERT模型") == pytest.approx(0.5)  # p 1, r 1/3
+    # A contiguous run, not a bag: "学大" shares two characters but a run of one.
+    assert m.f1_v1("学大", "大学") == pytest.approx(0.5)
+    assert m.f1_v1("没有", "北京") == 0.0 and m.f1_v2("", "北京") == 0.0
+    assert m.f1_v1("the big cat", "a cat") == pytest.approx(2 / 3)  # no CJK: SQuAD's F1
+    golds = {"a": ["北京大学", "北大"], "b": ["张三"]}
+    result = m.squad_v1(golds, {"a": "北大。", "b": "张三丰"})
+    assert result["exact_match"] == pytest.approx(50.0)
+    assert result["f1"] == pytest.approx(100 * (1 + 0.8) / 2)
+
+
 def test_align_pieces_whitespace_and_unicode(tokenizers):
     tokenizer = tokenizers[0]
     pieces = tokenizer.tokenize(CONTEXT)

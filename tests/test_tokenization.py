@@ -190,3 +190,27 @@ def test_in_graph_tokenizer_in_a_saved_model(model_path, tokenizer, tmp_path):
     texts = ["It cost 3.0, ok", "Café naïve 12,"]
     got = loaded.ids(tf.constant(texts)).numpy().tolist()
     assert [[i for i in row if i >= 0] for row in got] == [tokenizer.encode(t) for t in texts]
+
+
+def test_hugging_face_tokenizer_files(model_path, tmp_path):
+    """spiece.model + tokenizer_config.json: transformers' AutoTokenizer gives our ids, except
+    where the original's digit-comma rule splits a piece (transformers does not apply it)."""
+    import re
+
+    import transformers
+
+    from albert_tf.formats.hf import write_hf_tokenizer
+
+    for lower in (True, False):
+        ours = tokenization.FullTokenizer(model_path, do_lower_case=lower)
+        out = tmp_path / f"hf-{lower}"
+        out.mkdir()
+        write_hf_tokenizer(ours, str(out), 128)
+        theirs = transformers.AutoTokenizer.from_pretrained(str(out))
+        rng = random.Random(4)
+        texts = [t for t in TRICKY + [" ".join(rng.choices(WORDS, k=10)) for _ in range(50)]
+                 if not re.search(r"\d,", t)]
+        for text in texts:
+            assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text), text
+        assert theirs("the cat")["input_ids"] == [2] + ours.encode("the cat") + [3]
+        assert theirs.tokenize("cost 12,") != ours.tokenize("cost 12,")

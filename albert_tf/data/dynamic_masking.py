@@ -32,7 +32,7 @@ def batch_seed(seed, *counters):
     return key
 
 
-def dynamic_mask(batch, seed, options, cls_id=2, sep_id=3):
+def dynamic_mask(batch, seed, options):
     """New masks for a batch with the original tokens in `input_word_ids`.
 
     `seed`: a [2] integer tensor (see `batch_seed`); `options`: a `pretraining.MaskingOptions`
@@ -44,20 +44,25 @@ def dynamic_mask(batch, seed, options, cls_id=2, sep_id=3):
         raise ValueError("dynamic masking does not support do_permutation")
     ids = tf.cast(batch["input_word_ids"], tf.int32)
     seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 5)
-    words = _words(ids, batch, options, cls_id, sep_id)
+    words = _words(ids, batch, options)
     covered = _cover_spans(words, seeds[:2], options)
     masked = words["text"] & tf.gather(covered, tf.maximum(words["word_of"], 0), batch_dims=1)
     return dict(batch, **_replace_masked(ids, masked, seeds[2:], options))
 
 
-def _words(ids, batch, o, cls_id, sep_id):
+def _words(ids, batch, o):
     """Whole words of each row and the mask budget: a text token starts a word if its boundary
     is set (or it is the first text token); a continuation piece right after [SEP] joins the
     word before, as in the original. `cum[:, w]` = text tokens before word w (w = 0 .. L +
-    ngram), so that a span's size in pieces is a difference of two entries."""
+    ngram), so that a span's size in pieces is a difference of two entries. [CLS] and [SEP]
+    are read off each record (its first and last token), so any vocabulary's ids work: 2 and 3
+    in the English releases, 101 and 102 in the Chinese ones."""
     real = tf.cast(batch["input_mask"], tf.bool)
     boundary = tf.cast(batch["token_boundary"], tf.bool)
     seq = tf.shape(ids)[1]
+    last = tf.maximum(tf.reduce_sum(tf.cast(real, tf.int32), axis=1) - 1, 0)
+    cls_id = ids[:, :1]
+    sep_id = tf.gather(ids, last[:, None], batch_dims=1)
     text = real & (ids != cls_id) & (ids != sep_id)
     text_i = tf.cast(text, tf.int32)
     first = text & (tf.cumsum(text_i, axis=1) == 1)
