@@ -188,8 +188,8 @@ def _squad(zh, out, precision, **extra):
 
 @pytest.fixture(scope="module")
 def squad_runs(zh, tmp_path_factory):
-    return memoized_runs(tmp_path_factory.mktemp("cmrc"),
-                         lambda out, precision: _squad(zh, out, precision))
+    return memoized_runs(tmp_path_factory.mktemp("cmrc"), lambda out, precision: _squad(
+        zh, out, precision, export_dir=out / "export" if precision == "none" else None))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -213,6 +213,37 @@ def test_run_squad_answers_chinese_questions_by_character(zh, squad_runs, precis
     assert scores["f1"] > 60, scores  # a random span of the ~20-character context: ~10
     assert_near_float32(results, _read_kv(squad_runs("none") / "eval_results.txt"),
                         ("exact_match", "f1"), scale=100.0)
+
+
+def test_the_squad_export_tokenizes_chinese_questions_and_contexts_in_graph(zh, squad_runs):
+    from albert_tf.modeling.squad import AlbertSquad
+
+    out = squad_runs("none")
+    with open(zh["cmrc"][1], encoding="utf-8") as f:
+        paragraphs = json.load(f)["data"][0]["paragraphs"][:8]
+    questions = [p["qas"][0]["question"] for p in paragraphs]
+    contexts = [p["context"] for p in paragraphs]
+    loaded = tf.saved_model.load(str(out / "export"))
+    served = loaded.signatures["serving_default"](question=tf.constant(questions),
+                                                  context=tf.constant(contexts))
+    tokenizer, special = zh["tokenizer"], zh["tokenizer"].special_ids()
+    ids = np.zeros([len(questions), 48], np.int32)
+    types = np.zeros_like(ids)
+    for i, (q, c) in enumerate(zip(questions, contexts)):
+        query = tokenizer.encode(q)[:12]
+        row = [special["[CLS]"]] + query + [special["[SEP]"]]
+        doc = tokenizer.encode(c)[:48 - len(row) - 1] + [special["[SEP]"]]
+        ids[i, :len(row) + len(doc)] = row + doc
+        types[i, len(row):len(row) + len(doc)] = 1
+    np.testing.assert_array_equal(served["input_word_ids"].numpy(), ids)
+    model = AlbertSquad.from_pretrained(str(out / "model.ckpt-120"),
+                                        config=str(out / "albert_config.json"))
+    expected = model({"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                      "input_type_ids": types}, training=False)
+    doc = (types == 1) & (np.roll(ids, -1, axis=1) > 0)  # context tokens, not the last [SEP]
+    start = served["start_logits"].numpy()
+    np.testing.assert_allclose(start[doc], expected["start_logits"].numpy()[doc], atol=1e-4)
+    assert (start[~doc & (np.arange(48) > 0)] < -1e29).all()  # query, [SEP], padding masked
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
