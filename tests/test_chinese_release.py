@@ -16,13 +16,14 @@ from albert_tf import (AlbertEncoder, convert_checkpoint, create_pretraining_dat
                        run_squad)
 from albert_tf.tasks.squad_metrics import squad_v1
 from albert_tf.tokenization import FullTokenizer
-from conftest import assert_near_float32, memoized_runs, run_main
+from conftest import assert_near_float32, assert_step_compiled, memoized_runs, run_main
 from tool_runner import assert_refused, run_tool
 
 MARKER = "😀"             # a positive sentence holds it twice (one token of the vocabulary)
 NAMES = ["张三", "李四", "王五", "赵六", "马七", "周八"]
 QUESTION = "★后面是谁？"    # the answer is the name after ★
 PRECISIONS = ("none", "bfloat16", "float16")
+JIT = {"none": "false", "bfloat16": "true", "float16": "false"}  # XLA where a TPU would use it
 
 
 def _clause(rng, k=(3, 10)):
@@ -120,7 +121,7 @@ def _classifier(zh, out, precision, **extra):
 @pytest.fixture(scope="module")
 def classifier_runs(zh, tmp_path_factory):
     def run_one(out, precision):
-        _classifier(zh, out, precision,
+        _classifier(zh, out, precision, jit_compile=JIT[precision],
                     export_dir=out / "export" if precision == "none" else None)
     return memoized_runs(tmp_path_factory.mktemp("classifier"), run_one)
 
@@ -131,6 +132,7 @@ def test_run_classifier_fine_tunes_the_release(zh, classifier_runs, precision):
     learns the marker under every precision (bfloat16, with 8 bits of mantissa, more slowly:
     0.92 where float32 and float16 reach 1.0 on an AMD EPYC, 2026-11-24)."""
     out = classifier_runs(precision)
+    assert_step_compiled(out, JIT[precision])
     results = _read_kv(out / "eval_results.txt")
     assert results["global_step"] == "160"
     # The majority label scores about 0.6.
@@ -189,7 +191,8 @@ def _squad(zh, out, precision, **extra):
 @pytest.fixture(scope="module")
 def squad_runs(zh, tmp_path_factory):
     return memoized_runs(tmp_path_factory.mktemp("cmrc"), lambda out, precision: _squad(
-        zh, out, precision, export_dir=out / "export" if precision == "none" else None))
+        zh, out, precision, jit_compile=JIT[precision],
+        export_dir=out / "export" if precision == "none" else None))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -197,6 +200,7 @@ def test_run_squad_answers_chinese_questions_by_character(zh, squad_runs, precis
     """CMRC-style data, the vocabulary found beside --init_checkpoint: answers are exact
     character spans of the contexts (no ##, no spaces), scored by characters."""
     out = squad_runs(precision)
+    assert_step_compiled(out, JIT[precision])
     with open(out / "predictions.json", encoding="utf-8") as f:
         predictions = json.load(f)
     with open(zh["cmrc"][1], encoding="utf-8") as f:
@@ -349,7 +353,7 @@ def test_tf_hub_exports_tokenize_wordpiece_in_graph(zh, tmp_path, capsys):
     assert (out / "model.ckpt-4.index").exists()
 
 
-def test_hugging_face_conversion_writes_its_tokenizer(zh, tmp_path, capsys):
+def test_conversions_carry_the_vocabulary(zh, tmp_path, capsys, caplog):
     import transformers
 
     out = tmp_path / "hf"
@@ -363,6 +367,25 @@ def test_hugging_face_conversion_writes_its_tokenizer(zh, tmp_path, capsys):
     assert hf_tokenizer("我爱你")["input_ids"][0] == 4  # [CLS]
     model = transformers.AutoModel.from_pretrained(str(out))
     assert model.config.vocab_size == len(zh["tokenizer"])
+
+    # The original layout: the vocabulary beside the checkpoint, found there by the tools.
+    tf1 = tmp_path / "tf1"
+    assert run_tool(convert_checkpoint, capsys, input=out, output_dir=tf1, format="tf1",
+                    vocab_file=zh["vocab"])[0] == 0
+    assert (tf1 / "vocab_chinese.txt").read_bytes() == open(zh["vocab"], "rb").read()
+    result = tmp_path / "embed.jsonl"
+    assert run_tool(predict, capsys, task="embed", model=tf1, text="你好",
+                    output_file=result)[0] == 0
+    # KerasHub has no tokenizer that gives these ids: the backbone, the file copied, a warning.
+    import keras_hub
+    preset = tmp_path / "preset"
+    assert run_tool(convert_checkpoint, capsys, input=zh["release"], output_dir=preset,
+                    format="keras_hub", vocab_file=zh["vocab"])[0] == 0
+    assert "no KerasHub tokenizer for the WordPiece vocabulary" in caplog.text
+    assert (preset / "vocab_chinese.txt").exists()
+    assert not (preset / "assets" / "tokenizer").exists()
+    backbone = keras_hub.models.AlbertBackbone.from_preset(str(preset))
+    assert backbone.vocabulary_size == len(zh["tokenizer"])
 
 
 def test_vocabulary_mistakes_are_one_line(zh, tmp_path, capsys):
