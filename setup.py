@@ -42,6 +42,7 @@ setup(
         "demo": ["matplotlib>=3.8"],
         "keras_hub": ["keras-hub==0.32.*"],
         # The peers that bench/ compares against.
-        "bench": ["keras-hub==0.32.*", "transformers>=4.45", "torch==2.13.0"],
+        "bench": ["keras-hub==0.32.*", "transformers>=4.45", "torch==2.13.0", "onnx>=1.17",
+                  "onnxruntime>=1.20"],
     },
 )

@@ -1,4 +1,5 @@
-"""Inference latency and throughput of the ALBERT-base encoder against KerasHub and transformers.
+"""Inference latency and throughput of the ALBERT-base encoder against KerasHub, transformers
+and ONNX Runtime (the transformers model exported to ONNX).
 
   python bench/bench_inference.py --rounds=3
 Batch 1 (latency) and batch 32 (throughput) at seq 128, fp32 and bf16, every peer built first
@@ -64,7 +65,34 @@ def transformers_torch(x, precision):
     return run
 
 
-PEERS = {"albert_tf": ours, "kerashub": kerashub, "transformers": transformers_torch}
+def onnxruntime_peer(x, precision):
+    """The transformers model exported to ONNX (opset 17) and run by ONNX Runtime's CPU
+    provider, the usual fastest CPU path; float32 only (its CPU provider has no bfloat16
+    kernels for these ops)."""
+    if precision != "fp32":
+        return None
+    import tempfile
+
+    import onnxruntime
+    import torch
+    import transformers
+    model = transformers.AlbertModel(transformers.AlbertConfig(**BASE)).eval()
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    example = tuple(torch.tensor(x[k], dtype=torch.long) for k in
+                    ("input_word_ids", "input_mask", "input_type_ids"))
+    path = os.path.join(tempfile.mkdtemp(prefix="bench_onnx_"), "albert.onnx")
+    axes = {n: {0: "batch", 1: "sequence"} for n in names}
+    with torch.inference_mode():
+        torch.onnx.export(model, example, path, input_names=list(names),
+                          output_names=["last_hidden_state", "pooler_output"],
+                          dynamic_axes=axes, opset_version=17, dynamo=False)
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feed = {n: t.numpy() for n, t in zip(names, example)}
+    return lambda: session.run(["pooler_output"], feed)[0]
+
+
+PEERS = {"albert_tf": ours, "kerashub": kerashub, "transformers": transformers_torch,
+         "onnxruntime": onnxruntime_peer}
 
 
 def main():
@@ -83,7 +111,10 @@ def main():
         x = inputs(batch, args.seq_length)
         for precision in args.precisions.split(","):
             for peer in args.peers.split(","):
-                runs[(peer, precision, batch)] = fn = PEERS[peer](x, precision)
+                fn = PEERS[peer](x, precision)
+                if fn is None:  # this peer has no such precision
+                    continue
+                runs[(peer, precision, batch)] = fn
                 fn()
                 fn()
     results = {key: [] for key in runs}
