@@ -135,6 +135,13 @@ def test_classifier_export_cola(glue_assets, tmp_path):
     assert set(alone) == {"probabilities", "labels"}
     np.testing.assert_allclose(alone["probabilities"], served["probabilities"], atol=1e-6)
 
+    # Each call pads to its longest text, not to max_seq_length: a text scores the same alone
+    # as beside one that fills the whole length.
+    texts = [e.text_a for e in examples[:4]]
+    with_long = _serve(export_dir, text_a=texts + [" ".join(texts * 8)])["probabilities"]
+    one_by_one = np.concatenate([_serve(export_dir, text_a=[t])["probabilities"] for t in texts])
+    np.testing.assert_allclose(with_long[:4], one_by_one, atol=1e-5)
+
 
 @pytest.mark.parametrize("task_name", ["mrpc", "sts-b"])
 def test_classifier_export_pairs_and_regression(glue_assets, tmp_path, task_name):
@@ -242,3 +249,33 @@ def test_squad_export(squad_assets, tmp_path, version):
         diff = max(diff, float(np.max(np.abs(lite[key][valid] - expected[key][valid]))))
     assert diff < 1e-4, diff
     print(f"SQuAD v1 TFLite max |Δlogit| = {diff:.2e}")
+
+
+def test_serving_pads_to_the_longest_text_of_the_call(glue_assets, tmp_path):
+    """pad_to_longest (the classifier's export): the model sees [batch, longest rounded up to
+    8]; without it, [batch, seq_length]."""
+    import keras
+
+    from albert_tf.serving.finetuned import export_text_serving
+
+    class Width(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.scale = self.add_weight(shape=(), initializer="ones")
+
+        def call(self, inputs, training=False):
+            ids = inputs["input_word_ids"]
+            return {"width": tf.fill(tf.shape(ids)[:1], tf.shape(ids)[1]) * tf.cast(
+                self.scale, tf.int32), "tokens": tf.reduce_sum(inputs["input_mask"], 1)}
+
+    tokenizer = load_tokenizer(glue_assets["spm"], True)
+    texts = ["the cat", "the cat sat on a mat while the dog ran far away"]
+    tokens = [len(tokenizer.encode(t)) + 2 for t in texts]
+    for pad, expected in ((True, -(-max(tokens) // 8) * 8), (False, 64)):
+        path = tmp_path / f"pad-{pad}"
+        export_text_serving(Width(), path, glue_assets["spm"], seq_length=64,
+                            pad_to_longest=pad)
+        served = _serve(path, text_a=texts)
+        assert served["width"].tolist() == [expected] * 2, (pad, tokens)
+        assert served["tokens"].tolist() == tokens
+    assert _serve(tmp_path / "pad-True", text_a=[" ".join(texts * 20)])["width"].tolist() == [64]

@@ -21,7 +21,8 @@ def _default_outputs(outputs):
 
 
 def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_length=128,
-                        signatures=None, output_fn=None, first_segment_length=None):
+                        signatures=None, output_fn=None, first_segment_length=None,
+                        pad_to_longest=False):
     """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
 
     vocabulary: the SentencePiece model or WordPiece vocabulary file (copied as an asset).
@@ -33,6 +34,9 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
     output_fn: maps the model's outputs to the signature's dict of tensors; by default a dict
       output without its lists (or {"outputs": tensor}).
     first_segment_length: see `pack_inputs` (question + context packing).
+    pad_to_longest: pad each call's batch to its longest text (rounded up to a multiple of 8,
+      at most `seq_length`) rather than to `seq_length`: the same outputs for much less work
+      on short texts. Only for outputs that do not depend on the padded length.
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
@@ -48,12 +52,13 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
             root, vocab_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
         for name, keys in signatures.items():
             functions[name] = _text_signature(model, tokenizer, tuple(keys), seq_length,
-                                              output_fn, first_segment_length)
+                                              output_fn, first_segment_length, pad_to_longest)
             setattr(root, name, functions[name])  # also callable on a dict (TFSMLayer endpoint)
         return save_atomically(root, export_dir, functions)
 
 
-def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment_length=None):
+def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment_length=None,
+                    pad_to_longest=False):
     if not 1 <= len(keys) <= 2:
         raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
     specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
@@ -61,7 +66,11 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment
     @tf.function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
     def serve(texts):
         segments = [tokenizer.tokenize(texts[k]) for k in keys]
-        inputs = pack_inputs(segments, seq_length, tokenizer.cls_id, tokenizer.sep_id,
+        length = seq_length
+        if pad_to_longest:
+            longest = tf.reduce_max(tf.add_n([s.row_lengths() for s in segments])) + len(keys) + 1
+            length = tf.clip_by_value((longest + 7) // 8 * 8, 1, seq_length)
+        inputs = pack_inputs(segments, length, tokenizer.cls_id, tokenizer.sep_id,
                              tokenizer.pad_id, first_segment_length)
         return dict(output_fn(model(inputs, training=False)))
     return serve
@@ -104,7 +113,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1):
 
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
-                     first_segment_length=None):
+                     first_segment_length=None, pad_to_longest=False):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also `export_dir/<tflite_name>`, the ids-level
@@ -112,7 +121,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     Returns (export_dir, tflite path or None)."""
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
-                        first_segment_length=first_segment_length)
+                        first_segment_length=first_segment_length,
+                        pad_to_longest=pad_to_longest)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
     if not tflite_name:
         return export_dir, None
