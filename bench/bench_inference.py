@@ -95,6 +95,87 @@ PEERS = {"albert_tf": ours, "kerashub": kerashub, "transformers": transformers_t
          "onnxruntime": onnxruntime_peer}
 
 
+# ---- text in, answer out: a fine-tuned classifier served on raw strings -----------------------
+
+def text_setup(workdir):
+    """(SentencePiece model, {"short": texts of 20-30 tokens, "long": texts of 110-126}) from
+    the bundled corpus, and the Hugging Face tokenizer files of that model."""
+    import glob
+
+    from albert_tf.data.vocab import train_sentencepiece
+    from albert_tf.formats.hf import write_hf_tokenizer
+    from albert_tf.tokenization import FullTokenizer
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = sorted(glob.glob(os.path.join(root, "data", "corpus", "*.txt")))
+    spm = train_sentencepiece(",".join(files), os.path.join(workdir, "spm"), 8000,
+                              num_threads=os.cpu_count() or 1, overwrite=True)
+    tokenizer = FullTokenizer(spm)
+    text = " ".join(open(f, encoding="utf-8").read() for f in files).split(". ")
+    sentences = [" ".join(t.split()) + "." for t in text if t.strip()]
+    lengths = [len(tokenizer.encode(t)) for t in sentences[:20000]]
+    texts = {"short": [t for t, n in zip(sentences, lengths) if 20 <= n <= 30][:32],
+             "long": [t for t, n in zip(sentences, lengths) if 110 <= n <= 126][:32]}
+    write_hf_tokenizer(tokenizer, workdir, 128)
+    return spm, texts
+
+
+def text_ours(workdir, spm):
+    import tensorflow_text  # noqa: F401  (the serving export's tokenizer ops)
+
+    from albert_tf import AlbertConfig
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.serving.finetuned import export_text_serving
+
+    model = AlbertClassifier(AlbertConfig(**BASE), num_labels=2)
+    model(inputs(1, 8))
+    path = os.path.join(workdir, "serving")
+    export_text_serving(model, path, spm, seq_length=128, pad_to_longest=True,
+                        output_fn=lambda out: {"probabilities": out["probabilities"]})
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    return lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy()
+
+
+def text_transformers(workdir, spm):
+    import transformers
+    model = transformers.AlbertForSequenceClassification(
+        transformers.AlbertConfig(**BASE, num_labels=2)).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(workdir)
+    pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
+                                 device="cpu", top_k=None)
+    return lambda texts: pipe(texts, batch_size=len(texts), truncation=True, max_length=128)
+
+
+def text_onnxruntime(workdir, spm):
+    import onnxruntime
+    import torch
+    import transformers
+    model = transformers.AlbertForSequenceClassification(
+        transformers.AlbertConfig(**BASE, num_labels=2)).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(workdir)
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    example = tokenizer(["a short example."], return_tensors="pt", return_token_type_ids=True)
+    path = os.path.join(workdir, "classifier.onnx")
+    with torch.inference_mode():
+        torch.onnx.export(model, tuple(example[n] for n in names), path, input_names=list(names),
+                          output_names=["logits"], opset_version=17, dynamo=False,
+                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+    def run(texts):
+        feed = tokenizer(texts, padding=True, truncation=True, max_length=128,
+                         return_token_type_ids=True,
+                         return_tensors="np")
+        logits = session.run(["logits"], {n: feed[n].astype(np.int64) for n in names})[0]
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    return run
+
+
+TEXT_PEERS = {"albert_tf": text_ours, "transformers": text_transformers,
+              "onnxruntime": text_onnxruntime}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq_length", type=int, default=128)
@@ -103,6 +184,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="calls per round at batch 1")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--text", action="store_true",
+                        help="also time text in, answer out: a classifier on raw strings (our "
+                             "serving SavedModel, a transformers pipeline, ONNX Runtime with "
+                             "the transformers tokenizer), short and long sentences, float32")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; tf {tf.__version__}, "
           f"keras {keras.__version__}; seq {args.seq_length}")
@@ -117,6 +202,19 @@ def main():
                 runs[(peer, precision, batch)] = fn
                 fn()
                 fn()
+    if args.text:
+        import tempfile
+        workdir = tempfile.mkdtemp(prefix="bench_text_")
+        spm, texts = text_setup(workdir)
+        for name, make in TEXT_PEERS.items():
+            serve = make(workdir, spm)
+            for length, sentences in texts.items():
+                for batch in map(int, args.batch_sizes.split(",")):
+                    batch_texts = (sentences * batch)[:batch]
+                    fn = (lambda serve=serve, t=batch_texts: serve(t))
+                    runs[(name, f"text {length}", batch)] = fn
+                    fn()
+                    fn()
     results = {key: [] for key in runs}
     for round_idx in range(args.rounds):
         print(f"round {round_idx}: GEMM calibration {gemm_gflops():.0f} GFLOP/s fp32", flush=True)
@@ -127,7 +225,7 @@ def main():
                 fn()
             seconds = (time.perf_counter() - start) / repeats
             results[(peer, precision, batch)].append(seconds)
-            print(f"  {peer:13s} {precision} batch {batch:3d}: {seconds * 1000:8.1f} ms  "
+            print(f"  {peer:13s} {precision:10s} batch {batch:3d}: {seconds * 1000:8.1f} ms  "
                   f"{batch / seconds:7.2f} seq/s", flush=True)
     print("\nmedian over rounds (ratio = best peer time / albert_tf time):")
     summary = {}
