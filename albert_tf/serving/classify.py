@@ -3,7 +3,8 @@ checkpoint or a raw-string serving export."""
 
 import numpy as np
 
-from albert_tf.serving.predictor import PredictError, Predictor, batches, check_pairs, pad_batch
+from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
+                                         inference_function, pad_batch)
 
 
 def _label_names(labels=None, task_name=None):
@@ -68,8 +69,8 @@ class Classifier(Predictor):
                 raise PredictError(f"{len(names)} labels ({', '.join(names)}) but the "
                                    f"checkpoint's head has {num_labels} outputs")
             from albert_tf.modeling.classifier import AlbertClassifier
-            self._model = self.source.build(AlbertClassifier, num_labels=num_labels,
-                                            regression=self.regression)
+            self._model = inference_function(self.source.build(
+                AlbertClassifier, num_labels=num_labels, regression=self.regression))
             self.num_labels = num_labels
             self.labels = None if self.regression else (
                 names or [str(i) for i in range(num_labels)])
@@ -105,7 +106,7 @@ class Classifier(Predictor):
     def _run_checkpoint(self, a, b):
         import tensorflow as tf
         inputs = pad_batch([self._encode(x, y) for x, y in zip(a, b)])
-        out = self._model({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+        out = self._model({k: tf.constant(v) for k, v in inputs.items()})
         if self.regression:
             return {"score": [float(v) for v in np.asarray(out["predictions"])]}
         return self._named(np.asarray(out["probabilities"], np.float64))

@@ -4,8 +4,8 @@ import re
 
 import numpy as np
 
-from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs, pack,
-                                         pad_batch)
+from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
+                                         inference_function, pack, pad_batch)
 from albert_tf.tokenization import WORDPIECE
 
 MASK_PATTERN = re.compile(r"\[MASK\]", re.IGNORECASE)
@@ -43,8 +43,7 @@ class FillMask(Predictor):
                                f"--export_type=pretrainer")
         if self.source.kind == "checkpoint":
             from albert_tf.modeling.pretrainer import AlbertPretrainer
-            self._model = self.source.build(AlbertPretrainer)
-            self._mlm = lambda feed: self._model(feed, training=False)
+            self._mlm = inference_function(self.source.build(AlbertPretrainer))
         else:
             self._mlm = lambda feed: self.source.loaded.mlm(feed, training=False)
 

@@ -11,6 +11,15 @@ DEFAULT_MAX_SEQ_LENGTH = 128
 PredictError = SourceError
 
 
+def inference_function(model):
+    """`model(inputs, training=False)` as one TensorFlow graph. Called eagerly, Keras dispatches
+    every op from Python: an ALBERT-base classifier took 169 ms at batch 1 (26 tokens) eagerly
+    and 43 ms as a graph (1.39 s and 0.89 s at batch 32). With reduce_retracing a second
+    batch shape makes the trace shape-generic, so there are at most two traces."""
+    import tensorflow as tf
+    return tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
+
+
 def pack(a, b, max_seq_length, cls_id, sep_id):
     """[CLS] A [SEP] (B [SEP]) ids and type ids, truncated as the original classifier:
     one segment cut at the end, two by `_truncate_seq_pair` (from the end of the longer)."""
@@ -106,7 +115,8 @@ class Predictor:
         kind = self.source.kind
         if kind == "checkpoint":
             from albert_tf.modeling.encoder import AlbertEncoder
-            self._encoder = self.source.build(AlbertEncoder)
+            call = inference_function(self.source.build(AlbertEncoder))
+            self._encoder = lambda inputs, training=False: call(inputs)
         elif kind in ("encoder", "pretrainer"):
             self._encoder = self.source.loaded
         else:
