@@ -252,8 +252,8 @@ def test_squad_export(squad_assets, tmp_path, version):
 
 
 def test_serving_pads_to_the_longest_text_of_the_call(glue_assets, tmp_path):
-    """pad_to_longest (the classifier's export): the model sees [batch, longest rounded up to
-    8]; without it, [batch, seq_length]."""
+    """pad_to_longest (the classifier's export): the model sees [batch, longest]; without it,
+    [batch, seq_length]."""
     import keras
 
     from albert_tf.serving.finetuned import export_text_serving
@@ -271,7 +271,7 @@ def test_serving_pads_to_the_longest_text_of_the_call(glue_assets, tmp_path):
     tokenizer = load_tokenizer(glue_assets["spm"], True)
     texts = ["the cat", "the cat sat on a mat while the dog ran far away"]
     tokens = [len(tokenizer.encode(t)) + 2 for t in texts]
-    for pad, expected in ((True, -(-max(tokens) // 8) * 8), (False, 64)):
+    for pad, expected in ((True, max(tokens)), (False, 64)):
         path = tmp_path / f"pad-{pad}"
         export_text_serving(Width(), path, glue_assets["spm"], seq_length=64,
                             pad_to_longest=pad)

@@ -34,9 +34,10 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
     output_fn: maps the model's outputs to the signature's dict of tensors; by default a dict
       output without its lists (or {"outputs": tensor}).
     first_segment_length: see `pack_inputs` (question + context packing).
-    pad_to_longest: pad each call's batch to its longest text (rounded up to a multiple of 8,
-      at most `seq_length`) rather than to `seq_length`: the same outputs for much less work
-      on short texts. Only for outputs that do not depend on the padded length.
+    pad_to_longest: pad each call's batch to its longest text (at most `seq_length`) rather
+      than to `seq_length`: the same outputs for much less work on short texts. Only for
+      outputs that do not depend on the padded length. (Rounding the length up to a multiple
+      of 8 measured slower, not faster.)
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
@@ -69,7 +70,7 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment
         length = seq_length
         if pad_to_longest:
             longest = tf.reduce_max(tf.add_n([s.row_lengths() for s in segments])) + len(keys) + 1
-            length = tf.clip_by_value((longest + 7) // 8 * 8, 1, seq_length)
+            length = tf.clip_by_value(longest, 1, seq_length)
         inputs = pack_inputs(segments, length, tokenizer.cls_id, tokenizer.sep_id,
                              tokenizer.pad_id, first_segment_length)
         return dict(output_fn(model(inputs, training=False)))
