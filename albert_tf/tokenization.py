@@ -172,7 +172,7 @@ def whitespace_tokenize(text):
     return text.split()
 
 
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
                (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
@@ -181,10 +181,12 @@ _ASSIGNED_PLANES = (range(0x0, 0x40000), range(0xE0000, 0xF0000))
 
 
 @functools.lru_cache(maxsize=None)
-def _wordpiece_tables():
-    """The original's character classes over Unicode (this Python's database): dropped and
-    whitespace characters, CJK, punctuation, nonspacing marks and split whitespace."""
-    t = {k: [] for k in ("dropped", "spaces", "punct", "marks", "split_spaces")}
+def _unicode_tables():
+    """The character classes the tokenizers need, over Unicode (this Python's database), in one
+    pass: WordPiece's dropped and whitespace characters, CJK, punctuation and nonspacing marks
+    (the original BasicTokenizer's rules); `str.split`'s whitespace; the combining marks that
+    `preprocess_text` drops (SentencePiece)."""
+    t = {k: [] for k in ("dropped", "spaces", "punct", "marks", "split_spaces", "combining")}
     for block in _ASSIGNED_PLANES:
         for code in block:
             if 0xD800 <= code <= 0xDFFF:
@@ -203,17 +205,19 @@ def _wordpiece_tables():
                 t["punct"].append(c)
             if category == "Mn":
                 t["marks"].append(c)
+            if category[0] == "M" and unicodedata.combining(c):
+                t["combining"].append(c)
             if c.isspace():
                 t["split_spaces"].append(c)
-    t["cjk"] = [chr(c) for a, b in _CJK_RANGES for c in range(a, b + 1)]
+    t["cjk"] = [chr(c) for a, b in CJK_RANGES for c in range(a, b + 1)]
     return t
 
 
 class _WordpieceRegexes:
-    """Compiled forms of `_wordpiece_tables()`: translate tables and Python regexes."""
+    """Compiled forms of `_unicode_tables()`: translate tables and Python regexes."""
 
     def __init__(self):
-        t = _wordpiece_tables()
+        t = _unicode_tables()
         self.clean = {ord(c): None for c in t["dropped"]}
         self.clean.update({ord(c): " " for c in t["spaces"]})
         self.strip_marks = {ord(c): None for c in t["marks"]}
@@ -358,7 +362,6 @@ class WordpieceTokenizer:
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
         self._longest = max((len(t) for t in vocab), default=0)
-        self._cache = {}
 
     def tokenize(self, text):
         pieces = []
@@ -367,15 +370,7 @@ class WordpieceTokenizer:
         return pieces
 
     def word_pieces(self, word):
-        """The pieces of one word (memoized: corpora repeat their words)."""
-        pieces = self._cache.get(word)
-        if pieces is None:
-            pieces = self._cache[word] = self._split(word)
-            if len(self._cache) > 1_000_000:
-                self._cache.clear()
-        return pieces
-
-    def _split(self, word):
+        """The pieces of one word."""
         if len(word) > self.max_input_chars_per_word:
             return (self.unk_token,)
         pieces, start, vocab = [], 0, self.vocab
@@ -653,11 +648,9 @@ class FastEncoder:
 
 @functools.lru_cache(maxsize=None)
 def _regexes():
-    """(whitespace class, combining-mark class) from this Python's Unicode database."""
-    valid = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    space = [c for c in valid if chr(c).isspace()]
-    combining = [c for c in valid if unicodedata.combining(chr(c))]
-    return _char_class(space), _char_class(combining)
+    """(whitespace class, combining-mark class) as RE2 classes."""
+    t = _unicode_tables()
+    return _char_class(map(ord, t["split_spaces"])), _char_class(map(ord, t["combining"]))
 
 
 def _in_graph_tokenizer_class():
@@ -736,8 +729,9 @@ def _in_graph_tokenizer_class():
             self.vocab_size = len(host)
             self.pad_id, self.unk_id = ids[PAD], ids[UNK]
             self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
-            t = _wordpiece_tables()
-            classes = {k: _char_class(map(ord, v)) for k, v in t.items()}
+            t = _unicode_tables()
+            classes = {k: _char_class(map(ord, t[k])) for k in
+                       ("dropped", "spaces", "cjk", "marks", "punct", "split_spaces")}
             self._dropped, self._spaces, self._cjk = (classes["dropped"], classes["spaces"],
                                                       classes["cjk"])
             self._marks, self._punct = classes["marks"], classes["punct"]

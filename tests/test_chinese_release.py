@@ -406,3 +406,11 @@ def test_vocabulary_mistakes_are_one_line(zh, tmp_path, capsys):
                             vocab_file=listing, export_path=tmp_path / "z"),
                    "is a SentencePiece vocabulary listing")
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
+    # A conversion checks its vocabulary before it writes anything.
+    (tmp_path / "small.txt").write_text("[PAD]\n[UNK]\n我\n", encoding="utf-8")
+    for vocab, message in ((tmp_path / "missing.txt", "WordPiece vocabulary not found"),
+                           (tmp_path / "small.txt", r"lacks [CLS], [SEP], [MASK]")):
+        assert_refused(run_tool(convert_checkpoint, capsys, input=zh["release"],
+                                output_dir=tmp_path / "converted", format="tf1",
+                                vocab_file=vocab), message)
+        assert not (tmp_path / "converted").exists()

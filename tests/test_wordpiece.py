@@ -150,11 +150,12 @@ def test_offsets_give_the_pieces_and_their_characters(vocab_file, lower):
 
 
 def test_basic_tokenizer_tables_follow_the_original_rules(original):
-    """Every code point's class (dropped, whitespace, punctuation, CJK) as the original's."""
-    t = tokenization._wordpiece_tables()
+    """Every code point's class (dropped, whitespace, punctuation, CJK) as the original's, and
+    the SentencePiece preprocessing's (split whitespace, combining marks) as Python's."""
+    t = tokenization._unicode_tables()
     basic = original.BasicTokenizer()
     dropped, spaces, punct = set(t["dropped"]), set(t["spaces"]), set(t["punct"])
-    cjk = set(t["cjk"])
+    cjk, split, combining = set(t["cjk"]), set(t["split_spaces"]), set(t["combining"])
     for code in range(0x110000):
         if 0xD800 <= code <= 0xDFFF:
             continue
@@ -163,6 +164,8 @@ def test_basic_tokenizer_tables_follow_the_original_rules(original):
         assert (c in spaces) == original._is_whitespace(c), hex(code)
         assert (c in punct) == original._is_punctuation(c), hex(code)
         assert (c in cjk) == basic._is_chinese_char(code), hex(code)
+        assert (c in split) == c.isspace() and (c in combining) == bool(
+            unicodedata.combining(c)), hex(code)
         if c not in cjk:  # the tokenizer splits CJK after normalizing: none may appear there
             assert cjk.isdisjoint(unicodedata.normalize("NFD", c.lower())), hex(code)
     assert all(unicodedata.category(c) == "Mn" for c in t["marks"])

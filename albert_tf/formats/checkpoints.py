@@ -272,7 +272,9 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
                      patterns=CONVERTED_ENTRIES, overwrite=overwrite,
                      inputs={"input": input_path, "albert_config_file": config,
                              "spm_model_file": spm_model_file, "vocab_file": vocab_file})
-    vocabulary_file(spm_model_file, vocab_file)  # two different vocabularies: before any work
+    vocabulary = vocabulary_file(spm_model_file, vocab_file)
+    if vocabulary:  # a missing or unusable vocabulary stops the conversion before any work
+        FullTokenizer(vocab_file=vocabulary, do_lower_case=do_lower_case).special_ids()
     net, in_fmt = load_checked(input_path, config, model, init_from_group0)
     net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file,
                         vocab_file=vocab_file, do_lower_case=do_lower_case)

@@ -95,9 +95,13 @@ def vocabularies_beside(directory):
     preset = os.path.join(directory, keras_hub.TOKENIZER_FILE)
     if _exists(preset):
         return [preset]
-    here = glob.escape(directory)
-    found = sorted(glob.glob(os.path.join(here, "*.model")))
-    return found or sorted(glob.glob(os.path.join(here, "vocab*.txt")))
+    if "://" in directory:
+        def matches(pattern):
+            return tf.io.gfile.glob(os.path.join(directory, pattern))
+    else:
+        def matches(pattern):
+            return glob.glob(os.path.join(glob.escape(directory), pattern))
+    return sorted(matches("*.model")) or sorted(matches("vocab*.txt"))
 
 
 def _import_tensorflow_text():

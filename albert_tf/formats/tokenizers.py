@@ -15,9 +15,7 @@ from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 def _saved_model_settings(path):
     """(vocabulary assets, {do_lower_case, vocab_size} found among the variables)."""
-    assets = os.path.join(path, "assets")
-    models = (sorted(tf.io.gfile.glob(os.path.join(assets, "*.model")))
-              or sorted(tf.io.gfile.glob(os.path.join(assets, "vocab*.txt"))))
+    models = vocabularies_beside(os.path.join(path, "assets"))
     values = {}
     try:
         reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))

@@ -109,11 +109,10 @@ class FillMask(Predictor):
         logits = logits - logits.max(-1, keepdims=True)
         probabilities = np.exp(logits)
         probabilities /= probabilities.sum(-1, keepdims=True)
-        masks = []
+        masks, wordpiece = [], tokenizer.kind == WORDPIECE
         for k, (row, position) in enumerate(zip(probabilities, positions)):
             top = np.argsort(-row, kind="stable")[:self.top_k]
             pieces = tokenizer.convert_ids_to_tokens(top)
-            wordpiece = tokenizer.kind == WORDPIECE
             masks.append({"mask": k, "position": int(position), "predictions": [
                 {"token": piece, "token_id": int(i), "text": piece_text(piece, wordpiece),
                  "probability": float(row[i])} for piece, i in zip(pieces, top)]})

@@ -7,10 +7,11 @@ import re
 import string
 import unicodedata
 
+from albert_tf.tokenization import CJK_RANGES
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ceaf"
-                  "\U0002f800-\U0002fa1f]")
+_CJK = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]")
 
 
 def is_chinese(text):
