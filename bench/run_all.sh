@@ -13,7 +13,8 @@ out="bench/results/$(date -u +%Y-%m-%dT%H%M)-$(uname -m).txt"
       "bench/bench_input.py --seq_lengths=128,512 --batch_sizes=8,32 --seconds=3 --train_steps=2" \
       "bench/bench_pretraining.py --steps=3 --rounds=3" \
       "bench/bench_finetuning.py" \
-      "bench/bench_inference.py --rounds=3"; do
+      "bench/bench_inference.py --rounds=3 --text" \
+      "bench/bench_serving.py --rounds=3"; do
     echo; echo "## python $cmd"; $PY $cmd 2>&1 | grep -v -E "^(I|W|E)[0-9]{4} |oneDNN|cuda|absl::Init|cpu_feature|To enable"
   done
 } | tee "$out"

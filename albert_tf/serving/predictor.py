@@ -12,10 +12,9 @@ PredictError = SourceError
 
 
 def inference_function(model):
-    """`model(inputs, training=False)` as one TensorFlow graph. Called eagerly, Keras dispatches
-    every op from Python: an ALBERT-base classifier took 169 ms at batch 1 (26 tokens) eagerly
-    and 43 ms as a graph (1.39 s and 0.89 s at batch 32). With reduce_retracing a second
-    batch shape makes the trace shape-generic, so there are at most two traces."""
+    """`model(inputs, training=False)` as one TensorFlow graph, not op by op from Python
+    (bench/bench_serving.py: 4.8x faster at batch 1). With reduce_retracing a second batch
+    shape makes the trace shape-generic, so there are at most two traces."""
     import tensorflow as tf
     return tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
 
