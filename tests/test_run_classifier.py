@@ -341,6 +341,15 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     if jit == "false":  # the export restores the trained weights into float32: no XLA in it
         assert (out / "export" / "saved_model.pb").exists()
         assert (out / "export" / "classifier.tflite").stat().st_size > 0
+        # Served on raw strings (each call padded to its longest text), the export gives the
+        # run's own test probabilities, within the training policy's rounding.
+        import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+        with open(os.path.join(assets["data_dir"], "CoLA", "test.tsv")) as f:
+            sentences = [line.rstrip("\n").split("\t")[1] for line in f][1:]
+        serve = tf.saved_model.load(str(out / "export")).signatures["serving_default"]
+        served = serve(text_a=tf.constant(sentences))["probabilities"].numpy()
+        expected = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+        np.testing.assert_allclose(served, expected, atol=1e-5 if precision == "none" else 2e-2)
 
 
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):
