@@ -406,6 +406,19 @@ def test_vocabulary_mistakes_are_one_line(zh, tmp_path, capsys):
                             vocab_file=listing, export_path=tmp_path / "z"),
                    "is a SentencePiece vocabulary listing")
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
+    # A missing --vocab_file stops fine-tuning and pretraining before they write anything.
+    missing = tmp_path / "missing.txt"
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=zh["glue"], output_dir=tmp_path / "ft",
+                            init_checkpoint=zh["release"], vocab_file=missing),
+                   f"--vocab_file={missing} does not exist")
+    records = tmp_path / "r.tfrecord"
+    records.write_bytes(b"")
+    assert_refused(run_tool(run_pretraining, capsys, input_file=records,
+                            output_dir=tmp_path / "pt", vocab_file=missing, max_seq_length=64,
+                            albert_config_file=zh["release"] + "/albert_config.json"),
+                   f"--vocab_file={missing} does not exist")
+    assert not (tmp_path / "ft").exists() and not (tmp_path / "pt").exists()
     # A conversion checks its vocabulary before it writes anything.
     (tmp_path / "small.txt").write_text("[PAD]\n[UNK]\n我\n", encoding="utf-8")
     for vocab, message in ((tmp_path / "missing.txt", "WordPiece vocabulary not found"),
