@@ -120,33 +120,41 @@ def text_setup(workdir):
     return spm, texts
 
 
-def text_ours(workdir, spm):
+def text_ours(workdir, spm, precision):
+    """The serving SavedModel run_classifier exports; a bfloat16 run's export computes in
+    bfloat16."""
     import tensorflow_text  # noqa: F401  (the serving export's tokenizer ops)
 
     from albert_tf import AlbertConfig
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.serving.finetuned import export_text_serving
 
-    model = AlbertClassifier(AlbertConfig(**BASE), num_labels=2)
+    policy = "mixed_bfloat16" if precision == "bf16" else "float32"
+    model = with_policy(policy, lambda: AlbertClassifier(AlbertConfig(**BASE), num_labels=2))
     model(inputs(1, 8))
-    path = os.path.join(workdir, "serving")
+    path = os.path.join(workdir, f"serving_{precision}")
     export_text_serving(model, path, spm, seq_length=128, pad_to_longest=True,
                         output_fn=lambda out: {"probabilities": out["probabilities"]})
     serve = tf.saved_model.load(path).signatures["serving_default"]
     return lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy()
 
 
-def text_transformers(workdir, spm):
+def text_transformers(workdir, spm, precision):
+    import torch
     import transformers
     model = transformers.AlbertForSequenceClassification(
         transformers.AlbertConfig(**BASE, num_labels=2)).eval()
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
     tokenizer = transformers.AutoTokenizer.from_pretrained(workdir)
     pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
                                  device="cpu", top_k=None)
     return lambda texts: pipe(texts, batch_size=len(texts), truncation=True, max_length=128)
 
 
-def text_onnxruntime(workdir, spm):
+def text_onnxruntime(workdir, spm, precision):
+    if precision != "fp32":  # as onnxruntime_peer
+        return None
     import onnxruntime
     import torch
     import transformers
@@ -187,7 +195,7 @@ def main():
     parser.add_argument("--text", action="store_true",
                         help="also time text in, answer out: a classifier on raw strings (our "
                              "serving SavedModel, a transformers pipeline, ONNX Runtime with "
-                             "the transformers tokenizer), short and long sentences, float32")
+                             "the transformers tokenizer), short and long sentences")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; tf {tf.__version__}, "
           f"keras {keras.__version__}; seq {args.seq_length}")
@@ -206,15 +214,18 @@ def main():
         import tempfile
         workdir = tempfile.mkdtemp(prefix="bench_text_")
         spm, texts = text_setup(workdir)
-        for name, make in TEXT_PEERS.items():
-            serve = make(workdir, spm)
-            for length, sentences in texts.items():
-                for batch in map(int, args.batch_sizes.split(",")):
-                    batch_texts = (sentences * batch)[:batch]
-                    fn = (lambda serve=serve, t=batch_texts: serve(t))
-                    runs[(name, f"text {length}", batch)] = fn
-                    fn()
-                    fn()
+        for precision in args.precisions.split(","):
+            for name, make in TEXT_PEERS.items():
+                serve = make(workdir, spm, precision)
+                if serve is None:
+                    continue
+                for length, sentences in texts.items():
+                    for batch in map(int, args.batch_sizes.split(",")):
+                        batch_texts = (sentences * batch)[:batch]
+                        fn = (lambda serve=serve, t=batch_texts: serve(t))
+                        runs[(name, f"{precision} text {length}", batch)] = fn
+                        fn()
+                        fn()
     results = {key: [] for key in runs}
     for round_idx in range(args.rounds):
         print(f"round {round_idx}: GEMM calibration {gemm_gflops():.0f} GFLOP/s fp32", flush=True)
@@ -237,6 +248,17 @@ def main():
         ratio = peers[best] / times["albert_tf"] if best and "albert_tf" in times else None
         print(f"  {key}: " + ", ".join(f"{p} {t * 1000:.1f} ms" for p, t in times.items())
               + (f"  → {ratio:.2f}x {best}" if ratio else ""))
+    # A bf16 cell against every peer of the same cell at any precision (ONNX Runtime has fp32
+    # only, and a user choosing it runs fp32).
+    for key, times in summary.items():
+        if not key.startswith("bf16") or "albert_tf" not in times:
+            continue
+        same = {f"{p} {k.split(' ', 1)[0]}": t for k, ts in summary.items()
+                if k.split(" ", 1)[1] == key.split(" ", 1)[1] for p, t in ts.items()
+                if p != "albert_tf"}
+        if same:
+            best = min(same, key=same.get)
+            print(f"  {key} vs any precision: {same[best] / times['albert_tf']:.2f}x {best}")
     print(json.dumps(summary))
 
 

@@ -1,8 +1,11 @@
 """run_classifier / run_squad --export_dir: the raw-string serving SavedModels give the
 predictions the scripts write, and the TFLite models give the same numbers from ids."""
 
+import json
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -25,6 +28,47 @@ def _serve(export_dir, **texts):
     loaded = tf.saved_model.load(str(export_dir))
     fn = loaded.signatures["serving_default"]
     return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in texts.items()}).items()}
+
+
+# Loads an export in a fresh interpreter where `import albert_tf` fails: what a user's server,
+# without our package, runs.
+_WITHOUT_US = """
+import importlib.abc, json, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "albert_tf":
+            raise ImportError("albert_tf is not installed here")
+sys.meta_path.insert(0, Block())
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+texts = json.loads(sys.stdin.read())
+print(json.dumps({k: v.numpy().tolist() for k, v in fn(text_a=tf.constant(texts)).items()
+                  if v.dtype != tf.string}))
+assert not [m for m in sys.modules if m.split(".")[0] == "albert_tf"]
+"""
+
+
+def _serve_without_our_package(export_dir, texts):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_US, str(export_dir)],
+                          input=json.dumps(texts), capture_output=True, text=True, env=env,
+                          cwd=str(export_dir), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {k: np.asarray(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
+
+
+def _graph_ops(export_dir):
+    """Op types of the saved graph and its functions, and the functions marked for XLA."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node} | {n.op for fn in graph.library.function
+                                         for n in fn.node_def}
+    return ops, [fn.signature.name for fn in graph.library.function
+                 if fn.attr["_XlaMustCompile"].b]
 
 
 def _tflite(path, input_word_ids, input_mask, input_type_ids):
@@ -126,6 +170,14 @@ def test_classifier_export_cola(glue_assets, tmp_path):
     diff = _check_tflite_classifier(glue_assets, out, "cola", export_dir, probabilities,
                                     "probabilities")
     print(f"cola TFLite max |Δp| = {diff:.2e}")
+
+    # Portable: no XLA-compiled functions or oneDNN-only ops (those are chosen on the serving
+    # machine), and a Python without our package serves it with the same numbers.
+    ops, xla = _graph_ops(export_dir)
+    assert xla == [] and not [op for op in ops if op.startswith("_Mkl")], (xla, ops)
+    assert {"SentencepieceTokenizeOp", "MatMul"} <= ops
+    elsewhere = _serve_without_our_package(export_dir, [e.text_a for e in examples])
+    np.testing.assert_allclose(elsewhere["probabilities"], probabilities, atol=1e-5)
 
     # Export alone from the same output_dir (model.ckpt-best): same model, no threshold.
     again = tmp_path / "again"

@@ -77,8 +77,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
                   for block in self.groups[self.config.group_of_layer(layer_idx)]]
         encoder_outputs = []
         # The shared blocks' weights are cast to the compute dtype once, not once per layer.
-        with (kernels.shared_weight_casts() if kernels.enabled(training)
-              else contextlib.nullcontext()):
+        with kernels.shared_weight_casts():
             for block in blocks[:-1]:
                 x = block(x, bias, batch=batch, seq=seq, lengths=lengths, training=training)
                 encoder_outputs.append(tf.reshape(x, [batch, seq, hidden]))
