@@ -12,7 +12,8 @@ if __name__ == "__main__":
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.formats.checkpoints import FORMATS, convert
+from albert_tf.conversion import convert
+from albert_tf.formats.checkpoints import FORMATS
 
 FLAGS = flags.FLAGS
 

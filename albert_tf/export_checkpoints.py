@@ -18,7 +18,7 @@ import os
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.formats.checkpoints import write_slim_tf1
+from albert_tf.conversion import write_slim_tf1
 
 FLAGS = flags.FLAGS
 

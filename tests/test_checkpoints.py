@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.formats.checkpoints import convert
+from albert_tf.conversion import convert
 from conftest import TINY, torch_outputs
 
 

@@ -11,7 +11,8 @@ import keras_hub
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.formats.checkpoints import convert, read_checkpoint
+from albert_tf.conversion import convert
+from albert_tf.formats.checkpoints import read_checkpoint
 from albert_tf.formats.tokenizers import load_tokenizer
 from test_run_squad import write_spm
 

@@ -240,7 +240,7 @@ def _damaged_records_and_trainer(tmp_path, name, count, records, at, **dataset_o
 
 
 def test_a_corrupt_eval_record_stops_evaluation_naming_the_file(tmp_path):
-    from albert_tf.training.trainer import CorruptInputError
+    from albert_tf.training.failures import CorruptInputError
     files, dataset_fn, trainer = _damaged_records_and_trainer(tmp_path, "eval", 2, 40, 0.5,
                                                               is_training=False)
     with pytest.raises(CorruptInputError) as err:
@@ -252,7 +252,7 @@ def test_a_corrupt_eval_record_stops_evaluation_naming_the_file(tmp_path):
 
 
 def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint(tmp_path):
-    from albert_tf.training.trainer import CorruptInputError
+    from albert_tf.training.failures import CorruptInputError
     # 200 records a file, damaged near its end (tf.data reads ahead): met dozens of steps in
     files, dataset_fn, trainer = _damaged_records_and_trainer(tmp_path, "train", 3, 200, 0.9,
                                                               seed=1, shuffle_buffer=8)

@@ -13,7 +13,9 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
-from albert_tf.training.trainer import NonFiniteLossError, Trainer
+from albert_tf.training.failures import NonFiniteLossError
+from albert_tf.training.optimizers import current_learning_rate
+from albert_tf.training.trainer import Trainer
 from conftest import PRECISION_MATRIX, TINY, assert_near_float32, write_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +60,8 @@ def test_train_checkpoint_and_resume_state(records, tmp_path):
     again = _trainer(tmp_path, steps_per_execution=3)
     assert again.restore_or_initialize().endswith("model.ckpt-7")
     assert again.step == 7
-    assert again._learning_rate() == pytest.approx(1e-3 * (1 - 7 / 100), rel=1e-5)
+    assert current_learning_rate(again.optimizer) == pytest.approx(1e-3 * (1 - 7 / 100),
+                                                                  rel=1e-5)
     assert len(again.optimizer.variables) == len(slots)
     for v, saved in zip(again.optimizer.variables, slots):
         np.testing.assert_array_equal(v.numpy(), saved, err_msg=v.path)

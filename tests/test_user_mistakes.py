@@ -279,7 +279,8 @@ def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world
     stops training and the message names the file and the record."""
     from albert_tf.data.pipeline import pretraining_dataset
     from albert_tf.training.optimizers import create_optimizer
-    from albert_tf.training.trainer import CorruptInputError, Trainer
+    from albert_tf.training.failures import CorruptInputError
+    from albert_tf.training.trainer import Trainer
     vocab = world["vocab"]
     path = str(tmp_path / "mixed.tfrecord")
     good = list(tf.data.TFRecordDataset(world["records"][0]).as_numpy_iterator())
@@ -386,13 +387,13 @@ def test_a_run_whose_checkpoints_are_all_unreadable_is_not_restarted(world, run_
 
 def test_an_interrupted_fine_tuning_exits_130_and_runs_no_later_stage(world, tmp_path, capsys,
                                                                       monkeypatch):
-    from albert_tf.training import trainer
-    original = trainer._StopRequest.__init__
+    from albert_tf.training import failures
+    original = failures.StopRequest.__init__
 
     def interrupted_at_once(self):
         original(self)
         self.requested, self.signum = "SIGINT", signal.SIGINT
-    monkeypatch.setattr(trainer._StopRequest, "__init__", interrupted_at_once)
+    monkeypatch.setattr(failures.StopRequest, "__init__", interrupted_at_once)
     out, export = tmp_path / "run", tmp_path / "export"
     code, last, err = run_tool(
         run_classifier, capsys, "--do_train", "--do_eval", "--do_predict", task_name="sst-2",

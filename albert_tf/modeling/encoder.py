@@ -1,7 +1,5 @@
 """AlbertEncoder: factorised embeddings, grouped shared transformer blocks, and the pooler."""
 
-import contextlib
-
 import keras
 import tensorflow as tf
 

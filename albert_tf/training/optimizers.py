@@ -249,3 +249,11 @@ class ReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         bad = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                  tf.cast(tf.logical_not(finite), tf.float32))
         return tf.equal(bad, 0.0)
+
+
+def current_learning_rate(optimizer):
+    """The learning rate at the optimizer's step (inside a loss-scale wrapper too)."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    lr = optimizer._learning_rate
+    value = lr(optimizer.iterations) if callable(lr) else lr
+    return float(tf.convert_to_tensor(value).numpy())

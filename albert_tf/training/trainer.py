@@ -10,65 +10,28 @@ divided by denominators all-reduced over the whole global batch, so every split 
 
 import math
 import os
-import re
 import shutil
 import signal
-import threading
-import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.config import AlbertConfig
-from albert_tf.data.pipeline import OUT_OF_VOCABULARY, find_out_of_vocabulary
-from albert_tf.data.records import find_corrupt_record, short_tf_message
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.training import results
+from albert_tf.training.checkpoint_files import (
+    CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, refuse_foreign_checkpoints,
+    resumable_checkpoints, unreadable_reason)
 from albert_tf.training.distribution import check_batch_sizes, is_chief
+from albert_tf.training.failures import (
+    COLLECTIVE_FAILURES, CorruptInputError, Interrupted, NonFiniteLossError, StopRequest,
+    WorkerLostError, bad_record, corrupt_input_message, corrupt_where, failure_detail)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
-from albert_tf.training.optimizers import ReplicaLossScaleOptimizer
+from albert_tf.training.optimizers import ReplicaLossScaleOptimizer, current_learning_rate
+from albert_tf.training.progress import Progress
 
-CHECKPOINT_NAME = "model.ckpt"
 SUM = tf.distribute.ReduceOp.SUM
-
-
-class NonFiniteLossError(RuntimeError):
-    """Training produced a NaN or infinite loss."""
-    exit_status = 1
-
-
-class CorruptInputError(RuntimeError):
-    """A training or eval record could not be read."""
-    exit_status = 1
-
-
-class WorkerLostError(RuntimeError):
-    """Another worker of a multi-worker job died; the collectives were aborted."""
-    exit_status = 1
-
-
-class Interrupted(Exception):
-    """Training stopped on SIGINT or SIGTERM after saving a checkpoint; nothing after training
-    (evaluation, prediction, export) runs. A command-line tool exits with 128 + the signal."""
-
-    def __init__(self, message, signum):
-        super().__init__(message)
-        self.exit_status = 128 + signum
-
-
-# What the collectives of a multi-worker job raise once a peer is gone (TF's health check
-# aborts them within seconds).
-_COLLECTIVE_FAILURES = (tf.errors.UnavailableError, tf.errors.CancelledError,
-                        tf.errors.AbortedError, tf.errors.DeadlineExceededError,
-                        tf.errors.InternalError)
-
-
-def _to_dense(grad, variable):
-    if grad is None:
-        return tf.zeros_like(variable)
-    return tf.convert_to_tensor(grad)
 
 
 class Trainer:
@@ -99,7 +62,7 @@ class Trainer:
         # would have drawn.
         self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
                                               optimizer=self.optimizer,
-                                              rng=_random_state(self.model))
+                                              rng=random_state(self.model))
         self.keep_checkpoint_max = keep_checkpoint_max
         self.manager = self._checkpoint_manager()
         # One device: forward, backward and update as one XLA computation. Mirrored and
@@ -141,37 +104,16 @@ class Trainer:
         """
         candidates = resumable_checkpoints(self.output_dir)
         if candidates:
-            self._check_run_config()
+            check_run_config(self.output_dir, self.model.config)
             resumed = self._restore_newest_intact(candidates)
             logging.info("Resumed from %s at step %d", resumed, self.step)
             return resumed
-        others = [n for n in _listdir(self.output_dir) if n.endswith(".index")
-                  or n == "checkpoint"]
-        if others:
-            raise ValueError(
-                f"--output_dir={self.output_dir} holds checkpoint files ({', '.join(others[:3])}) "
-                f"but no checkpoint of a run to resume (model.ckpt-<step>): it is a release's or "
-                f"another tool's directory. Give --output_dir a new directory")
+        refuse_foreign_checkpoints(self.output_dir)
         if init_checkpoint:
             self.model.load_checkpoint(init_checkpoint, init_from_group0=init_from_group0,
                                        allow_missing=allow_missing)
             logging.info("Initialised weights from %s", init_checkpoint)
         return None
-
-    def _check_run_config(self):
-        """A run resumes only with the config it started with (the weights are shared across
-        layers, so another depth would load without complaint)."""
-        path = os.path.join(self.output_dir, "albert_config.json")
-        if not tf.io.gfile.exists(path):
-            return
-        ours, given = AlbertConfig.from_json_file(path).to_dict(), self.model.config.to_dict()
-        changed = [f"{k} (run: {ours.get(k)!r}, given: {given.get(k)!r})"
-                   for k in sorted(set(ours) | set(given)) if ours.get(k) != given.get(k)]
-        if changed:
-            raise ValueError(
-                f"the config differs from the one the run in --output_dir={self.output_dir} was "
-                f"started with, in {', '.join(changed)}. Resume with {path}, or give "
-                f"--output_dir a new directory to train another model")
 
     def _restore_newest_intact(self, candidates):
         """Restores the newest candidate that reads whole; if it is not the newest listed, the
@@ -180,10 +122,10 @@ class Trainer:
         for step, prefix in candidates:
             try:
                 self.restore(prefix)
-            except _UNREADABLE as e:
-                failures.append(f"{os.path.basename(prefix)} ({_unreadable_reason(e)})")
+            except UNREADABLE as e:
+                failures.append(f"{os.path.basename(prefix)} ({unreadable_reason(e)})")
                 logging.warning("Checkpoint %s cannot be read (%s)%s", prefix,
-                                _unreadable_reason(e), "; trying the one before it"
+                                unreadable_reason(e), "; trying the one before it"
                                 if (step, prefix) != candidates[-1] else "")
                 continue
             if failures or tf.train.latest_checkpoint(self.output_dir) != prefix:
@@ -230,7 +172,8 @@ class Trainer:
             scaled = self.optimizer.scale_loss(loss)
         variables = self.model.trainable_variables
         grads = tape.gradient(scaled, variables)
-        return [_to_dense(g, v) for g, v in zip(grads, variables)], sums
+        return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                for g, v in zip(grads, variables)], sums
 
     def _replica_step(self, features):
         context = tf.distribute.get_replica_context()
@@ -280,12 +223,6 @@ class Trainer:
             self._writers[name] = tf.summary.create_file_writer(path)
         return self._writers[name]
 
-    def _learning_rate(self):
-        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-        lr = optimizer._learning_rate
-        value = lr(optimizer.iterations) if callable(lr) else lr
-        return float(tf.convert_to_tensor(value).numpy())
-
     def _compiled(self):
         """What of the training step XLA compiles, for the log."""
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
@@ -312,19 +249,20 @@ class Trainer:
         iterator.restore(self.step)
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
                      self._compiled())
-        progress = _Progress(self._writer("train"), self.global_batch_size, num_train_steps)
-        stop = _StopRequest()
+        progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
+        stop = StopRequest()
         stopping, saved_at = False, None
         try:
             while self.step < num_train_steps and not stopping:
                 step = self.step
-                boundaries = [num_train_steps, _next_multiple(step, save_checkpoints_steps),
-                              _next_multiple(step, log_steps)]
+                boundaries = [num_train_steps, (step // save_checkpoints_steps + 1)
+                              * save_checkpoints_steps, (step // log_steps + 1) * log_steps]
                 chunk = min(self.steps_per_execution, min(boundaries) - step)
                 progress.add(self._run_chunk(iterator, chunk, last_saved), chunk)
                 step = self.step
                 if step % log_steps == 0 or step >= num_train_steps:
-                    progress.log(step, self.model.metrics_from_sums, self._learning_rate())
+                    progress.log(step, self.model.metrics_from_sums,
+                                 current_learning_rate(self.optimizer))
                 if step % save_checkpoints_steps == 0 or step >= num_train_steps:
                     path = self.save()
                     last_saved, saved_at = path or last_saved, step
@@ -332,16 +270,16 @@ class Trainer:
                         on_checkpoint(path, step)
                 stopping = self._any_worker(stop.requested)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            if not _bad_record(e):
+            if not bad_record(e):
                 raise
-            raise CorruptInputError(_corrupt_input_message(
+            raise CorruptInputError(corrupt_input_message(
                 e, dataset_fn, self.step, tf.train.latest_checkpoint(self.output_dir))) from e
-        except _COLLECTIVE_FAILURES as e:
+        except COLLECTIVE_FAILURES as e:
             if self.num_workers == 1:
                 raise
             raise WorkerLostError(
                 f"a worker of the job stopped or became unreachable after step {self.step} "
-                f"({_failure_detail(e)}). Last checkpoint: "
+                f"({failure_detail(e)}). Last checkpoint: "
                 f"{tf.train.latest_checkpoint(self.output_dir) or 'none'}. Restart every "
                 f"worker with the same command to resume from it.") from e
         finally:
@@ -395,10 +333,10 @@ class Trainer:
                 totals = sums if totals is None else {n: totals[n] + sums[n] for n in sums}
                 batches += 1
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            if not _bad_record(e):
+            if not bad_record(e):
                 raise
             raise CorruptInputError(
-                f"{_corrupt_where(e, dataset_fn, 'an eval')}. Evaluation at step {self.step} "
+                f"{corrupt_where(e, dataset_fn, 'an eval')}. Evaluation at step {self.step} "
                 f"stopped; replace or remove the file, then rerun the same command.") from e
         if totals is None:
             raise ValueError("the eval data yielded no complete batch; lower --eval_batch_size")
@@ -454,134 +392,3 @@ class Trainer:
             writer.close()
         if not self.chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)
-
-
-class _Progress:
-    """Loss sums and examples/s over the steps since the last progress line."""
-
-    def __init__(self, writer, global_batch_size, num_train_steps):
-        self.writer, self.global_batch_size = writer, global_batch_size
-        self.num_train_steps = num_train_steps
-        self._reset()
-
-    def _reset(self):
-        self.sums, self.steps, self.start = None, 0, time.perf_counter()
-
-    def add(self, sums, steps):
-        self.sums = sums if self.sums is None else {n: self.sums[n] + sums[n] for n in sums}
-        self.steps += steps
-
-    def log(self, step, metrics_from_sums, learning_rate):
-        """A progress line and the train summaries at `step`."""
-        elapsed = time.perf_counter() - self.start
-        metrics = {n: float(v) for n, v in metrics_from_sums(self.sums).items()}
-        metrics["learning_rate"] = learning_rate
-        metrics["examples_per_second"] = self.steps * self.global_batch_size / elapsed
-        logging.info("step %d/%d  " % (step, self.num_train_steps) + "  ".join(
-            f"{n} {v:.4g}" for n, v in metrics.items()))
-        with self.writer.as_default(step=step):
-            for name, value in metrics.items():
-                tf.summary.scalar(name, value)
-        self.writer.flush()
-        self._reset()
-
-
-class _StopRequest:
-    """Turns SIGTERM/SIGINT into a request to stop after the current steps and save."""
-
-    def __init__(self):
-        self.requested, self.signum = None, None
-        self._previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._previous[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum, frame):
-        self.requested, self.signum = signal.Signals(signum).name, signum
-
-    def restore(self):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-# What reading a damaged checkpoint raises: missing or truncated files, failed checksums.
-_UNREADABLE = (tf.errors.OpError, IndexError, OSError)
-
-
-def _unreadable_reason(error):
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    return short_tf_message(message.splitlines()[0])
-
-
-def _listdir(directory):
-    return sorted(tf.io.gfile.listdir(directory)) if tf.io.gfile.isdir(directory) else []
-
-
-def resumable_checkpoints(directory):
-    """[(step, prefix)] of the trainer's checkpoints in `directory`, newest first: those its
-    `checkpoint` index lists (whether or not their files are there) and every
-    model.ckpt-<step>.index beside them (when the index itself is missing or stale)."""
-    found = {}
-    try:
-        state = tf.train.get_checkpoint_state(directory)
-    except (tf.errors.OpError, ValueError) as e:  # an unreadable index: the files decide
-        logging.warning("%s/checkpoint cannot be read (%s)", directory, e)
-        state = None
-    listed = [*state.all_model_checkpoint_paths, state.model_checkpoint_path] if state else []
-    pattern = re.compile(re.escape(CHECKPOINT_NAME) + r"-(\d+)$")
-    for path in listed + [n[:-len(".index")] for n in _listdir(directory) if n.endswith(".index")]:
-        name = os.path.basename(path)
-        match = pattern.match(name)
-        if match:
-            found[int(match.group(1))] = os.path.join(directory, name)
-    return sorted(found.items(), reverse=True)
-
-
-def _bad_record(error):
-    """A record that cannot be read, or that holds ids outside the vocabulary."""
-    return (isinstance(error, tf.errors.DataLossError)
-            or OUT_OF_VOCABULARY in (error.message or ""))
-
-
-def _corrupt_where(error, dataset_fn, kind):
-    """Names the file (and record) that `error` met, reading the dataset_fn's `input_files`."""
-    files = getattr(dataset_fn, "input_files", ())
-    vocab_size = getattr(dataset_fn, "vocab_size", None)
-    if isinstance(error, tf.errors.InvalidArgumentError):
-        found = find_out_of_vocabulary(files, vocab_size) if vocab_size else None
-        return (f"{found[0]} record {found[1]} holds token id {found[2]} but the config's "
-                f"vocab_size is {vocab_size}: were the records built with another vocabulary?"
-                if found else f"{kind} batch: {OUT_OF_VOCABULARY}")
-    found = find_corrupt_record(files)
-    return (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
-            else f"{kind} record is corrupt ({short_tf_message(error.message)})")
-
-
-def _corrupt_input_message(error, dataset_fn, step, last_checkpoint):
-    where = _corrupt_where(error, dataset_fn, "a training")
-    then = ("resume from that checkpoint" if last_checkpoint else "start again")
-    return (f"{where}. Training stopped after step {step} without saving; last good "
-            f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
-            f"same command to {then}.")
-
-
-def _failure_detail(error):
-    """Why the collectives were aborted and which tasks the error names."""
-    message = str(getattr(error, "message", error))
-    why = next((line.split("aborted by:", 1)[1].strip() for line in message.splitlines()
-                if "aborted by:" in line), type(error).__name__)
-    tasks = sorted(set(re.sub(r"/replica:\d+", "", t)
-                       for t in re.findall(r"/job:\w+/(?:replica:\d+/)?task:\d+", message)))
-    return why + (f"; tasks named: {', '.join(tasks)}" if tasks else "")
-
-
-def _random_state(model):
-    """A trackable of the model's dropout seed-generator states, in layer order."""
-    states = [v for v in model.variables if v.name == "seed_generator_state"]
-    return tf.train.Checkpoint(**{f"seed_{i}": getattr(v, "value", v)
-                                  for i, v in enumerate(states)})
-
-
-def _next_multiple(step, every):
-    return (step // every + 1) * every
-

@@ -1,0 +1,101 @@
+"""Conversions between checkpoint formats through a model built from the config, every tensor
+checked on the way: `convert` (convert_checkpoint) and `write_slim_tf1` (export_checkpoints).
+Here, not in formats/, because it builds the models that import formats."""
+
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.formats.checkpoints import (assign_weights, missing_allowed, model_arrays,
+                                           read_checkpoint, write_checkpoint_index,
+                                           write_tf1_checkpoint)
+from albert_tf.formats.resolve import resolve_checkpoint
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_dir,
+                               check_output_files)
+from albert_tf.tokenization import FullTokenizer, vocabulary_file
+
+
+def load_checked(input_path, config=None, model="auto", init_from_group0=False):
+    """(model with the checkpoint's weights, input format): reads `input_path`, builds the
+    pretrainer (when it has MLM/SOP heads, or model="pretrainer") or the encoder, checks
+    every tensor against it."""
+    arrays, config_path, in_fmt = read_checkpoint(input_path)
+    config = config or config_path
+    if config is None:
+        raise ValueError(f"no config beside {input_path}; pass --albert_config_file")
+    if not isinstance(config, AlbertConfig):
+        config = AlbertConfig.from_json_file(config)
+    if model == "auto":
+        model = "pretrainer" if any(n.startswith("cls/") for n in arrays) else "encoder"
+    net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)
+    assign_weights(net, arrays, source=f"{in_fmt} checkpoint {input_path}",
+                   init_from_group0=init_from_group0, allow_missing=missing_allowed(in_fmt, ()))
+    return net, in_fmt
+
+
+def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
+            init_from_group0=False, overwrite=False, vocab_file=None, do_lower_case=True):
+    """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
+
+    model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
+    `output_dir` must be new, empty, or (with `overwrite`) an earlier conversion's output; it
+    is never an input's directory or a run directory.
+    """
+    check_output_dir(output_dir, "output_dir", what="a converted checkpoint",
+                     patterns=CONVERTED_ENTRIES, overwrite=overwrite,
+                     inputs={"input": input_path, "albert_config_file": config,
+                             "spm_model_file": spm_model_file, "vocab_file": vocab_file})
+    vocabulary = vocabulary_file(spm_model_file, vocab_file)
+    if vocabulary:  # a missing or unusable vocabulary stops the conversion before any work
+        FullTokenizer(vocab_file=vocabulary, do_lower_case=do_lower_case).special_ids()
+    net, in_fmt = load_checked(input_path, config, model, init_from_group0)
+    net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file,
+                        vocab_file=vocab_file, do_lower_case=do_lower_case)
+    logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
+                 len(net.tf1_weights()), in_fmt, input_path)
+    return net
+
+
+def _is_tf1_checkpoint(index_path):
+    """Whether a .index is a name-based (TF1) checkpoint's, as write_slim_tf1 writes."""
+    try:
+        names = tf.train.load_checkpoint(index_path[:-len(".index")]).get_variable_to_shape_map()
+    except (tf.errors.OpError, ValueError):
+        return False
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names
+
+
+def write_slim_tf1(input_path, prefix, config=None, overwrite=False):
+    """The original export_checkpoints.py: the model's weights (no optimizer slots) as a TF1
+    checkpoint at `prefix`, with the input's global_step and a `checkpoint` file beside it
+    unless the directory's own `checkpoint` lists other checkpoints (a run's: left as it is).
+    An existing TF1 checkpoint at `prefix` is replaced only with `overwrite`."""
+    prefix = os.fspath(prefix)
+    inputs = {"checkpoint_name": input_path, "albert_config_file": config}
+    check_not_input(prefix, "export_path", inputs)
+    check_output_files([prefix + ".index"], "export_path", what="a TF1 checkpoint",
+                       overwrite=overwrite, is_kind=_is_tf1_checkpoint, inputs=inputs)
+    net, _ = load_checked(input_path, config)
+    fmt, location, _ = resolve_checkpoint(input_path)
+    step = 0
+    if fmt != "hf":
+        reader = tf.train.load_checkpoint(location)
+        names = reader.get_variable_to_shape_map()
+        steps = ("global_step", "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
+        key = next((k for k in steps if k in names), None)
+        step = int(reader.get_tensor(key)) if key else 0
+    directory = os.path.dirname(os.path.abspath(prefix))
+    tf.io.gfile.makedirs(directory)
+    write_tf1_checkpoint(model_arrays(net), prefix, step)
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or set(state.all_model_checkpoint_paths) <= {prefix, os.path.basename(prefix)}:
+        write_checkpoint_index(directory, [prefix])
+    else:
+        logging.info("%s/checkpoint lists other checkpoints: left as it is", directory)
+    logging.info("Wrote %s (%d tensors, global_step %d) from %s", prefix,
+                 len(net.tf1_weights()), step, input_path)
+    return net

@@ -1,0 +1,79 @@
+"""The run's checkpoint files in output_dir: which can resume a run, whether the run's config
+matches, and dropout's random state saved with them."""
+
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data.records import short_tf_message
+
+CHECKPOINT_NAME = "model.ckpt"
+
+# What reading a damaged checkpoint raises: missing or truncated files, failed checksums.
+UNREADABLE = (tf.errors.OpError, IndexError, OSError)
+
+
+def unreadable_reason(error):
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return short_tf_message(message.splitlines()[0])
+
+
+def listdir(directory):
+    return sorted(tf.io.gfile.listdir(directory)) if tf.io.gfile.isdir(directory) else []
+
+
+def resumable_checkpoints(directory):
+    """[(step, prefix)] of the trainer's checkpoints in `directory`, newest first: those its
+    `checkpoint` index lists (whether or not their files are there) and every
+    model.ckpt-<step>.index beside them (when the index itself is missing or stale)."""
+    found = {}
+    try:
+        state = tf.train.get_checkpoint_state(directory)
+    except (tf.errors.OpError, ValueError) as e:  # an unreadable index: the files decide
+        logging.warning("%s/checkpoint cannot be read (%s)", directory, e)
+        state = None
+    listed = [*state.all_model_checkpoint_paths, state.model_checkpoint_path] if state else []
+    pattern = re.compile(re.escape(CHECKPOINT_NAME) + r"-(\d+)$")
+    for path in listed + [n[:-len(".index")] for n in listdir(directory) if n.endswith(".index")]:
+        name = os.path.basename(path)
+        match = pattern.match(name)
+        if match:
+            found[int(match.group(1))] = os.path.join(directory, name)
+    return sorted(found.items(), reverse=True)
+
+
+def check_run_config(output_dir, config):
+    """A run resumes only with the config it started with (the weights are shared across
+    layers, so another depth would load without complaint)."""
+    path = os.path.join(output_dir, "albert_config.json")
+    if not tf.io.gfile.exists(path):
+        return
+    ours, given = AlbertConfig.from_json_file(path).to_dict(), config.to_dict()
+    changed = [f"{k} (run: {ours.get(k)!r}, given: {given.get(k)!r})"
+               for k in sorted(set(ours) | set(given)) if ours.get(k) != given.get(k)]
+    if changed:
+        raise ValueError(
+            f"the config differs from the one the run in --output_dir={output_dir} was "
+            f"started with, in {', '.join(changed)}. Resume with {path}, or give "
+            f"--output_dir a new directory to train another model")
+
+
+def refuse_foreign_checkpoints(output_dir):
+    """An output_dir with checkpoints but none of a run (a release's model.ckpt-best, another
+    tool's files) is not started over."""
+    others = [n for n in listdir(output_dir) if n.endswith(".index") or n == "checkpoint"]
+    if others:
+        raise ValueError(
+            f"--output_dir={output_dir} holds checkpoint files ({', '.join(others[:3])}) "
+            f"but no checkpoint of a run to resume (model.ckpt-<step>): it is a release's or "
+            f"another tool's directory. Give --output_dir a new directory")
+
+
+def random_state(model):
+    """A trackable of the model's dropout seed-generator states, in layer order."""
+    states = [v for v in model.variables if v.name == "seed_generator_state"]
+    return tf.train.Checkpoint(**{f"seed_{i}": getattr(v, "value", v)
+                                  for i, v in enumerate(states)})

@@ -1,0 +1,99 @@
+"""How a training run stops other than by finishing: the errors the command-line tools turn into
+one line and an exit status, the stop request a signal makes, and the messages naming the input
+file or the worker at fault."""
+
+import re
+import signal
+import threading
+
+import tensorflow as tf
+
+from albert_tf.data.pipeline import OUT_OF_VOCABULARY, find_out_of_vocabulary
+from albert_tf.data.records import find_corrupt_record, short_tf_message
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or infinite loss."""
+    exit_status = 1
+
+
+class CorruptInputError(RuntimeError):
+    """A training or eval record could not be read."""
+    exit_status = 1
+
+
+class WorkerLostError(RuntimeError):
+    """Another worker of a multi-worker job died; the collectives were aborted."""
+    exit_status = 1
+
+
+class Interrupted(Exception):
+    """Training stopped on SIGINT or SIGTERM after saving a checkpoint; nothing after training
+    (evaluation, prediction, export) runs. A command-line tool exits with 128 + the signal."""
+
+    def __init__(self, message, signum):
+        super().__init__(message)
+        self.exit_status = 128 + signum
+
+
+# What the collectives of a multi-worker job raise once a peer is gone (TF's health check
+# aborts them within seconds).
+COLLECTIVE_FAILURES = (tf.errors.UnavailableError, tf.errors.CancelledError,
+                        tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+                        tf.errors.InternalError)
+
+
+class StopRequest:
+    """Turns SIGTERM/SIGINT into a request to stop after the current steps and save."""
+
+    def __init__(self):
+        self.requested, self.signum = None, None
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        self.requested, self.signum = signal.Signals(signum).name, signum
+
+    def restore(self):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def bad_record(error):
+    """A record that cannot be read, or that holds ids outside the vocabulary."""
+    return (isinstance(error, tf.errors.DataLossError)
+            or OUT_OF_VOCABULARY in (error.message or ""))
+
+
+def corrupt_where(error, dataset_fn, kind):
+    """Names the file (and record) that `error` met, reading the dataset_fn's `input_files`."""
+    files = getattr(dataset_fn, "input_files", ())
+    vocab_size = getattr(dataset_fn, "vocab_size", None)
+    if isinstance(error, tf.errors.InvalidArgumentError):
+        found = find_out_of_vocabulary(files, vocab_size) if vocab_size else None
+        return (f"{found[0]} record {found[1]} holds token id {found[2]} but the config's "
+                f"vocab_size is {vocab_size}: were the records built with another vocabulary?"
+                if found else f"{kind} batch: {OUT_OF_VOCABULARY}")
+    found = find_corrupt_record(files)
+    return (f"{found[0]} is corrupt after its first {found[1]} records ({found[2]})" if found
+            else f"{kind} record is corrupt ({short_tf_message(error.message)})")
+
+
+def corrupt_input_message(error, dataset_fn, step, last_checkpoint):
+    where = corrupt_where(error, dataset_fn, "a training")
+    then = ("resume from that checkpoint" if last_checkpoint else "start again")
+    return (f"{where}. Training stopped after step {step} without saving; last good "
+            f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
+            f"same command to {then}.")
+
+
+def failure_detail(error):
+    """Why the collectives were aborted and which tasks the error names."""
+    message = str(getattr(error, "message", error))
+    why = next((line.split("aborted by:", 1)[1].strip() for line in message.splitlines()
+                if "aborted by:" in line), type(error).__name__)
+    tasks = sorted(set(re.sub(r"/replica:\d+", "", t)
+                       for t in re.findall(r"/job:\w+/(?:replica:\d+/)?task:\d+", message)))
+    return why + (f"; tasks named: {', '.join(tasks)}" if tasks else "")
