@@ -8,6 +8,7 @@ from albert_tf.modeling.task_model import TaskModel, example_weights
 HEAD_NAMES = ("output_weights", "output_bias")
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertClassifier(TaskModel):
     """Sentence(-pair) classification or, with `num_labels=1, regression=True`, regression (STS-B).
 
@@ -15,10 +16,12 @@ class AlbertClassifier(TaskModel):
     TF-Hub call API, `config` and `tf1_weights()` (AlbertEncoder, finetuning.HubEncoder).
     Outputs `logits` [batch, num_labels] float32 and `probabilities` (softmax; regression:
     `predictions` [batch]). Features may carry `label_ids` and `is_real_example` (weight).
+    With a `preprocessor` (serving.AlbertPreprocessor) it also takes raw strings [batch] or a
+    pair of them, tokenized in the graph: `fit(strings, labels)`, `predict(strings)`.
     """
 
     def __init__(self, encoder, num_labels, classifier_dropout=0.1, regression=False,
-                 **kwargs):
+                 preprocessor=None, **kwargs):
         kwargs.setdefault("name", "albert_classifier")
         super().__init__(encoder, **kwargs)
         self.num_labels = int(num_labels)
@@ -26,6 +29,9 @@ class AlbertClassifier(TaskModel):
         if self.regression and self.num_labels != 1:
             raise ValueError(f"regression needs num_labels=1, got {num_labels}")
         self.classifier_dropout = float(classifier_dropout)
+        if isinstance(preprocessor, dict):
+            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+        self.preprocessor = preprocessor
         self.dropout = keras.layers.Dropout(self.classifier_dropout, dtype=self.dtype_policy)
         hidden = self.config.hidden_size
         self.output_weights = self.add_weight(
@@ -40,12 +46,19 @@ class AlbertClassifier(TaskModel):
         return super().from_pretrained(path, config=config, num_labels=num_labels,
                                        allow_missing=HEAD_NAMES, **kwargs)
 
+    def keras_outputs(self):
+        return ("predictions",) if self.regression else ("logits",)
+
     def get_config(self):
         return {"encoder": self.config.to_dict(), "num_labels": self.num_labels,
                 "classifier_dropout": self.classifier_dropout, "regression": self.regression,
+                "preprocessor": (None if self.preprocessor is None else
+                                 keras.saving.serialize_keras_object(self.preprocessor)),
                 "name": self.name}
 
     def call(self, inputs, training=None):
+        if self.preprocessor is not None and not isinstance(inputs, dict):
+            inputs = self.preprocessor(inputs)  # raw strings (a tuple of two for pairs)
         encoder_inputs = {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")
                           if k in inputs}
         pooled = self.encoder(encoder_inputs, training=training)["pooled_output"]
@@ -110,4 +123,3 @@ class AlbertClassifier(TaskModel):
         out["output_weights"] = self.output_weights
         out["output_bias"] = self.output_bias
         return out
-

@@ -17,6 +17,7 @@ def attention_bias_from_mask(input_mask):
     return (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * -10000.0
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(PretrainedMixin, keras.Model):
     """The ALBERT encoder, numerically the original `modeling.AlbertModel`.
 

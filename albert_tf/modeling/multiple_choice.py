@@ -10,6 +10,7 @@ HEAD_NAMES = ("output_weights", "output_bias")
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMultipleChoice(TaskModel):
     """Scores [batch, choices, length] inputs; outputs `logits` [batch, choices] float32 and
     `probabilities`. `encoder` is an AlbertConfig or an encoder layer with the TF-Hub call API.

@@ -10,6 +10,7 @@ from albert_tf.modeling import kernels
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPretrainer(PretrainedMixin, keras.Model):
     """Encoder + MLM head (tied to the word embeddings) + SOP head.
 

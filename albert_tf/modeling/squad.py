@@ -20,6 +20,7 @@ V2_HEAD = ("start_logits/", "end_logits/", "answer_class/")
 NEG_INF = -1e30
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertSquad(TaskModel):
     """Span extraction for SQuAD v1.1 (`version_2=False`) or v2.0 (`version_2=True`).
 
@@ -61,6 +62,11 @@ class AlbertSquad(TaskModel):
         self._head[name] = self.add_weight(name=name.replace("/", "_"), shape=shape,
                                            initializer=initializer, dtype="float32",
                                            autocast=False)
+
+    def keras_outputs(self):
+        if self.version_2:  # the end scores are given the gold start (`start_positions` in x)
+            return ("start_log_probs", "end_log_probs", "cls_logits")
+        return ("start_logits", "end_logits")
 
     @property
     def head_names(self):

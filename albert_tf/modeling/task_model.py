@@ -1,4 +1,5 @@
-"""What the fine-tuning models share: the encoder they wrap and the weight of each example."""
+"""What the fine-tuning models share: the encoder they wrap, the weight of each example, and
+Keras's own loop (`compile`, `fit`, `evaluate`, `predict`, `.keras` files)."""
 
 import keras
 import tensorflow as tf
@@ -11,7 +12,15 @@ from albert_tf.modeling.encoder import AlbertEncoder
 class TaskModel(PretrainedMixin, keras.Model):
     """An encoder plus a task head. `encoder` is an AlbertConfig (or its dict; a new
     AlbertEncoder is built) or any encoder layer with the TF-Hub call API, `config` and
-    `tf1_weights()` (AlbertEncoder, formats.hub.HubEncoder)."""
+    `tf1_weights()` (AlbertEncoder, formats.hub.HubEncoder).
+
+    With Keras's loop: `compile(loss=...)` with standard losses and metrics meets the outputs
+    `keras_outputs()` names when the labels are an array (or a tuple, one per name); labels in a
+    dict keyed by output names meet those outputs. `compile` without a loss trains the task's
+    own objective, its labels read from the features (`label_ids`, ...), as run_* scripts do.
+    """
+
+    KERAS_OUTPUTS = ("logits",)
 
     def __init__(self, encoder, **kwargs):
         super().__init__(**kwargs)
@@ -28,6 +37,34 @@ class TaskModel(PretrainedMixin, keras.Model):
 
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
+
+    def keras_outputs(self):
+        """The outputs that labels given as an array (or a tuple of arrays) are compared with."""
+        return self.KERAS_OUTPUTS
+
+    def _keras_view(self, y, y_pred):
+        if y is None or not isinstance(y_pred, dict):
+            return y_pred
+        if isinstance(y, dict):  # labels by output name: those outputs, the others left out
+            return {k: y_pred[k] for k in y if k in y_pred}
+        names = self.keras_outputs()
+        return y_pred[names[0]] if len(names) == 1 else tuple(y_pred[n] for n in names)
+
+    def compile(self, optimizer="rmsprop", loss=None, **kwargs):
+        super().compile(optimizer=optimizer, loss=loss, **kwargs)
+        if loss is None:  # Keras would keep an earlier compile's loss and metrics
+            self._compile_loss = None
+            if kwargs.get("metrics") is None and kwargs.get("weighted_metrics") is None:
+                self._compile_metrics = None
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if self._compile_loss is None:  # compiled without a loss: the task's own objective
+            sums = self.loss_sums(x, y_pred)
+            return self.replica_loss(sums, self.denominators(x)) + sum(self.losses)
+        return super().compute_loss(x, y, self._keras_view(y, y_pred), sample_weight, training)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, self._keras_view(y, y_pred), sample_weight)
 
 
 def example_weights(features):
