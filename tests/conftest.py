@@ -11,6 +11,10 @@ TINY = dict(vocab_size=60, embedding_size=8, hidden_size=16, num_hidden_layers=4
             num_hidden_groups=2, inner_group_num=2, num_attention_heads=2, intermediate_size=24,
             max_position_embeddings=32, hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0)
+# One shared block run twice: for tests of training and its precisions, resumes and compiled
+# steps, where the grouping does not matter and half the layers trace and compile in half
+# the time.
+SMALL = dict(TINY, num_hidden_layers=2, num_hidden_groups=1, inner_group_num=1)
 
 
 @pytest.fixture

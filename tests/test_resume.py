@@ -14,11 +14,11 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig
-from conftest import TINY, write_pretraining_records
+from conftest import SMALL, write_pretraining_records
 from test_original_commands import paths  # noqa: F401 (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DROPOUT = dict(TINY, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+DROPOUT = dict(SMALL, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +105,6 @@ def test_pretraining_killed_and_rerun_is_the_same_run(data, tmp_path, masking, p
         extra["dynamic_masking"] = "true"
     command = [sys.executable, "-m", "albert_tf.run_pretraining"]
     run_ok(command + _flags(data, tmp_path / "whole", **extra))
-    if masking == "static":  # two uninterrupted runs of one command agree the same way
-        run_ok(command + _flags(data, tmp_path / "again", **extra))
-        assert_same_state(tmp_path / "whole", tmp_path / "again")
     killed = kill_after_checkpoint(command + _flags(data, tmp_path / "killed", **extra),
                                    tmp_path / "killed", 12)
     assert 12 <= killed < 36
@@ -219,7 +216,7 @@ def test_a_kill_while_writing_never_leaves_a_file_a_rerun_trusts(tmp_path):
 
 def _damaged_records_and_trainer(tmp_path, name, count, records, at, **dataset_options):
     """`count` record files, the second with one byte flipped at fraction `at` of it, their
-    dataset_fn (naming them, as run_pretraining's does) and a Trainer for a TINY pretrainer."""
+    dataset_fn (naming them, as run_pretraining's does) and a Trainer for a SMALL pretrainer."""
     from albert_tf import AlbertPretrainer, create_optimizer
     from albert_tf.data.pipeline import pretraining_dataset
     from albert_tf.training.trainer import Trainer
@@ -233,7 +230,7 @@ def _damaged_records_and_trainer(tmp_path, name, count, records, at, **dataset_o
         return pretraining_dataset(files, 8, 16, 4, input_context=ctx, **dataset_options)
     dataset_fn.input_files = files
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                      lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+                      lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                       lambda: create_optimizer(1e-3, 1000, 2, "lamb"), str(tmp_path / "out"),
                       global_batch_size=8)
     return files, dataset_fn, trainer

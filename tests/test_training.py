@@ -16,7 +16,8 @@ from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.training.optimizers import current_learning_rate
 from albert_tf.training.trainer import Trainer
-from conftest import PRECISION_MATRIX, TINY, assert_near_float32, write_pretraining_records
+from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
+                      write_pretraining_records)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,13 +30,13 @@ def records(tmp_path_factory):
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("cfg") / "albert_config.json"
-    AlbertConfig(**TINY).to_json_file(str(path))
+    AlbertConfig(**SMALL).to_json_file(str(path))
     return str(path)
 
 
 def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+    return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                    lambda: create_optimizer(lr, steps, 2, "lamb"), str(output_dir),
                    global_batch_size=batch, gradient_accumulation_steps=accumulation,
                    steps_per_execution=steps_per_execution)
@@ -211,7 +212,7 @@ def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
     for jit in (True, False):
         tf.keras.utils.set_random_seed(0)
         trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                          lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+                          lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"),
                           str(tmp_path / str(jit)), global_batch_size=4,
                           gradient_accumulation_steps=2, jit_compile=jit)
@@ -251,7 +252,7 @@ def test_pretraining_precision_and_xla_matrix(records, tmp_path):
     losses, checkpoints and evaluates, with held-out losses near the float32 run's (the masks
     are seeded alike)."""
     config = tmp_path / "albert_config.json"
-    AlbertConfig(**{**TINY, "hidden_dropout_prob": 0.1,
+    AlbertConfig(**{**SMALL, "hidden_dropout_prob": 0.1,
                     "attention_probs_dropout_prob": 0.1}).to_json_file(str(config))
     flags = _pretrain_flags(str(config), records, tmp_path, num_train_steps=4,
                             save_checkpoints_steps=4, gradient_accumulation_steps=2,

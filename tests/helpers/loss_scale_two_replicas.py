@@ -22,11 +22,11 @@ if __name__ == "__main__":
 
     from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
     from albert_tf.training.trainer import Trainer
-    from conftest import TINY
+    from conftest import SMALL
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    trainer = Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**TINY)),
+    trainer = Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                       lambda: create_optimizer(1e-3, 10, 0, "lamb"), tempfile.mkdtemp(),
                       global_batch_size=4)
     gradients = trainer._gradients
