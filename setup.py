@@ -37,9 +37,15 @@ setup(
             "keras-hub==0.32.*",
             # scripts/demo_report.py draws the demo's curves (tests/test_demo.py).
             "matplotlib>=3.8",
+            # notebooks/ run headless (tests/test_notebook.py).
+            "nbclient>=0.10",
+            "nbformat>=5.10",
+            "ipykernel>=6.29",
         ],
         # scripts/demo.sh: the PNG of the training curves.
         "demo": ["matplotlib>=3.8"],
+        # notebooks/: Jupyter and the inline plots.
+        "notebook": ["jupyterlab>=4", "matplotlib>=3.8"],
         "keras_hub": ["keras-hub==0.32.*"],
         # The peers that bench/ compares against.
         "bench": ["keras-hub==0.32.*", "transformers>=4.45", "torch==2.13.0", "onnx>=1.17",

@@ -15,7 +15,6 @@
 """
 
 import collections
-import glob
 import os
 import sys
 
@@ -27,6 +26,8 @@ from albert_tf.startup import quiet_stderr  # noqa: E402
 if __name__ == "__main__":
     quiet_stderr()
 
+from albert_tf.training.results import read_scalars  # noqa: E402
+
 # Each sentence with the word its [MASK] hides, in the three training novels' world.
 SENTENCES = [
     ('"Thank [MASK]," said she.', "you"),
@@ -37,20 +38,6 @@ SENTENCES = [
 ]
 PANELS = [("masked_lm_loss", "MLM loss"), ("masked_lm_accuracy", "MLM accuracy"),
           ("sentence_order_accuracy", "SOP accuracy")]
-
-
-def read_scalars(run_dir):
-    """{tag: [(step, value), ...]} from the event files under `run_dir`."""
-    import tensorflow as tf
-    values = collections.defaultdict(dict)
-    for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
-        for record in tf.data.TFRecordDataset(path):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            for v in event.summary.value:
-                value = (float(tf.make_ndarray(v.tensor)) if v.HasField("tensor")
-                         else float(v.simple_value))
-                values[v.tag][int(event.step)] = value
-    return {tag: sorted(points.items()) for tag, points in values.items()}
 
 
 def plot_curves(pretrain_dir, png):

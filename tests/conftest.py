@@ -6,6 +6,13 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: end-to-end runs of the tools (the full suite); `pytest -m 'not slow'` "
+                   "is the fast tier for the edit-test loop")
+
+
 # A tiny ALBERT with every structural feature: E != H, 2 groups of 2 inner blocks, 4 layers.
 TINY = dict(vocab_size=60, embedding_size=8, hidden_size=16, num_hidden_layers=4,
             num_hidden_groups=2, inner_group_num=2, num_attention_heads=2, intermediate_size=24,
@@ -117,8 +124,13 @@ def run_main(module, defaults, overrides):
         flags.FLAGS.unparse_flags()
 
 
-# The accelerator paths every script is tested under: (--mixed_precision, --jit_compile).
+# The accelerator paths pretraining is tested under: (--mixed_precision, --jit_compile).
 PRECISION_MATRIX = [(p, x) for p in ("none", "bfloat16", "float16") for x in ("false", "true")]
+# The fine-tuning scripts' matrix: each precision op by op, and XLA as a TPU (and a GPU from
+# Ampere on) runs it, in bfloat16. The other XLA cells run the same trainer step with another
+# head; pretraining's matrix and resume tests compile them.
+SCRIPT_MATRIX = [("none", "false"), ("bfloat16", "false"), ("float16", "false"),
+                 ("bfloat16", "true")]
 # A short run's metric under bfloat16/float16 (or XLA) stays this close to float32's with the
 # same seed: |value - float32 value| <= MATRIX_ABS + MATRIX_REL * |float32 value|.
 MATRIX_ABS, MATRIX_REL = 0.05, 0.05

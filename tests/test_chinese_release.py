@@ -19,6 +19,8 @@ from albert_tf.tokenization import FullTokenizer
 from conftest import assert_near_float32, assert_step_compiled, memoized_runs, run_main
 from tool_runner import assert_refused, run_tool
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 MARKER = "😀"             # a positive sentence holds it twice (one token of the vocabulary)
 NAMES = ["张三", "李四", "王五", "赵六", "马七", "周八"]
 QUESTION = "★后面是谁？"    # the answer is the name after ★

@@ -16,6 +16,8 @@ from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.startup import NOISE
 from conftest import TINY
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "the cat sat on a mat and dog ran to old house by river while bird sang".split()
 

@@ -19,6 +19,8 @@ from albert_tf.serving import export, finetuned, saved_model
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 BIN = os.path.dirname(sys.executable)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("the cat sat on a mat and it cost about dollars in total when we paid Café naïve "

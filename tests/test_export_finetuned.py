@@ -20,6 +20,8 @@ from albert_tf.tasks import GlueTask, SquadTask
 from albert_tf.tasks.squad import SquadServing
 from albert_tf.data.vocab import train_sentencepiece
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 FLAGS = flags.FLAGS
 
 

@@ -12,7 +12,9 @@ from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.squad import AlbertSquad
-from conftest import TINY
+from conftest import SMALL, TINY
+
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 SCCE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -44,7 +46,7 @@ def _sentences(n, seq=12, seed=0):
 def test_classifier_compile_fit_evaluate_predict(policy):
     keras.utils.set_random_seed(1)
     x, y = _sentences(64)
-    model = AlbertClassifier(AlbertConfig(**TINY), num_labels=2, classifier_dropout=0.0)
+    model = AlbertClassifier(AlbertConfig(**SMALL), num_labels=2, classifier_dropout=0.0)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=SCCE, metrics=["accuracy"])
     if policy == "mixed_float16":
         assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
@@ -66,7 +68,7 @@ def test_classifier_compile_fit_evaluate_predict(policy):
 def test_dict_labels_and_the_task_objective():
     keras.utils.set_random_seed(2)
     x, y = _sentences(32, seed=3)
-    model = AlbertClassifier(AlbertConfig(**TINY), num_labels=2, classifier_dropout=0.0)
+    model = AlbertClassifier(AlbertConfig(**SMALL), num_labels=2, classifier_dropout=0.0)
     # Labels keyed by output name meet that output.
     model.compile(optimizer="adam", loss={"logits": SCCE}, metrics={"logits": ["accuracy"]})
     result = model.evaluate(x, {"logits": y}, verbose=0, return_dict=True)
@@ -84,7 +86,7 @@ def test_dict_labels_and_the_task_objective():
 
 def test_regression_multiple_choice_and_squad():
     keras.utils.set_random_seed(3)
-    config = AlbertConfig(**TINY)
+    config = AlbertConfig(**SMALL)
     x, _ = _sentences(16, seed=4)
     scores = np.linspace(0, 5, 16).astype(np.float32)
     reg = AlbertClassifier(config, num_labels=1, regression=True)
@@ -120,7 +122,7 @@ def test_regression_multiple_choice_and_squad():
 
 def test_pretrainer_fit_evaluate_predict():
     keras.utils.set_random_seed(4)
-    config = AlbertConfig(**TINY)
+    config = AlbertConfig(**SMALL)
     batches = [pretraining_batch(config.vocab_size, 4, 16, 3, seed=s) for s in range(4)]
     dataset = tf.data.Dataset.from_tensor_slices(
         {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}).batch(4)
@@ -222,7 +224,7 @@ def test_classifier_fits_and_serves_on_strings(policy, spm, tmp_path):
     from albert_tf import AlbertPreprocessor
     keras.utils.set_random_seed(7)
     vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
-    model = AlbertClassifier(AlbertConfig(**{**TINY, "vocab_size": vocab}), num_labels=2,
+    model = AlbertClassifier(AlbertConfig(**{**SMALL, "vocab_size": vocab}), num_labels=2,
                              classifier_dropout=0.0,
                              preprocessor=AlbertPreprocessor(spm, seq_length=16,
                                                              pad_to_longest=True))

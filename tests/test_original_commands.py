@@ -18,6 +18,8 @@ from conftest import write_pretraining_records
 from test_race import write_race
 from test_run_squad import TINY, _paragraph, write_spm, write_squad
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V2_KEYS = {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
            "NoAns_f1", "NoAns_total", "null_score_diff_threshold"}

@@ -21,6 +21,8 @@ from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("the cat sat on a mat and dog ran to old house by river while bird sang in tree "
          "near home today it cost 3.0, dollars").split()

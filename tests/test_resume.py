@@ -17,6 +17,8 @@ from albert_tf import AlbertConfig
 from conftest import SMALL, write_pretraining_records
 from test_original_commands import paths  # noqa: F401 (the fixture)
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DROPOUT = dict(SMALL, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 

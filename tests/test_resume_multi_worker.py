@@ -15,6 +15,8 @@ import tensorflow as tf
 from test_resume import ROOT, _flags, data  # noqa: F401 (data: the fixture)
 from conftest import start_local_workers
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 
 def _start_workers(data, out, **extra):
     return start_local_workers(

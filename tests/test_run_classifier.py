@@ -12,8 +12,10 @@ from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import (PRECISION_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
+
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -325,7 +327,7 @@ def matrix_runs(assets, tmp_path_factory):
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
-@pytest.mark.parametrize("precision,jit", PRECISION_MATRIX)
+@pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
 def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA:
     every file written, metrics finite and near the float32 run's."""

@@ -11,9 +11,11 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_race
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import (PRECISION_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
 from test_race import corpus_lines, write_race
+
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
 TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
@@ -176,7 +178,7 @@ def matrix_runs(assets, tmp_path_factory):
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
-@pytest.mark.parametrize("precision,jit", PRECISION_MATRIX)
+@pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
 def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     """Train, eval and predict under float32/bfloat16/float16, with and without XLA: files
     written, accuracies and loss finite and near the float32 run's."""

@@ -14,8 +14,10 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, run_squad
 from albert_tf.tasks import SquadTask
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import (PRECISION_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
+
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
 WORDS = ("the cat sat on a mat while dog ran far away and bird sang in tree near house by river "
          "old man saw young girl walk home slowly today").split()
@@ -258,7 +260,7 @@ def matrix_runs(assets, tmp_path_factory):
 
 # v1 runs the whole matrix; v2 differs only in its head, whose other precision paths are
 # covered by test_squad.py (mixed policies) and test_training.py (the XLA step).
-@pytest.mark.parametrize("version,precision,jit", [("v1",) + c for c in PRECISION_MATRIX] + [
+@pytest.mark.parametrize("version,precision,jit", [("v1",) + c for c in SCRIPT_MATRIX] + [
     ("v2", "none", "false"), ("v2", "bfloat16", "true"), ("v2", "float16", "false")])
 def test_precision_and_xla_matrix(matrix_runs, version, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA

@@ -19,6 +19,8 @@ from albert_tf.training.trainer import Trainer
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)
 
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -101,10 +101,12 @@ def finetuning_options(**values):
     fv = flags.FlagValues()
     define_flags(flag_values=fv)
     fv.mark_as_parsed()
-    unknown = sorted(set(values) - set(fv))
+    # The driver also reads the export flags that run_classifier and run_squad define.
+    options = {name: fv[name].value for name in fv}
+    options.update(export_dir=None, overwrite_export=False)
+    unknown = sorted(set(values) - set(options))
     if unknown:
         raise ValueError(f"unknown fine-tuning options: {', '.join(unknown)}")
-    options = {name: fv[name].value for name in fv}
     options.update(values)
     return types.SimpleNamespace(**options)
 

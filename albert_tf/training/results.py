@@ -1,6 +1,8 @@
 """Evaluation results in the original eval_results.txt format, and the best checkpoint kept
 apart as model.ckpt-best (best_checkpoint.txt says which step and value it holds)."""
 
+import collections
+import glob
 import os
 import re
 
@@ -50,3 +52,17 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
                                  f"value = {value}\ncheckpoint = {checkpoint_path}\n")
     logging.info("New best %s %.4g at step %d: %s", best_metric, value, step, BEST_NAME)
     return True
+
+
+def read_scalars(run_dir):
+    """{tag: [(step, value), ...]} from the TensorBoard event files in `run_dir` (a run's
+    output_dir/train or /eval)."""
+    values = collections.defaultdict(dict)
+    for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for v in event.summary.value:
+                value = (float(tf.make_ndarray(v.tensor)) if v.HasField("tensor")
+                         else float(v.simple_value))
+                values[v.tag][int(event.step)] = value
+    return {tag: sorted(points.items()) for tag, points in values.items()}
