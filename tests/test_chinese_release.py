@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not sl
 MARKER = "😀"             # a positive sentence holds it twice (one token of the vocabulary)
 NAMES = ["张三", "李四", "王五", "赵六", "马七", "周八"]
 QUESTION = "★后面是谁？"    # the answer is the name after ★
-PRECISIONS = ("none", "bfloat16", "float16")
+# float32 and what `auto` picks on bf16 CPUs and TPUs; float16 runs in each script's own matrix.
+PRECISIONS = ("none", "bfloat16")
 JIT = {"none": "false", "bfloat16": "true", "float16": "false"}  # XLA where a TPU would use it
 
 

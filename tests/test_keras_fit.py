@@ -242,6 +242,7 @@ def test_classifier_fits_and_serves_on_strings(policy, spm, tmp_path):
     model.save(str(path))
     loaded = keras.models.load_model(str(path))
     assert loaded.preprocessor.vocabulary != spm  # the asset, not the original file
+    assert loaded.optimizer is not None  # compiled as saved: training can go on
     np.testing.assert_allclose(loaded.predict(texts[:8], verbose=0)["probabilities"],
                                probabilities, atol=1e-6)
     export = tmp_path / "serving"

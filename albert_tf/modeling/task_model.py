@@ -57,6 +57,12 @@ class TaskModel(PretrainedMixin, keras.Model):
             if kwargs.get("metrics") is None and kwargs.get("weighted_metrics") is None:
                 self._compile_metrics = None
 
+    def compile_from_config(self, config):
+        """A .keras file's compile state (Keras skips it for models that override compile)."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.optimizer is not None and self.built:
+            self.optimizer.build(self.trainable_variables)
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if self._compile_loss is None:  # compiled without a loss: the task's own objective
             sums = self.loss_sums(x, y_pred)
