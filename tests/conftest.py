@@ -2,6 +2,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# XLA's CPU backend compiles without LLVM's optimisation passes: the same programs and results,
+# compiled faster (the tests' models are tiny; their compile time is what the suite waits for).
+# Subprocesses of the tests inherit it.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
