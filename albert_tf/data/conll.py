@@ -1,0 +1,63 @@
+"""The CoNLL layout that NER and POS data sets ship in: one token per line with its tag in the
+last column, blank lines between sentences, `-DOCSTART-` lines ignored; `train.txt`, `dev.txt`
+(or `valid.txt`) and `test.txt` in one directory."""
+
+import collections
+import os
+
+import tensorflow as tf
+
+SPLIT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"), "test": ("test.txt",)}
+
+Sentence = collections.namedtuple("Sentence", ["tokens", "tags", "lines"])
+
+
+def split_file(data_dir, split):
+    """The file of `split` (train, dev, test) in `data_dir`; a missing one is a clear error."""
+    names = SPLIT_FILES[split]
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    raise FileNotFoundError(f"no {' or '.join(names)} in --data_dir={data_dir}")
+
+
+def read_conll(path):
+    """[Sentence(tokens, tags, lines)] of a CoNLL file; `lines` keeps each token's whole line
+    (every column) for writing predictions beside it."""
+    sentences, tokens, tags, lines = [], [], [], []
+
+    def close():
+        if tokens:
+            sentences.append(Sentence(list(tokens), list(tags), list(lines)))
+        tokens.clear(), tags.clear(), lines.clear()
+
+    with tf.io.gfile.GFile(path, "r") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.rstrip("\r\n")
+            columns = line.split()
+            if not columns:
+                close()
+                continue
+            if columns[0] == "-DOCSTART-":
+                close()
+                continue
+            if len(columns) < 2:
+                raise ValueError(f"{path}:{number}: a token line needs a tag in its last column: "
+                                 f"{line!r}")
+            tokens.append(columns[0])
+            tags.append(columns[-1])
+            lines.append(line)
+    close()
+    if not sentences:
+        raise ValueError(f"{path} holds no sentence")
+    return sentences
+
+
+def label_list(sentences):
+    """The tags of the training sentences: `O` first (when present), then the others sorted by
+    type and prefix, so that a rerun on the same file gives the same ids."""
+    seen = {tag for s in sentences for tag in s.tags}
+    rest = sorted(seen - {"O"}, key=lambda t: (t.partition("-")[2], t))
+    return (["O"] if "O" in seen else []) + rest
+
