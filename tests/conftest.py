@@ -208,3 +208,16 @@ def start_local_workers(argv, cwd, count=2, stdout=None):
         procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout or subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     return procs
+
+
+def saved_graph(saved_model_dir):
+    """(op types of the saved graph and its functions, names of the functions marked for XLA)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node} | {n.op for fn in graph.library.function
+                                         for n in fn.node_def}
+    return ops, [fn.signature.name for fn in graph.library.function
+                 if fn.attr["_XlaMustCompile"].b]

@@ -10,14 +10,13 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer
 from albert_tf.data.glue import truncate_pair
 from albert_tf.modeling import kernels
 from albert_tf.serving import export, finetuned, saved_model
 from albert_tf.data.vocab import train_sentencepiece
-from conftest import TINY
+from conftest import TINY, saved_graph
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -431,19 +430,11 @@ def test_save_replaces_an_earlier_export_and_nothing_else(tmp_path):
     assert (target / "notes.txt").read_text() == "mine"
 
 
-def _xla_functions(saved_model_dir):
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    return [fn.signature.name for fn in proto.meta_graphs[0].graph_def.library.function
-            if fn.attr["_XlaMustCompile"].b]
-
-
 def test_encoder_export_is_traced_without_the_fused_kernels(hub_dir, tmp_path):
     # training=True is traced too; the export keeps the plain ops (no XLA functions inside).
-    assert _xla_functions(hub_dir) == []
+    assert saved_graph(hub_dir)[1] == []
     module = tf.Module()
     module.f = tf.function(lambda x: kernels.masked_softmax(x, tf.zeros([3]), 1.0),
                            input_signature=[tf.TensorSpec([2, 3])])
     tf.saved_model.save(module, str(tmp_path / "xla"))
-    assert _xla_functions(str(tmp_path / "xla"))  # the check can fail
+    assert saved_graph(str(tmp_path / "xla"))[1]  # the check can fail

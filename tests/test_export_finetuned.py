@@ -19,6 +19,7 @@ from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask, SquadTask
 from albert_tf.tasks.squad import SquadServing
 from albert_tf.data.vocab import train_sentencepiece
+from conftest import saved_graph
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -58,19 +59,6 @@ def _serve_without_our_package(export_dir, texts):
                           cwd=str(export_dir), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return {k: np.asarray(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
-
-
-def _graph_ops(export_dir):
-    """Op types of the saved graph and its functions, and the functions marked for XLA."""
-    from tensorflow.core.protobuf import saved_model_pb2
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    graph = proto.meta_graphs[0].graph_def
-    ops = {n.op for n in graph.node} | {n.op for fn in graph.library.function
-                                         for n in fn.node_def}
-    return ops, [fn.signature.name for fn in graph.library.function
-                 if fn.attr["_XlaMustCompile"].b]
 
 
 def _tflite(path, input_word_ids, input_mask, input_type_ids):
@@ -175,7 +163,7 @@ def test_classifier_export_cola(glue_assets, tmp_path):
 
     # Portable: no XLA-compiled functions or oneDNN-only ops (those are chosen on the serving
     # machine), and a Python without our package serves it with the same numbers.
-    ops, xla = _graph_ops(export_dir)
+    ops, xla = saved_graph(str(export_dir))
     assert xla == [] and not [op for op in ops if op.startswith("_Mkl")], (xla, ops)
     assert {"SentencepieceTokenizeOp", "MatMul"} <= ops
     elsewhere = _serve_without_our_package(export_dir, [e.text_a for e in examples])

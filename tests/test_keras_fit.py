@@ -42,12 +42,16 @@ def _sentences(n, seq=12, seed=0):
             "input_type_ids": np.zeros_like(ids)}, labels
 
 
-@pytest.mark.parametrize("policy", POLICIES, indirect=True)
-def test_classifier_compile_fit_evaluate_predict(policy):
+# Each policy op by op, and bfloat16 compiled with XLA as Keras compiles on a TPU or GPU.
+@pytest.mark.parametrize("policy,jit", [(p, False) for p in POLICIES] + [("mixed_bfloat16", True)],
+                         indirect=["policy"])
+def test_classifier_compile_fit_evaluate_predict(policy, jit):
     keras.utils.set_random_seed(1)
     x, y = _sentences(64)
     model = AlbertClassifier(AlbertConfig(**SMALL), num_labels=2, classifier_dropout=0.0)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=SCCE, metrics=["accuracy"])
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=SCCE, metrics=["accuracy"],
+                  jit_compile=jit)
+    assert model.jit_compile is jit
     if policy == "mixed_float16":
         assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     before = model.evaluate(x, y, verbose=0, return_dict=True)

@@ -20,8 +20,6 @@ class TaskModel(PretrainedMixin, keras.Model):
     own objective, its labels read from the features (`label_ids`, ...), as run_* scripts do.
     """
 
-    KERAS_OUTPUTS = ("logits",)
-
     def __init__(self, encoder, **kwargs):
         super().__init__(**kwargs)
         if isinstance(encoder, dict):
@@ -40,7 +38,7 @@ class TaskModel(PretrainedMixin, keras.Model):
 
     def keras_outputs(self):
         """The outputs that labels given as an array (or a tuple of arrays) are compared with."""
-        return self.KERAS_OUTPUTS
+        return ("logits",)
 
     def _keras_view(self, y, y_pred):
         if y is None or not isinstance(y_pred, dict):

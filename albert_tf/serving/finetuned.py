@@ -9,7 +9,7 @@ from absl import logging
 
 from albert_tf.files import atomic_write_bytes
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
-                                           encoder_input_specs, pack_inputs, save_atomically,
+                                           encoder_input_specs, pack_texts, save_atomically,
                                            stage_assets, tf_variables)
 from albert_tf.tokenization import in_graph_tokenizer
 
@@ -66,13 +66,8 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment
 
     @tf.function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
     def serve(texts):
-        segments = [tokenizer.tokenize(texts[k]) for k in keys]
-        length = seq_length
-        if pad_to_longest:
-            longest = tf.reduce_max(tf.add_n([s.row_lengths() for s in segments])) + len(keys) + 1
-            length = tf.clip_by_value(longest, 1, seq_length)
-        inputs = pack_inputs(segments, length, tokenizer.cls_id, tokenizer.sep_id,
-                             tokenizer.pad_id, first_segment_length)
+        inputs = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
+                            first_segment_length)
         return dict(output_fn(model(inputs, training=False)))
     return serve
 

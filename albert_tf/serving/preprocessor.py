@@ -12,7 +12,7 @@ import os
 import keras
 import tensorflow as tf
 
-from albert_tf.serving.saved_model import pack_inputs
+from albert_tf.serving.saved_model import pack_texts
 from albert_tf.tokenization import in_graph_tokenizer
 
 
@@ -60,15 +60,8 @@ class AlbertPreprocessor(keras.layers.Layer):
     def call(self, inputs):
         if self.tokenizer is None:
             raise ValueError("AlbertPreprocessor has no vocabulary: give `vocabulary=`")
-        texts = _segments(inputs)
-        segments = [self.tokenizer.tokenize(t) for t in texts]
-        length = self.seq_length
-        if self.pad_to_longest:
-            longest = tf.reduce_max(tf.add_n([s.row_lengths() for s in segments]))
-            length = tf.clip_by_value(tf.cast(longest, tf.int32) + len(texts) + 1, 1,
-                                      self.seq_length)
-        t = self.tokenizer
-        return pack_inputs(segments, length, t.cls_id, t.sep_id, t.pad_id)
+        return pack_texts(self.tokenizer, _segments(inputs), self.seq_length,
+                          self.pad_to_longest)
 
     def compute_output_spec(self, inputs):
         first = inputs[0] if isinstance(inputs, tuple) else inputs

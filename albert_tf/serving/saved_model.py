@@ -47,6 +47,19 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_le
             "input_type_ids": tf.cast(type_ids, tf.int32)}
 
 
+def pack_texts(tokenizer, texts, seq_length, pad_to_longest=False, first_segment_length=None):
+    """1 or 2 string tensors [batch] → the encoder inputs: the in-graph `tokenizer`'s ids packed
+    by `pack_inputs`, padded to `seq_length` or, with `pad_to_longest`, to the batch's longest
+    packed text (at most `seq_length`): the same outputs at real positions for less work."""
+    segments = [tokenizer.tokenize(t) for t in texts]
+    length = seq_length
+    if pad_to_longest:
+        longest = tf.reduce_max(tf.add_n([s.row_lengths() for s in segments]))
+        length = tf.clip_by_value(tf.cast(longest, tf.int32) + len(texts) + 1, 1, seq_length)
+    return pack_inputs(segments, length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
+                       first_segment_length)
+
+
 def check_export_dir(export_dir, flag=None, overwrite=True, inputs=None):
     """Refuses an export path that is an input, a file, or a directory holding anything but an
     earlier SavedModel export (which is replaced only with `overwrite`)."""
