@@ -1,4 +1,4 @@
-"""Inference from any checkpoint or export: fill-mask, classification and embeddings.
+"""Inference from any checkpoint or export: fill-mask, classification, embeddings and tags.
 
   python -m albert_tf.predict --task=fill_mask --model=albert_base \
       --text="The capital of France is [MASK]." --top_k=5
@@ -7,6 +7,7 @@
   python -m albert_tf.predict --task=classify --model=serving/mrpc --text="..." --text_b="..."
   python -m albert_tf.predict --task=embed --model=hub/albert_base --input_file=lines.txt \
       --output_file=vectors.jsonl --pooling=mean
+  python -m albert_tf.predict --task=ner --model=out/conll --text="John lives in Berlin ."
 
 --model is a SavedModel directory (saved_model.pb: an encoder or pretrainer export of
 `albert_tf.serving.export`, or a raw-string classifier serving export), or anything
@@ -28,7 +29,7 @@ from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.outputs import check_output_files
-from albert_tf.serving import TASKS, Classifier, Embedder, FillMask
+from albert_tf.serving import TASKS, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH
 from albert_tf.serving.text_io import read_input_file, write_results
@@ -69,7 +70,9 @@ def define_flags():
     define(flags.DEFINE_integer, "top_k", 5, "fill_mask: candidates per [MASK].")
     define(flags.DEFINE_string, "task_name", None,
            "classify: the GLUE task whose label strings the checkpoint's outputs are.")
-    define(flags.DEFINE_list, "labels", None, "classify: label strings, comma-separated.")
+    define(flags.DEFINE_list, "labels", None,
+           "classify: label strings, comma-separated; ner: the tags of a checkpoint without "
+           "labels.txt beside it.")
     define(flags.DEFINE_enum, "format", "json", ["json", "text"],
            "json: one JSON object per input; text: a short readable line per input.")
     define(flags.DEFINE_enum, "pooling", "cls", list(POOLINGS),
@@ -103,6 +106,8 @@ def main(_):
     elif FLAGS.task == "classify":
         predictor = Classifier(FLAGS.model, labels=FLAGS.labels, task_name=FLAGS.task_name,
                                **common)
+    elif FLAGS.task == "ner":
+        predictor = Tagger(FLAGS.model, labels=FLAGS.labels, **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
     vectors = None

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-SEQUENCE_KEYS = ("input_word_ids", "input_type_ids", "p_mask")
+SEQUENCE_KEYS = ("input_word_ids", "input_type_ids", "p_mask", "tag_ids", "tag_mask")
 HOST_PREFIX = "host_"
 CACHE_VERSION = 1
 PADDINGS = ("bucket", "batch", "max_length")

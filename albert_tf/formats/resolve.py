@@ -127,7 +127,8 @@ def _checkpoint_location(path):
 class ModelSource:
     """What a model path holds: `kind` is "checkpoint" (any format `read_checkpoint` reads;
     a directory with model.ckpt-best uses that one) or one of the SavedModel export kinds
-    "encoder", "pretrainer", "text_classifier" (raw-string serving), "preprocessor"."""
+    "encoder", "pretrainer", "text_classifier" (raw-string serving), "text_tagger" (run_ner's
+    raw-sentence serving), "preprocessor"."""
 
     def __init__(self, path, albert_config_file=None):
         self.path = os.fspath(path)
@@ -183,6 +184,8 @@ class ModelSource:
             names = {k: spec.dtype for k, spec in signature.structured_input_signature[1].items()}
         if "text_a" in names:
             return "text_classifier"
+        if "sentences" in names:
+            return "text_tagger"
         if "input_word_ids" in names and callable(obj):
             return "encoder"
         raise SourceError(f"{self.path} is a SavedModel of no kind this tool knows: expected an "

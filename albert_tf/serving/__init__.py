@@ -1,5 +1,5 @@
 """Serving: SavedModel / TF-Hub exports (export, finetuned, saved_model) and the predictors
-that run any checkpoint or export on text (fill_mask, classify, embed).
+that run any checkpoint or export on text (fill_mask, classify, embed, tag).
 
     from albert_tf.serving import FillMask
     FillMask("albert_base")(["The capital of France is [MASK]."])
@@ -9,8 +9,9 @@ from albert_tf.serving.classify import Classifier
 from albert_tf.serving.embed import Embedder
 from albert_tf.serving.fill_mask import FillMask
 from albert_tf.serving.predictor import PredictError
+from albert_tf.serving.tag import Tagger
 
-PREDICTORS = {"fill_mask": FillMask, "classify": Classifier, "embed": Embedder}
+PREDICTORS = {"fill_mask": FillMask, "classify": Classifier, "embed": Embedder, "ner": Tagger}
 TASKS = tuple(PREDICTORS)
 
 

@@ -45,6 +45,11 @@ def format_text(result):
             lines.append(f"  [MASK] {mask['mask'] + 1}: " + "  ".join(
                 f"{p['text'] or p['token']} {p['probability']:.4f}" for p in mask["predictions"]))
         return "\n".join(lines)
+    if "tags" in result:
+        entities = "  ".join(f"{e['type']}: {e['text']} [{e['start']}:{e['end']}]"
+                             for e in result["entities"])
+        tagged = " ".join(f"{w}/{t}" for w, t in zip(result["words"], result["tags"]))
+        return f"{tagged}\n  {entities or '(no entity)'}"
     if "score" in result:
         return f"{result['score']:.4f}\t{result['text']}{pair}"
     if "label" in result:

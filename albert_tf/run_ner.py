@@ -1,0 +1,72 @@
+"""Fine-tune ALBERT for token classification (NER, POS, chunking) on CoNLL files.
+
+  python -m albert_tf.run_ner --data_dir=conll2003 --output_dir=out/conll \
+      --init_checkpoint=albert_base --spm_model_file=albert_base/30k-clean.model \
+      --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=32 \
+      --learning_rate=5e-5 --num_train_epochs=3 --warmup_proportion=0.1 \
+      --export_dir=out/conll_serving
+
+data_dir holds train.txt, dev.txt (or valid.txt) and test.txt: one token per line with its tag
+in the last column, blank lines between sentences, -DOCSTART- lines ignored. The tags come
+from train.txt (kept in output_dir/labels.txt). Every checkpoint is evaluated on dev with
+conlleval's entity F1 (token accuracy for tags without B-/I- prefixes); the best becomes
+model.ckpt-best, which --do_predict uses to write dev_predictions.txt and test_predictions.txt
+(the input lines plus the predicted tag) and their scores.
+The library behind it: `albert_tf.tasks.NerTask` and `albert_tf.tasks.run_finetuning`.
+"""
+
+from albert_tf.startup import quiet_stderr
+
+if __name__ == "__main__":
+    quiet_stderr()  # before TensorFlow loads
+
+from absl import app, flags
+
+from albert_tf import cli
+from albert_tf.tasks import driver
+from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.flags import define_if_missing
+from albert_tf.tasks.ner import NerTask, run_labels
+
+FLAGS = flags.FLAGS
+# Numbers for sentence-level tagging data (CoNLL-2003 sentences are short).
+NER_DEFAULTS = dict(max_seq_length=128, train_batch_size=32, eval_batch_size=32,
+                    predict_batch_size=32, learning_rate=5e-5, train_step=1000,
+                    save_checkpoints_steps=500)
+
+
+def define_flags():
+    """run_ner's flags (run_classifier's plus --doc_stride), where missing."""
+    define_finetuning_flags(**NER_DEFAULTS)
+    define_if_missing(flags.DEFINE_integer, "doc_stride", None,
+                      "Pieces between the starts of the overlapping windows that cover a "
+                      "sentence longer than --max_seq_length - 2 pieces; default half of that.")
+    define_if_missing(flags.DEFINE_string, "export_dir", None,
+                      "Write the fine-tuned model here (from model.ckpt-best, else the latest "
+                      "checkpoint in --output_dir): a serving SavedModel that takes raw "
+                      "sentences and returns a tag per word (see docs/export.md).")
+    define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
+                      "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+
+
+def main(_):
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
+                             "(or --export_dir)")
+    tokenizer = driver.prepare(FLAGS)
+    labels = run_labels(FLAGS.output_dir, FLAGS.data_dir, needed=FLAGS.do_train)
+    task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
+                   FLAGS.cached_dir or FLAGS.output_dir, labels, FLAGS.classifier_dropout,
+                   FLAGS.doc_stride)
+    return driver.run_finetuning(task, FLAGS)
+
+
+def run(argv=None):
+    define_flags()
+    for name, value in NER_DEFAULTS.items():
+        FLAGS.set_default(name, value)
+    cli.run(main, ["data_dir", "output_dir"], argv)
+
+
+if __name__ == "__main__":
+    run()

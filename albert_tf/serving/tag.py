@@ -1,0 +1,152 @@
+"""Token classification on raw sentences: words split on whitespace, tags per word (and the
+entities they form) from a run_ner output_dir or its serving export. The in-graph function
+below is both the export's signature and the checkpoint path of `Tagger`."""
+
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_ids
+from albert_tf.serving.predictor import PredictError, Predictor, batches
+from albert_tf.serving.saved_model import (Trackable, attach_tokenizer_info, save_atomically,
+                                           stage_assets, tf_variables)
+from albert_tf.tasks.conll_metrics import chunks
+from albert_tf.tokenization import in_graph_tokenizer
+
+SENTENCES = "sentences"
+
+
+def tagging_function(model, tokenizer, max_seq_length, labels, stride=None):
+    """A tf.function: string sentences [batch] → `words`, `tags` (string [batch, most words],
+    "" past each sentence's end), `scores` (the tag's probability) and `word_count` [batch].
+    Windows are cut as for training (data.tagging), all of a call's in one model call."""
+    stride = stride or default_stride(max_seq_length)
+    check_window(max_seq_length, stride)
+    label_table = tf.constant(list(labels))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SENTENCES)])
+    def tag(sentences):
+        words = tf.strings.split(sentences)
+        pieces = tokenizer.tokenize(words.flat_values)
+        # A word with no piece (only characters the tokenizer drops) is read as one [UNK].
+        counts = pieces.row_lengths()
+        padded = tf.concat([pieces, tf.fill([tf.size(counts), 1], tokenizer.unk_id)], axis=1)
+        keep = tf.ragged.range(padded.row_lengths()) < tf.maximum(counts, 1)[:, None]
+        pieces = tf.ragged.boolean_mask(padded, keep)
+        per_word = tf.RaggedTensor.from_row_lengths(pieces.row_lengths(), words.row_lengths())
+        plan = plan_windows(per_word, max_seq_length - 2, stride)
+        by_sentence = tf.RaggedTensor.from_row_lengths(pieces.flat_values,
+                                                       tf.reduce_sum(per_word, axis=1))
+        ids = window_ids(by_sentence, plan, tokenizer.cls_id, tokenizer.sep_id)
+        inputs = {"input_word_ids": ids.to_tensor(), "input_mask": tf.ones_like(ids).to_tensor(),
+                  "input_type_ids": tf.zeros_like(ids).to_tensor()}
+        probabilities = model(inputs, training=False)["probabilities"]
+        at = tf.stack([plan["word_window"], plan["word_position"] + 1], axis=1)
+        per_word_probabilities = tf.gather_nd(probabilities, at)
+        best = tf.argmax(per_word_probabilities, -1, output_type=tf.int32)
+        rows = words.row_lengths()
+
+        def dense(values, default):
+            return tf.RaggedTensor.from_row_lengths(values, rows).to_tensor(default)
+        return {"words": words.to_tensor(""), "tags": dense(tf.gather(label_table, best), ""),
+                "scores": dense(tf.reduce_max(per_word_probabilities, -1), 0.0),
+                "word_count": tf.cast(rows, tf.int32)}
+    return tag
+
+
+def export_tagger(model, export_dir, vocabulary, do_lower_case, max_seq_length, labels,
+                  stride=None):
+    """The raw-sentence serving SavedModel: `serving_default(sentences)` → words, tags, scores,
+    word_count (see `tagging_function`); `label_names` holds the tag set."""
+    with tempfile.TemporaryDirectory() as stage:
+        vocab_copy, config_copy = stage_assets(stage, vocabulary, model.config)
+        tokenizer = in_graph_tokenizer(vocab_copy, do_lower_case=do_lower_case)
+        root = Trackable()
+        root.tokenizer = tokenizer
+        root.variables = tf_variables(model.variables)
+        root.trainable_variables = tf_variables(model.trainable_variables)
+        root.label_names = tf.Variable(list(labels), trainable=False, name="label_names")
+        root.serving_default = tagging_function(model, tokenizer, max_seq_length, labels, stride)
+        functions = {"serving_default": root.serving_default,
+                     "tokenization_info": attach_tokenizer_info(
+                         root, vocab_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
+        save_atomically(root, export_dir, functions)
+    logging.info("Wrote the serving SavedModel %s (input: sentences; %d tags)", export_dir,
+                 len(labels))
+    return export_dir
+
+
+def entities(sentence, words, tags):
+    """The chunks of `tags` (conlleval's rules) with their text and character span in
+    `sentence` (words split on whitespace, as the tagger does)."""
+    starts, at = [], 0
+    for word in words:
+        at = sentence.index(word, at)
+        starts.append(at)
+        at += len(word)
+    return [{"type": kind, "text": sentence[starts[first]:starts[last] + len(words[last])],
+             "start": starts[first], "end": starts[last] + len(words[last]),
+             "words": [first, last + 1]}
+            for kind, first, last in chunks(tags)]
+
+
+class Tagger(Predictor):
+    """Tags per word and the entities they form, from a run_ner output_dir (its
+    model.ckpt-best, albert_config.json and labels.txt; or `labels`) or its serving export."""
+
+    def __init__(self, model, labels=None, **kwargs):
+        super().__init__(model, **kwargs)
+        kind = self.source.kind
+        if kind == "checkpoint":
+            head = self.source.arrays.get("token_classifier/output_weights")
+            if head is None:
+                raise PredictError(f"{self.source.path} has no token classification head "
+                                   f"(token_classifier/output_weights): give a run_ner "
+                                   f"output_dir or a run_ner export")
+            self.labels = self._checkpoint_labels(labels, int(head.shape[0]))
+            from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+            model = self.source.build(AlbertTokenClassifier, num_labels=len(self.labels))
+            tokenizer = in_graph_tokenizer(self.tokenizer.asset_file, self.tokenizer.do_lower_case)
+            self._tag = tagging_function(model, tokenizer, self.max_seq_length, self.labels)
+        elif kind == "text_tagger":
+            if labels is not None:
+                raise PredictError("--labels is for checkpoints; the export has its own tags")
+            self._tag = self.source.loaded.signatures["serving_default"]
+        else:
+            raise PredictError(f"{self.source.path} is a {kind} export, which has no token "
+                               f"classification head: give a run_ner output_dir or export")
+
+    def _checkpoint_labels(self, labels, num_labels):
+        if labels is None:
+            path = os.path.join(self.source.directory, "labels.txt")
+            if not os.path.isfile(path):
+                raise PredictError(f"no labels.txt beside {self.source.path}: give --labels "
+                                   f"(the {num_labels} tags in the order of the training run)")
+            with open(path, encoding="utf-8") as f:
+                labels = [line.rstrip("\n") for line in f if line.strip()]
+        elif isinstance(labels, str):
+            labels = [s.strip() for s in labels.split(",")]
+        if len(labels) != num_labels:
+            raise PredictError(f"{len(labels)} labels ({', '.join(labels)}) but the "
+                               f"checkpoint's head has {num_labels} outputs")
+        return list(labels)
+
+    def __call__(self, texts, texts_b=None):
+        if texts_b is not None and any(t is not None for t in texts_b):
+            raise PredictError("--task=ner tags single sentences; it takes no --text_b")
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        results = []
+        for part in batches(len(texts), self.batch_size):
+            out = {k: np.asarray(v) for k, v in self._tag(
+                **{SENTENCES: tf.constant(texts[part])}).items()}
+            for i, text in enumerate(texts[part]):
+                n = int(out["word_count"][i])
+                words = [w.decode("utf-8") for w in out["words"][i, :n]]
+                tags = [t.decode("utf-8") for t in out["tags"][i, :n]]
+                results.append({"text": text, "words": words, "tags": tags,
+                                "scores": [round(float(s), 6) for s in out["scores"][i, :n]],
+                                "entities": entities(text, words, tags)})
+        return results

@@ -1,0 +1,155 @@
+"""Token classification (NER, POS, chunking) on CoNLL files: the task, its labels and its
+conlleval metrics."""
+
+import os
+import re
+
+import numpy as np
+from absl import logging
+
+from albert_tf.data import conll, tagging
+from albert_tf.data.features import cached_features
+from albert_tf.files import atomic_write_text, file_digest
+from albert_tf.tasks import conll_metrics
+from albert_tf.training.results import write_eval_results
+
+LABELS_FILE = "labels.txt"
+_CHUNK_TAG = re.compile(r"^[BIES]-.")
+
+
+def is_chunk_scheme(labels):
+    """True when every tag but O is `<B|I|E|S>-<type>` (BIO, IOB1, IOBES): entity metrics
+    apply. Otherwise (POS tags) token accuracy is the metric."""
+    return all(t == "O" or _CHUNK_TAG.match(t) for t in labels) and any(t != "O" for t in labels)
+
+
+def run_labels(output_dir, data_dir, needed):
+    """The label list of a run: output_dir/labels.txt when an earlier run wrote it (checked
+    against train.txt when that is read), else train.txt's tags, written there for later runs
+    (eval, predict, export and resume see the same ids). `needed`: whether train.txt is read."""
+    path = os.path.join(output_dir, LABELS_FILE)
+    saved = None
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            saved = [line.rstrip("\n") for line in f if line.strip()]
+    if not needed and saved:
+        return saved
+    train = conll.split_file(data_dir, "train")
+    labels = conll.label_list(conll.read_conll(train))
+    if saved is not None and labels != saved:
+        raise ValueError(f"{train} has the tags {', '.join(labels)} but {path} (from an earlier "
+                         f"run in this --output_dir) has {', '.join(saved)}: use a new "
+                         f"--output_dir for other data")
+    if saved is None:
+        os.makedirs(output_dir, exist_ok=True)
+        atomic_write_text(path, "".join(label + "\n" for label in labels))
+    return labels
+
+
+def tag_metrics(gold, predicted, chunked, prefix="eval_"):
+    """conlleval's precision, recall and F1 (overall and per type, with `chunked`) and token
+    accuracy, as fractions."""
+    scores = conll_metrics.evaluate(gold, predicted)
+    keep = [k for k in scores if not k.endswith("_chunks")] if chunked else ["accuracy"]
+    return {prefix + k: float(scores[k]) for k in keep}
+
+
+class NerTask:
+    """Token classification on CoNLL files in `data_dir` (train.txt, dev.txt or valid.txt,
+    test.txt) for `run_finetuning`: one tag per original token, predicted on its first piece,
+    long sentences in overlapping windows; metrics as conlleval."""
+
+    name = "ner"
+
+    def __init__(self, data_dir, tokenizer, max_seq_length, cache_dir, labels,
+                 classifier_dropout=0.1, doc_stride=None):
+        self.doc_stride = doc_stride or tagging.default_stride(max_seq_length)
+        tagging.check_window(max_seq_length, self.doc_stride)
+        from albert_tf.modeling.token_classifier import HEAD_NAMES
+        self.head_names = HEAD_NAMES
+        self.data_dir = data_dir
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.cache_dir = cache_dir
+        self.labels = list(labels)
+        self.chunked = is_chunk_scheme(self.labels)
+        self.best_metric = "eval_f1" if self.chunked else "eval_accuracy"
+        self.classifier_dropout = classifier_dropout
+        self._sentences = {}
+
+    def build_model(self, encoder):
+        from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+        return AlbertTokenClassifier(encoder, len(self.labels), self.classifier_dropout)
+
+    def sentences(self, split):
+        if split not in self._sentences:
+            self._sentences[split] = conll.read_conll(conll.split_file(self.data_dir, split))
+        return self._sentences[split]
+
+    def features(self, split):
+        path = conll.split_file(self.data_dir, split)
+        settings = dict(task="ner", split=split, file=file_digest(path), labels=self.labels,
+                        max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
+                        tokenizer=self.tokenizer.digest(),
+                        do_lower_case=self.tokenizer.do_lower_case)
+        return cached_features(self.cache_dir, f"ner_{split}", settings, lambda: self._build(split))
+
+    def _build(self, split):
+        sentences = self.sentences(split)
+        unknown = sorted({t for s in sentences for t in s.tags} - set(self.labels))
+        if unknown:
+            logging.warning("%s tags not in train.txt: %s (predicted, never right; left out of "
+                            "the loss)", split, ", ".join(unknown))
+        features = tagging.convert_sentences(sentences, self.tokenizer, self.max_seq_length,
+                                             self.labels, self.doc_stride)
+        logging.info("%s: %d sentences, %d words in %d windows of at most %d pieces", split,
+                     len(sentences), len(features["host_word_window"]),
+                     len(features["lengths"]), self.max_seq_length)
+        return features
+
+    def train_features(self):
+        return self.features("train")
+
+    def eval_sets(self):
+        return [("dev", self.features("dev"))]
+
+    def predict_sets(self):
+        """Dev and test, both written in the CoNLL layout."""
+        return [("dev", self.features("dev")), ("test", self.features("test"))]
+
+    def predicted_tags(self, features, outputs):
+        return [[self.labels[i] for i in row]
+                for row in tagging.words_of_windows(features, outputs["tag_ids"])]
+
+    def eval_metrics(self, name, features, outputs):
+        split = "test" if name.startswith("test") else "dev"
+        gold = [s.tags for s in self.sentences(split)]
+        result = tag_metrics(gold, self.predicted_tags(features, outputs), self.chunked)
+        result["eval_loss"] = float(np.sum(outputs["loss_sum"])
+                                    / max(float(np.sum(outputs["token_count"])), 1.0))
+        return result
+
+    def write_predictions(self, name, features, outputs, output_dir):
+        """<name>_predictions.txt: every token line of the input with the predicted tag added as
+        the last column (conlleval's input), a blank line after each sentence; the scores in
+        <name>_results.txt. Returns the dev scores (the driver's eval_results.txt without
+        --do_eval)."""
+        predicted = self.predicted_tags(features, outputs)
+        lines = []
+        for sentence, tags in zip(self.sentences(name), predicted):
+            lines.extend(f"{line} {tag}\n" for line, tag in zip(sentence.lines, tags))
+            lines.append("\n")
+        path = os.path.join(output_dir, f"{name}_predictions.txt")
+        atomic_write_text(path, "".join(lines))
+        result = self.eval_metrics(name, features, outputs)
+        write_eval_results(os.path.join(output_dir, f"{name}_results.txt"), result)
+        logging.info("NER %s: %s; predictions in %s", name, "  ".join(
+            f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
+        return result if name == "dev" else None
+
+    def export(self, model, export_dir):
+        """The raw-sentence serving SavedModel (serving.tag)."""
+        from albert_tf.serving.tag import export_tagger
+        return export_tagger(model, export_dir, self.tokenizer.asset_file,
+                             self.tokenizer.do_lower_case, self.max_seq_length, self.labels,
+                             self.doc_stride)
