@@ -4,12 +4,13 @@ people (one or two words), places and organisations tagged in BIO or IOBES."""
 import os
 import random
 
-PEOPLE = ["anna", "boris", "carla", "dmitri", "elena", "farid", "greta", "hugo"]
+# "paris" and "jordan" are people or places by their context; "new" begins a place or is O.
+PEOPLE = ["anna", "boris", "carla", "dmitri", "elena", "farid", "paris", "jordan"]
 SURNAMES = ["smith", "novak", "rossi", "ivanov"]
-PLACES = ["paris", "berlin", "oslo", "lima", "cairo", "quito"]
+PLACES = ["paris", "berlin", "oslo", "jordan", "new york", "san jose"]
 ORGS = ["acme", "globex", "initech", "umbrella"]
-FILLER = ["the", "a", "today", "said", "that", "very", "old", "new", "big", "and", "then",
-          "again", "later", "we", "heard", "news"]
+FILLER = ["the", "a", "today", "that", "very", "old", "new", "big", "and", "then", "again",
+          "later", "we", "heard", "news", "york"]
 
 
 def _person(rng):
@@ -17,21 +18,30 @@ def _person(rng):
     return words, "PER"
 
 
+def _entity(rng, kind):
+    """[(word, BIO tag)]: a person who then says something, a place after "in" or "from", or
+    an organisation."""
+    if kind == "PER":
+        words, after = _person(rng)[0], [("said", "O")] if rng.random() < 0.7 else []
+        return _tagged(words, "PER") + after
+    if kind == "LOC":
+        return [(rng.choice(["in", "from"]), "O")] + _tagged(rng.choice(PLACES).split(), "LOC")
+    return _tagged([rng.choice(ORGS)], "ORG")
+
+
+def _tagged(words, label):
+    return [(w, ("B-" if i == 0 else "I-") + label) for i, w in enumerate(words)]
+
+
 def sentence(rng, min_words=4, max_words=14):
     """[(word, tag)] in BIO."""
-    out = []
-    while len(out) < rng.randint(min_words, max_words):
+    out, length = [], rng.randint(min_words, max_words)
+    while len(out) < length:
         kind = rng.random()
-        if kind < 0.2:
-            words, label = _person(rng)
-        elif kind < 0.35:
-            words, label = [rng.choice(PLACES)], "LOC"
-        elif kind < 0.45:
-            words, label = [rng.choice(ORGS)], "ORG"
-        else:
+        if kind < 0.55:
             out.append((rng.choice(FILLER), "O"))
-            continue
-        out.extend((w, ("B-" if i == 0 else "I-") + label) for i, w in enumerate(words))
+        else:
+            out.extend(_entity(rng, "PER" if kind < 0.75 else "LOC" if kind < 0.9 else "ORG"))
     return out
 
 
@@ -79,3 +89,34 @@ def write_conll(directory, seed=0, sizes=(("train", 300), ("dev", 60), ("test", 
 def corpus_text(seed=1, lines=400):
     rng = random.Random(seed)
     return "\n".join(" ".join(w for w, _ in sentence(rng)) for _ in range(lines))
+
+
+def chinese_sentences(count, seed=0):
+    """[(character, tag)] sentences: names of three characters and places of two from the
+    Chinese test vocabulary, tagged per character (BIO), as the Chinese NER sets are."""
+    import zh_release
+    chars = zh_release.CHARS
+    rng = random.Random(seed)
+    names = [chars[i:i + 3] for i in range(0, 24, 3)]
+    places = [chars[i:i + 2] for i in range(30, 42, 2)]
+    filler = chars[60:90]
+    out = []
+    for _ in range(count):
+        sentence = []
+        while len(sentence) < rng.randint(6, 16):
+            kind = rng.random()
+            if kind < 0.25:
+                word, label = rng.choice(names), "PER"
+            elif kind < 0.4:
+                word, label = rng.choice(places), "LOC"
+            else:
+                sentence.append((rng.choice(filler), "O"))
+                continue
+            sentence.extend((c, ("B-" if i == 0 else "I-") + label) for i, c in enumerate(word))
+        out.append(sentence)
+    return out
+
+
+def write_sentences(path, sentences):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\n".join("\n".join(f"{w} {t}" for w, t in s) for s in sentences) + "\n")

@@ -1,0 +1,253 @@
+"""run_ner end to end on small generated CoNLL sets: learning, conlleval scores and files, long
+sentences in windows, the precision/XLA matrix, resume, the serving export and predict."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertEncoder, predict, run_ner
+from albert_tf.data.vocab import train_sentencepiece
+from albert_tf.serving import Tagger
+from albert_tf.tasks import conll_metrics
+from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
+                      run_main)
+from tool_runner import assert_refused, digests, run_tool
+import ner_data
+import zh_release
+
+pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
+
+TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ner_flags():
+    """Defined when the tests run, after collection has imported every script's module."""
+    run_ner.define_flags()
+
+
+def _init(path, vocab_size):
+    tf.keras.utils.set_random_seed(0)
+    AlbertEncoder(AlbertConfig(**{**TINY, "vocab_size": vocab_size})).save_pretrained(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """CoNLL-2003-style files (every tenth sentence 40-60 words, longer than a window), a
+    SentencePiece model and a tiny saved encoder."""
+    root = tmp_path_factory.mktemp("ner")
+    data = ner_data.write_conll(str(root / "data"))
+    (root / "corpus.txt").write_text(ner_data.corpus_text(), encoding="utf-8")
+    spm = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
+                              do_lower_case=True, hard_vocab_limit=False)
+    import sentencepiece
+    vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
+    return {"data_dir": str(root / "data"), "spm": spm, "init": _init(root / "init", vocab),
+            "data": data}
+
+
+def run(**overrides):
+    """Parses run_ner flags from keyword arguments and runs main in this process."""
+    defaults = dict(run_ner.NER_DEFAULTS, strategy="one_device", mixed_precision="none",
+                    learning_rate=3e-3, warmup_step=10, train_batch_size=16, eval_batch_size=16,
+                    predict_batch_size=16, max_seq_length=32, log_steps=50, train_step=60,
+                    save_checkpoints_steps=30, do_train=True, do_eval=True, do_predict=False)
+    return run_main(run_ner, defaults, overrides)
+
+
+def _read_kv(path):
+    with open(path) as f:
+        return dict(line.strip().split(" = ") for line in f if line.strip())
+
+
+@pytest.fixture(scope="module")
+def matrix_runs(assets, tmp_path_factory):
+    def run_one(out, precision, jit):
+        float32 = precision == "none"
+        run(data_dir=assets["data_dir"], output_dir=out / "run", spm_model_file=assets["spm"],
+            init_checkpoint=assets["init"], mixed_precision=precision, jit_compile=jit,
+            do_predict=float32, export_dir=out / "export" if float32 else None)
+    return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
+
+
+def _predicted_file(path):
+    """[(input line, predicted tag)] per sentence of a *_predictions.txt."""
+    sentences, current = [], []
+    for line in open(path, encoding="utf-8").read().split("\n"):
+        if line:
+            head, _, tag = line.rpartition(" ")
+            current.append((head, tag))
+        elif current:
+            sentences.append(current)
+            current = []
+    return sentences
+
+
+def test_learns_and_scores_as_conlleval(assets, matrix_runs):
+    """Entity F1 far above the majority tag's (O everywhere: F1 0); eval_results.txt and the
+    test scores match an independent computation (seqeval) on the written predictions."""
+    import seqeval.metrics
+    out = matrix_runs("none", "false") / "run"
+    results = _read_kv(out / "eval_results.txt")
+    assert set(results) >= {"eval_f1", "eval_precision", "eval_recall", "eval_accuracy",
+                            "eval_loss", "eval_f1_PER", "eval_f1_LOC", "eval_f1_ORG",
+                            "global_step"}
+    gold_dev = [[t for _, t in s] for s in assets["data"]["dev"]]
+    majority = np.mean([t == "O" for s in gold_dev for t in s])
+    assert float(results["eval_f1"]) > 0.8, results
+    assert float(results["eval_accuracy"]) > majority + 0.2, (results, majority)
+    assert "metric = eval_f1" in (out / "best_checkpoint.txt").read_text()
+    assert (out / "labels.txt").read_text().split() == ["O", "B-LOC", "I-LOC", "B-ORG",
+                                                        "B-PER", "I-PER"]
+    for split in ("dev", "test"):
+        written = _predicted_file(out / f"{split}_predictions.txt")
+        source = assets["data"][split]
+        assert [[head for head, _ in s] for s in written] == [
+            [f"{w} NN I-NP {t}" for w, t in s] for s in source]  # every token, long ones too
+        gold = [[t for _, t in s] for s in source]
+        predicted = [[tag for _, tag in s] for s in written]
+        scores = _read_kv(out / f"{split}_results.txt")
+        ours = conll_metrics.evaluate(gold, predicted)
+        assert float(scores["eval_f1"]) == pytest.approx(ours["f1"])
+        assert float(scores["eval_f1"]) == pytest.approx(
+            seqeval.metrics.f1_score(gold, predicted))
+        assert float(scores["eval_precision_PER"]) == pytest.approx(
+            seqeval.metrics.precision_score(gold, predicted, average=None,
+                                            mode=None)[2])  # LOC, ORG, PER
+        assert float(scores["eval_accuracy"]) == pytest.approx(
+            np.mean([a == b for g, p in zip(gold, predicted) for a, b in zip(g, p)]))
+    dev_scores = _read_kv(out / "dev_results.txt")
+    best = _read_kv(out / "eval_results.txt")
+    assert dev_scores["eval_f1"] == best["eval_f1"]  # --do_predict used model.ckpt-best
+
+
+@pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
+def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
+    """Train and evaluate under float32/bfloat16/float16, op by op and with XLA: F1, accuracy
+    and loss near the float32 run's."""
+    out = matrix_runs(precision, jit) / "run"
+    assert_step_compiled(out.parent, jit)
+    results = _read_kv(out / "eval_results.txt")
+    assert results["global_step"] in ("30", "60")
+    reference = _read_kv(matrix_runs("none", "false") / "run" / "eval_results.txt")
+    assert_near_float32(results, reference, ("eval_f1", "eval_accuracy"))
+    assert float(results["eval_loss"]) < 0.5
+
+
+def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_path):
+    """The serving export tags raw sentences (long ones through windows in the graph) as the
+    run's test predictions did; predict --task=ner gives the same from the export and from the
+    output_dir, with entity spans."""
+    out = matrix_runs("none", "false")
+    loaded = tf.saved_model.load(str(out / "export"))
+    source = assets["data"]["test"]
+    texts = [" ".join(w for w, _ in s) for s in source]
+    served = loaded.signatures["serving_default"](sentences=tf.constant(texts))
+    assert set(served) == {"words", "tags", "scores", "word_count"}
+    written = _predicted_file(out / "run" / "test_predictions.txt")
+    for i, sentence in enumerate(written):
+        n = int(served["word_count"][i])
+        assert n == len(sentence)
+        assert [t.decode() for t in served["tags"][i, :n].numpy()] == [t for _, t in sentence]
+    from_export = Tagger(str(out / "export"))(texts[:12])
+    from_checkpoint = Tagger(str(out / "run"), spm_model_file=assets["spm"],
+                             max_seq_length=32)(texts[:12])  # the run's windows
+    for a, b in zip(from_export, from_checkpoint):
+        assert a["tags"] == b["tags"] and a["entities"] == b["entities"]
+        np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-5)
+
+    text = "anna  smith said in paris"
+    result = tmp_path / "tags.jsonl"
+    status, _, err = run_tool(predict, capsys, task="ner", model=out / "export", text=text,
+                              output_file=result)
+    assert status == 0, err
+    row = json.loads(result.read_text())
+    assert row["words"] == ["anna", "smith", "said", "in", "paris"]
+    assert row["tags"] == from_export_tags(out, text)
+    assert [(e["type"], e["words"][0], e["words"][1] - 1) for e in row["entities"]] == (
+        conll_metrics.chunks(row["tags"]))
+    for entity in row["entities"]:
+        assert entity["text"] == text[entity["start"]:entity["end"]]
+        assert entity["text"].split() == row["words"][slice(*entity["words"])]
+    assert {"type": "PER", "text": "anna  smith", "start": 0, "end": 11,
+            "words": [0, 2]} in row["entities"]  # learnt: a name before "said"
+
+
+def from_export_tags(out, text):
+    loaded = tf.saved_model.load(str(out / "export"))
+    served = loaded.signatures["serving_default"](sentences=tf.constant([text]))
+    return [t.decode() for t in served["tags"][0].numpy()]
+
+
+
+def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path):
+    """A longer --train_step continues the run from its last checkpoint with its labels.txt;
+    --do_predict alone (no train.txt read) gives the same test scores from model.ckpt-best."""
+    out = tmp_path / "run"
+    shutil.copytree(matrix_runs("none", "false") / "run", out)
+    scores = _read_kv(out / "test_results.txt")
+    os.remove(out / "test_results.txt")
+    data = tmp_path / "data"
+    shutil.copytree(assets["data_dir"], data)
+    os.remove(data / "train.txt")
+    run(data_dir=data, output_dir=out, spm_model_file=assets["spm"], do_train=False,
+        do_eval=False, do_predict=True, predict_batch_size=5)
+    assert _read_kv(out / "test_results.txt") == scores
+    run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+        init_checkpoint=assets["init"], train_step=70, save_checkpoints_steps=10)
+    assert _read_kv(out / "eval_results.txt")["global_step"] == "70"
+    # Resumed at step 60: no checkpoints 10 to 50, as a run from the start would write.
+    assert sorted(p.name for p in out.glob("model.ckpt-*.index")) == [
+        "model.ckpt-30.index", "model.ckpt-60.index", "model.ckpt-70.index",
+        "model.ckpt-best.index"]
+
+
+def test_wordpiece_iobes_and_valid_txt(tmp_path):
+    """The Chinese releases' WordPiece vocabulary with one character a token, IOBES tags and
+    valid.txt for dev: it learns, and every character gets its tag back."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, count, seed in (("train", 200, 0), ("valid", 40, 1), ("test", 40, 2)):
+        sentences = [list(zip([c for c, _ in s], ner_data.to_iobes([t for _, t in s])))
+                     for s in ner_data.chinese_sentences(count, seed)]
+        ner_data.write_sentences(data / f"{split}.txt", sentences)
+    vocab = zh_release.write_vocab(tmp_path / "vocab_chinese.txt")
+    init = _init(tmp_path / "init", len(zh_release.vocab_tokens()))
+    out = tmp_path / "out"
+    run(data_dir=data, output_dir=out, vocab_file=vocab, init_checkpoint=init, train_step=60,
+        do_predict=True, max_seq_length=12)  # many sentences span several windows
+    labels = (out / "labels.txt").read_text().split()
+    assert labels == ["O", "B-LOC", "E-LOC", "B-PER", "E-PER", "I-PER"]
+    results = _read_kv(out / "eval_results.txt")
+    assert float(results["eval_f1"]) > 0.7, results
+    written = _predicted_file(out / "test_predictions.txt")
+    source = open(data / "test.txt", encoding="utf-8").read().split("\n\n")
+    assert [[head for head, _ in s] for s in written] == [
+        s.strip().split("\n") for s in source if s.strip()]
+
+
+def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
+    common = dict(data_dir=assets["data_dir"], spm_model_file=assets["spm"],
+                  init_checkpoint=assets["init"], max_seq_length=32, train_step=1)
+    assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "a",
+                            doc_stride=31, **common),
+                   "--doc_stride=31 must be between 1 and --max_seq_length - 2 = 30")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "b",
+                            **dict(common, data_dir=empty)),
+                   f"no train.txt in --data_dir={empty}")
+    assert_refused(run_tool(run_ner, capsys, output_dir=tmp_path / "c", **common),
+                   "at least one of --do_train, --do_eval, --do_predict")
+    before = digests(assets["data_dir"])
+    assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "d",
+                            export_dir=assets["data_dir"], **common),
+                   f"--export_dir={assets['data_dir']} is the input --data_dir")
+    assert digests(assets["data_dir"]) == before
