@@ -19,7 +19,8 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_flags, define_if_missing
+from albert_tf.tasks.flags import (define_export_flags, define_flags, define_if_missing,
+                                   require_action)
 from albert_tf.tasks.glue import GlueTask
 
 FLAGS = flags.FLAGS
@@ -27,12 +28,7 @@ define_if_missing(flags.DEFINE_string, "task_name", None,
                   "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
                   "rte, wnli (ax is predicted with an mnli model).")
 define_flags()
-define_if_missing(flags.DEFINE_string, "export_dir", None,
-                  "Write the fine-tuned model here (from model.ckpt-best, else the latest "
-                  "checkpoint in --output_dir): a raw-string serving SavedModel and "
-                  "<export_dir>/classifier.tflite (see docs/export.md).")
-define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
-                  "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+define_export_flags("a raw-string serving SavedModel and <export_dir>/classifier.tflite")
 define_if_missing(flags.DEFINE_float, "threshold_to_export", None,
                   "If set, the serving SavedModel also returns this constant as `threshold` "
                   "(one value per example).")
@@ -49,9 +45,7 @@ def main(_):
         raise app.UsageError("--task_name=ax: AX is predicted with an MNLI model; run "
                              "--task_name=mnli --do_predict with data_dir/diagnostic/"
                              "diagnostic.tsv present")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
-                             "(or --export_dir)")
+    require_action(FLAGS)
     tokenizer = driver.prepare(FLAGS)
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,

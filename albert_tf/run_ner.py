@@ -20,12 +20,12 @@ from albert_tf.startup import quiet_stderr
 if __name__ == "__main__":
     quiet_stderr()  # before TensorFlow loads
 
-from absl import app, flags
+from absl import flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
+from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
-from albert_tf.tasks.flags import define_if_missing
 from albert_tf.tasks.ner import NerTask, run_labels
 
 FLAGS = flags.FLAGS
@@ -41,18 +41,12 @@ def define_flags():
     define_if_missing(flags.DEFINE_integer, "doc_stride", None,
                       "Pieces between the starts of the overlapping windows that cover a "
                       "sentence longer than --max_seq_length - 2 pieces; default half of that.")
-    define_if_missing(flags.DEFINE_string, "export_dir", None,
-                      "Write the fine-tuned model here (from model.ckpt-best, else the latest "
-                      "checkpoint in --output_dir): a serving SavedModel that takes raw "
-                      "sentences and returns a tag per word (see docs/export.md).")
-    define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
-                      "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+    define_export_flags("a serving SavedModel that takes raw sentences and returns a tag per "
+                        "word")
 
 
 def main(_):
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
-                             "(or --export_dir)")
+    require_action(FLAGS)
     tokenizer = driver.prepare(FLAGS)
     labels = run_labels(FLAGS.output_dir, FLAGS.data_dir, needed=FLAGS.do_train)
     task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,

@@ -21,7 +21,7 @@ from absl import app, flags
 from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
-from albert_tf.tasks.flags import define_if_missing
+from albert_tf.tasks.flags import define_if_missing, require_action
 from albert_tf.tasks.race import RaceTask
 
 FLAGS = flags.FLAGS
@@ -58,8 +58,7 @@ def main(_):
         raise app.UsageError(f"--task_name={FLAGS.task_name!r}: run_race only runs race")
     if FLAGS.high_only and FLAGS.middle_only:
         raise app.UsageError("--high_only and --middle_only exclude each other")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true")
+    require_action(FLAGS, export=False)
     tokenizer = driver.prepare(FLAGS)
     task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
                     FLAGS.cached_dir or FLAGS.output_dir, FLAGS.high_only, FLAGS.middle_only,

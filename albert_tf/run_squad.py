@@ -21,7 +21,8 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_flags, define_if_missing
+from albert_tf.tasks.flags import (define_export_flags, define_flags, define_if_missing,
+                                   require_action)
 from albert_tf.tasks.squad import SquadTask
 
 FLAGS = flags.FLAGS
@@ -70,12 +71,8 @@ def _define_flags():
       "is chosen; EM/F1 are reported on the remaining paragraphs only.")
     B("use_einsum", True, "Accepted for compatibility (the model has no einsum-only path; "
                           "its TFLite export converts to builtin ops either way).")
-    S("export_dir", None, "Write the fine-tuned model here (from model.ckpt-best, else the "
-                          "latest checkpoint in --output_dir): a raw-string serving SavedModel "
-                          "(question + context) and, for v1, <export_dir>/albert_model.tflite "
-                          "(see docs/export.md).")
-    B("overwrite_export", False,
-      "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+    define_export_flags("a raw-string serving SavedModel (question + context) and, for v1, "
+                        "<export_dir>/albert_model.tflite")
     # --num_train_epochs and --warmup_proportion are the shared flags (default None, so that
     # every script in one process sees the same definitions); main() makes them 3 and 0.1,
     # the original's, unless --train_step / --warmup_step are given.
@@ -86,9 +83,7 @@ _define_flags()
 
 
 def main(_):
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true "
-                             "(or --export_dir)")
+    require_action(FLAGS)
     if FLAGS.do_train and not FLAGS.train_file:
         raise app.UsageError("--do_train needs --train_file")
     if (FLAGS.do_eval or FLAGS.do_predict) and not FLAGS.predict_file:

@@ -15,15 +15,13 @@ from albert_tf.serving import Tagger
 from albert_tf.tasks import conll_metrics
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
+from test_run_race import TINY
 from tool_runner import assert_refused, digests, run_tool
 import ner_data
 import zh_release
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
-TINY = dict(vocab_size=0, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -4,7 +4,7 @@ the original's defaults per script, plus strategy, precision, padding and classi
 import math
 import types
 
-from absl import flags
+from absl import app, flags
 
 from albert_tf.data.features import PADDINGS
 from albert_tf.training import distribution
@@ -79,6 +79,23 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(I, "random_seed", 12345, "Seed of initialisation, dropout and shuffling.")
     if "strategy" not in fv:
         distribution.define_flags(fv)
+
+
+def define_export_flags(what):
+    """--export_dir (`what`: the exports it writes) and --overwrite_export, where missing."""
+    define_if_missing(flags.DEFINE_string, "export_dir", None,
+                      f"Write the fine-tuned model here (from model.ckpt-best, else the latest "
+                      f"checkpoint in --output_dir): {what} (see docs/export.md).")
+    define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
+                      "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+
+
+def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
+    """A usage error unless the flags ask for something: train, evaluate, predict (or export)."""
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict
+            or export and FLAGS.export_dir):
+        raise app.UsageError("at least one of --do_train, --do_eval, --do_predict must be true"
+                             + (" (or --export_dir)" if export else ""))
 
 
 # A validator for learning rates: (check, message).
