@@ -19,19 +19,26 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (define_export_flags, define_flags, define_if_missing,
-                                   require_action)
+from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
+from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.glue import GlueTask
 
 FLAGS = flags.FLAGS
-define_if_missing(flags.DEFINE_string, "task_name", None,
-                  "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
-                  "rte, wnli (ax is predicted with an mnli model).")
+
+
+def define_flags():
+    """run_classifier's flags (the shared fine-tuning ones plus its own), where missing."""
+    define_if_missing(flags.DEFINE_string, "task_name", None,
+                      "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
+                      "rte, wnli (ax is predicted with an mnli model).")
+    define_finetuning_flags()
+    define_export_flags("a raw-string serving SavedModel and <export_dir>/classifier.tflite")
+    define_if_missing(flags.DEFINE_float, "threshold_to_export", None,
+                      "If set, the serving SavedModel also returns this constant as "
+                      "`threshold` (one value per example).")
+
+
 define_flags()
-define_export_flags("a raw-string serving SavedModel and <export_dir>/classifier.tflite")
-define_if_missing(flags.DEFINE_float, "threshold_to_export", None,
-                  "If set, the serving SavedModel also returns this constant as `threshold` "
-                  "(one value per example).")
 
 
 def main(_):
@@ -54,6 +61,7 @@ def main(_):
 
 
 def run(argv=None):
+    define_flags()
     cli.run(main, ["task_name", "data_dir", "output_dir"], argv)
 
 

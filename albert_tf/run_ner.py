@@ -36,9 +36,9 @@ NER_DEFAULTS = dict(max_seq_length=128, train_batch_size=32, eval_batch_size=32,
 
 
 def define_flags():
-    """run_ner's flags (run_classifier's plus --doc_stride), where missing."""
+    """run_ner's flags (run_classifier's plus --window_stride), where missing."""
     define_finetuning_flags(**NER_DEFAULTS)
-    define_if_missing(flags.DEFINE_integer, "doc_stride", None,
+    define_if_missing(flags.DEFINE_integer, "window_stride", None,
                       "Pieces between the starts of the overlapping windows that cover a "
                       "sentence longer than --max_seq_length - 2 pieces; default half of that.")
     define_export_flags("a serving SavedModel that takes raw sentences and returns a tag per "
@@ -51,7 +51,7 @@ def main(_):
     labels = run_labels(FLAGS.output_dir, FLAGS.data_dir, needed=FLAGS.do_train)
     task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                    FLAGS.cached_dir or FLAGS.output_dir, labels, FLAGS.classifier_dropout,
-                   FLAGS.doc_stride)
+                   FLAGS.window_stride)
     return driver.run_finetuning(task, FLAGS)
 
 

@@ -31,64 +31,70 @@ def _define(define, name, default, *args, **kwargs):
     define_if_missing(define, name, default, *args, **kwargs)
 
 
-S, B, I, F, E = (flags.DEFINE_string, flags.DEFINE_bool, flags.DEFINE_integer,
-                 flags.DEFINE_float, flags.DEFINE_enum)
-_define(S, "albert_config_file", None, "albert_config.json of the model to train.")
-_define(S, "input_file", None, "Training TFRecords: comma-separated globs.")
-_define(S, "eval_input_file", None,
-        "Held-out TFRecords for --do_eval; defaults to --input_file (the original evaluated on "
-        "its training files).")
-_define(S, "output_dir", None, "Checkpoints, summaries and eval_results.txt.")
-_define(S, "init_checkpoint", None,
-        "Initial weights: an original release, a Hugging Face directory or one of our "
-        "checkpoints. Ignored when --output_dir already holds a checkpoint.")
-_define(I, "max_seq_length", 512, "Sequence length of the records.", lower_bound=1)
-_define(I, "max_predictions_per_seq", 20, "Masked positions per record.", lower_bound=1)
-_define(B, "do_train", True, "Train.")
-_define(B, "do_eval", False, "Evaluate (after each checkpoint when training).")
-_define(I, "train_batch_size", 4096, "Global training batch size.", lower_bound=1)
-_define(I, "eval_batch_size", 64, "Global eval batch size.", lower_bound=1)
-_define(E, "optimizer", "lamb", ["adamw", "lamb"], "Optimizer.")
-_define(F, "learning_rate", 0.00176, "Peak learning rate.", validator=POSITIVE)
-_define(F, "poly_power", 1.0, "Power of the polynomial decay.")
-_define(I, "num_train_steps", 125000, "Training steps (global batches).", lower_bound=1)
-_define(I, "num_warmup_steps", 3125, "Linear warmup steps.", lower_bound=0)
-_define(I, "start_warmup_step", 0, "Step at which the warmup starts.", lower_bound=0)
-_define(I, "save_checkpoints_steps", 5000, "Steps between checkpoints.", lower_bound=1)
-_define(I, "keep_checkpoint_max", 5, "Checkpoints to keep (the best is kept apart).",
-        lower_bound=1)
-_define(I, "iterations_per_loop", 1000,
-        "Accepted for compatibility; see --steps_per_execution.")
-_define(I, "max_eval_steps", 100, "Eval batches per evaluation.", lower_bound=0)
-_define(B, "init_from_group0", False,
-        "Initialise groups missing from --init_checkpoint from group 0 (warm start of a deeper "
-        "or more-grouped model).")
-_define(I, "num_tpu_cores", 8,
-        "Accepted for compatibility; the TPU strategy discovers its cores.")
-_define(I, "gradient_accumulation_steps", 1,
-        "Split each replica's batch into this many micro-batches and sum their gradients: the "
-        "same update with less memory.", lower_bound=1)
-_define(I, "steps_per_execution", 1, "Training steps per tf.function call.", lower_bound=1)
-_define(F, "sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.", lower_bound=0)
-_define(I, "log_steps", 100, "Steps between progress lines and summaries.", lower_bound=1)
-_define(I, "random_seed", 12345,
-        "Seed of the weight initialisation, dropout and input shuffling.")
-_define(B, "dynamic_masking", False,
-        "Draw new masks for every batch from the records' token_boundary (the original n-gram "
-        "rule) instead of using the records' static masks.")
-_define(F, "masked_lm_prob", 0.15, "With --dynamic_masking: masked fraction of tokens.",
-        validator=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
-_define(I, "ngram", 3, "With --dynamic_masking: longest masked span, in words.", lower_bound=1)
-_define(B, "favor_shorter_ngram", True,
-        "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
-_define(I, "mask_token_id", 4, "With --dynamic_masking: the id of [MASK] (default: the "
-        "vocabulary's, when --spm_model_file or --vocab_file is given; else 4).")
-_define(S, "spm_model_file", None, "Optional SentencePiece model of the records: checked against "
-        "vocab_size; with --dynamic_masking its [MASK] id is used.")
-_define(S, "vocab_file", None, "Optional WordPiece vocabulary of the records (the Chinese "
-        "releases' vocab_chinese.txt), instead of --spm_model_file.")
-if "strategy" not in FLAGS:
-    distribution.define_flags()
+def define_flags():
+    """The original run_pretraining flags plus ours, where missing (a tool run in a process
+    with its own flags defines them all afresh)."""
+    S, B, I, F, E = (flags.DEFINE_string, flags.DEFINE_bool, flags.DEFINE_integer,
+                     flags.DEFINE_float, flags.DEFINE_enum)
+    _define(S, "albert_config_file", None, "albert_config.json of the model to train.")
+    _define(S, "input_file", None, "Training TFRecords: comma-separated globs.")
+    _define(S, "eval_input_file", None,
+            "Held-out TFRecords for --do_eval; defaults to --input_file (the original evaluated on "
+            "its training files).")
+    _define(S, "output_dir", None, "Checkpoints, summaries and eval_results.txt.")
+    _define(S, "init_checkpoint", None,
+            "Initial weights: an original release, a Hugging Face directory or one of our "
+            "checkpoints. Ignored when --output_dir already holds a checkpoint.")
+    _define(I, "max_seq_length", 512, "Sequence length of the records.", lower_bound=1)
+    _define(I, "max_predictions_per_seq", 20, "Masked positions per record.", lower_bound=1)
+    _define(B, "do_train", True, "Train.")
+    _define(B, "do_eval", False, "Evaluate (after each checkpoint when training).")
+    _define(I, "train_batch_size", 4096, "Global training batch size.", lower_bound=1)
+    _define(I, "eval_batch_size", 64, "Global eval batch size.", lower_bound=1)
+    _define(E, "optimizer", "lamb", ["adamw", "lamb"], "Optimizer.")
+    _define(F, "learning_rate", 0.00176, "Peak learning rate.", validator=POSITIVE)
+    _define(F, "poly_power", 1.0, "Power of the polynomial decay.")
+    _define(I, "num_train_steps", 125000, "Training steps (global batches).", lower_bound=1)
+    _define(I, "num_warmup_steps", 3125, "Linear warmup steps.", lower_bound=0)
+    _define(I, "start_warmup_step", 0, "Step at which the warmup starts.", lower_bound=0)
+    _define(I, "save_checkpoints_steps", 5000, "Steps between checkpoints.", lower_bound=1)
+    _define(I, "keep_checkpoint_max", 5, "Checkpoints to keep (the best is kept apart).",
+            lower_bound=1)
+    _define(I, "iterations_per_loop", 1000,
+            "Accepted for compatibility; see --steps_per_execution.")
+    _define(I, "max_eval_steps", 100, "Eval batches per evaluation.", lower_bound=0)
+    _define(B, "init_from_group0", False,
+            "Initialise groups missing from --init_checkpoint from group 0 (warm start of a deeper "
+            "or more-grouped model).")
+    _define(I, "num_tpu_cores", 8,
+            "Accepted for compatibility; the TPU strategy discovers its cores.")
+    _define(I, "gradient_accumulation_steps", 1,
+            "Split each replica's batch into this many micro-batches and sum their gradients: the "
+            "same update with less memory.", lower_bound=1)
+    _define(I, "steps_per_execution", 1, "Training steps per tf.function call.", lower_bound=1)
+    _define(F, "sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.", lower_bound=0)
+    _define(I, "log_steps", 100, "Steps between progress lines and summaries.", lower_bound=1)
+    _define(I, "random_seed", 12345,
+            "Seed of the weight initialisation, dropout and input shuffling.")
+    _define(B, "dynamic_masking", False,
+            "Draw new masks for every batch from the records' token_boundary (the original n-gram "
+            "rule) instead of using the records' static masks.")
+    _define(F, "masked_lm_prob", 0.15, "With --dynamic_masking: masked fraction of tokens.",
+            validator=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
+    _define(I, "ngram", 3, "With --dynamic_masking: longest masked span, in words.", lower_bound=1)
+    _define(B, "favor_shorter_ngram", True,
+            "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
+    _define(I, "mask_token_id", 4, "With --dynamic_masking: the id of [MASK] (default: the "
+            "vocabulary's, when --spm_model_file or --vocab_file is given; else 4).")
+    _define(S, "spm_model_file", None, "Optional SentencePiece model of the records: checked against "
+            "vocab_size; with --dynamic_masking its [MASK] id is used.")
+    _define(S, "vocab_file", None, "Optional WordPiece vocabulary of the records (the Chinese "
+            "releases' vocab_chinese.txt), instead of --spm_model_file.")
+    if "strategy" not in FLAGS:
+        distribution.define_flags()
+
+
+define_flags()
 
 
 def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None, mask_id=None):
@@ -194,6 +200,7 @@ def main(_):
 
 
 def run(argv=None):
+    define_flags()
     for name, value in PRETRAINING_DEFAULTS.items():
         FLAGS.set_default(name, value)
     cli.run(main, ["albert_config_file", "input_file", "output_dir"], argv)

@@ -21,8 +21,8 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (define_export_flags, define_flags, define_if_missing,
-                                   require_action)
+from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
+from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.squad import SquadTask
 
 FLAGS = flags.FLAGS
@@ -34,7 +34,7 @@ SQUAD_DEFAULTS = dict(max_seq_length=384, train_batch_size=32, eval_batch_size=8
                       predict_batch_size=8, learning_rate=5e-5, save_checkpoints_steps=1000)
 
 
-def _define_flags():
+def define_flags():
     """run_squad's flags where missing (run_race defines train_file, predict_file and
     dropout_prob too)."""
     def missing(define):
@@ -76,10 +76,10 @@ def _define_flags():
     # --num_train_epochs and --warmup_proportion are the shared flags (default None, so that
     # every script in one process sees the same definitions); main() makes them 3 and 0.1,
     # the original's, unless --train_step / --warmup_step are given.
-    define_flags(**SQUAD_DEFAULTS)
+    define_finetuning_flags(**SQUAD_DEFAULTS)
 
 
-_define_flags()
+define_flags()
 
 
 def main(_):
@@ -112,6 +112,7 @@ def main(_):
 def run(argv=None, version_2=None):
     """The command line; `version_2` fixes --version_2_with_negative's default (the original's
     run_squad_v1 / run_squad_v2 modules, where the module is the version)."""
+    define_flags()
     for name, value in SQUAD_DEFAULTS.items():
         FLAGS.set_default(name, value)
     if version_2 is not None:

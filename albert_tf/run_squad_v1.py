@@ -10,5 +10,10 @@ if __name__ == "__main__":
 
 from albert_tf import run_squad
 
+
+def run(argv=None):
+    run_squad.run(argv, version_2=False)
+
+
 if __name__ == "__main__":
-    run_squad.run(version_2=False)
+    run()

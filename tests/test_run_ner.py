@@ -235,8 +235,8 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
     common = dict(data_dir=assets["data_dir"], spm_model_file=assets["spm"],
                   init_checkpoint=assets["init"], max_seq_length=32, train_step=1)
     assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "a",
-                            doc_stride=31, **common),
-                   "--doc_stride=31 must be between 1 and --max_seq_length - 2 = 30")
+                            window_stride=31, **common),
+                   "--window_stride=31 must be between 1 and --max_seq_length - 2 = 30")
     empty = tmp_path / "empty"
     empty.mkdir()
     assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "b",

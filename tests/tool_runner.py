@@ -1,5 +1,6 @@
 """Running the tools' command lines in the test process, as `python -m albert_tf.<tool>` runs
-them (`module.run(argv)`), each with its own flags, and checking what they refuse."""
+them (`module.run(argv)`), each with only its own flags (every tool's run() defines them), and
+checking what they refuse."""
 
 import contextlib
 import hashlib
@@ -8,12 +9,6 @@ import os
 import pytest
 from absl import flags
 
-from albert_tf import (convert_checkpoint, create_pretraining_data, export_checkpoints,
-                       export_hub, export_to_tfhub, predict, train_vocab)
-
-# Tools that define their flags when run (several share names): each runs with its own set.
-OWN_FLAGS = (convert_checkpoint, create_pretraining_data, export_checkpoints, export_hub,
-             export_to_tfhub, predict, train_vocab)
 
 
 def digests(*paths):
@@ -26,19 +21,6 @@ def digests(*paths):
             with open(name, "rb") as f:
                 out[name] = hashlib.sha256(f.read()).hexdigest()
     return out
-
-
-@contextlib.contextmanager
-def flags_kept():
-    """The shared flags' validators and defaults as they were: each tool marks its own flags
-    as required, and run_squad sets its defaults."""
-    saved = {name: (list(f.validators), f.default) for name, f in flags.FLAGS._flags().items()}
-    try:
-        yield
-    finally:
-        for name, (validators, default) in saved.items():
-            flags.FLAGS[name].validators[:] = validators
-            flags.FLAGS.set_default(name, default)
 
 
 @contextlib.contextmanager
@@ -62,13 +44,13 @@ def run_tool(module, capsys, *args, **flag_values):
     argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
     if capsys is None:
         with pytest.raises(SystemExit) as exit:
-            with own_flags() if module in OWN_FLAGS else flags_kept():
+            with own_flags():
                 module.run(argv)
         flags.FLAGS.unparse_flags()
         return exit.value.code or 0
     capsys.readouterr()
     flags.FLAGS.unparse_flags()
-    with own_flags() if module in OWN_FLAGS else flags_kept():
+    with own_flags():
         try:
             module.run(argv)
             status = 0

@@ -28,7 +28,7 @@ def check_window(max_seq_length, stride):
     if max_seq_length < 3:
         raise ValueError(f"--max_seq_length={max_seq_length} leaves no room for a word")
     if not 1 <= stride <= max_seq_length - 2:
-        raise ValueError(f"--doc_stride={stride} must be between 1 and --max_seq_length - 2 = "
+        raise ValueError(f"--window_stride={stride} must be between 1 and --max_seq_length - 2 = "
                          f"{max_seq_length - 2}, so that the windows cover every piece")
 
 

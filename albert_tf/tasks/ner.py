@@ -62,9 +62,9 @@ class NerTask:
     name = "ner"
 
     def __init__(self, data_dir, tokenizer, max_seq_length, cache_dir, labels,
-                 classifier_dropout=0.1, doc_stride=None):
-        self.doc_stride = doc_stride or tagging.default_stride(max_seq_length)
-        tagging.check_window(max_seq_length, self.doc_stride)
+                 classifier_dropout=0.1, window_stride=None):
+        self.window_stride = window_stride or tagging.default_stride(max_seq_length)
+        tagging.check_window(max_seq_length, self.window_stride)
         from albert_tf.modeling.token_classifier import HEAD_NAMES
         self.head_names = HEAD_NAMES
         self.data_dir = data_dir
@@ -89,7 +89,7 @@ class NerTask:
     def features(self, split):
         path = conll.split_file(self.data_dir, split)
         settings = dict(task="ner", split=split, file=file_digest(path), labels=self.labels,
-                        max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
+                        max_seq_length=self.max_seq_length, window_stride=self.window_stride,
                         tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
         return cached_features(self.cache_dir, f"ner_{split}", settings, lambda: self._build(split))
@@ -101,7 +101,7 @@ class NerTask:
             logging.warning("%s tags not in train.txt: %s (predicted, never right; left out of "
                             "the loss)", split, ", ".join(unknown))
         features = tagging.convert_sentences(sentences, self.tokenizer, self.max_seq_length,
-                                             self.labels, self.doc_stride)
+                                             self.labels, self.window_stride)
         logging.info("%s: %d sentences, %d words in %d windows of at most %d pieces", split,
                      len(sentences), len(features["host_word_window"]),
                      len(features["lengths"]), self.max_seq_length)
@@ -152,4 +152,4 @@ class NerTask:
         from albert_tf.serving.tag import export_tagger
         return export_tagger(model, export_dir, self.tokenizer.asset_file,
                              self.tokenizer.do_lower_case, self.max_seq_length, self.labels,
-                             self.doc_stride)
+                             self.window_stride)
