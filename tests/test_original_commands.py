@@ -1,13 +1,13 @@
 """The original's documented command lines (google-research/albert README, run_glue.sh, export
 scripts; listed in docs/migration.md) run as they are, with `albert.` → `albert_tf.` and only
-paths and sizes changed, and write what the original wrote."""
+paths and sizes changed, and write what the original wrote. Each runs in this process as
+`python -m albert_tf.<module>` runs it (`module.run(argv)` with only that tool's flags)."""
 
+import importlib
 import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -17,6 +17,7 @@ from albert_tf.formats.checkpoints import read_checkpoint
 from conftest import write_pretraining_records
 from test_race import write_race
 from test_run_squad import TINY, _paragraph, write_spm, write_squad
+from tool_runner import run_tool
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -134,15 +135,13 @@ def _read_kv(path):
         return {k: float(v) for k, v in (line.strip().split(" = ") for line in f if "=" in line)}
 
 
-def test_documented_command_lines_run_and_write_what_the_original_wrote(paths, tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+def test_documented_command_lines_run_and_write_what_the_original_wrote(paths, tmp_path, capsys):
     previous = None
     for i, (module, flags, files, keys) in enumerate(COMMANDS):
         out = tmp_path / f"{i}_{module}"
         argv = flags.format(out=out, out_previous=previous, **paths).replace("'", "").split()
-        proc = subprocess.run([sys.executable, "-m", f"albert_tf.{module}", *argv], env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, (module, proc.stderr[-3000:])
+        status, _, err = run_tool(importlib.import_module(f"albert_tf.{module}"), capsys, *argv)
+        assert status == 0, (module, err[-3000:])
         where = out if "{out_previous}" not in flags else previous
         for name in files:
             assert (where / name).exists(), (module, name, sorted(os.listdir(where)))
