@@ -1,6 +1,7 @@
 """The demo's pieces (scripts/demo.sh, demo_plan.py, demo_report.py) and the tools' quiet
 stderr. The full demo is not run here; its times are in the README."""
 
+import importlib
 import importlib.util
 import os
 import random
@@ -15,6 +16,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer
 from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.startup import NOISE
 from conftest import TINY
+from tool_runner import tool_flags
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -139,13 +141,11 @@ def test_demo_script_uses_flags_its_tools_define():
     calls = re.findall(r"run \$PY -m albert_tf\.(\w+)((?:[^\n]|\\\n)*)", script)
     assert {m for m, _ in calls} >= {"train_vocab", "create_pretraining_data", "run_pretraining",
                                      "run_classifier", "export_hub", "predict"}
-    env = dict(os.environ, PYTHONPATH=ROOT)
     for module in {m for m, _ in calls}:
-        helpfull = subprocess.run([sys.executable, "-m", f"albert_tf.{module}", "--helpfull"],
-                                  env=env, capture_output=True, text=True).stdout
+        defined = tool_flags(importlib.import_module(f"albert_tf.{module}"))
         for _, args in (c for c in calls if c[0] == module):
             for flag in re.findall(r"--(\w+)", args):
-                assert f"--{flag}:" in helpfull or f"--[no]{flag}:" in helpfull, (module, flag)
+                assert flag in defined, (module, flag)
     for name in ("demo_plan.py", "demo_report.py"):
         assert f"scripts/{name}" in script
 

@@ -37,6 +37,13 @@ def own_flags():
         fv.__dict__["__flags"] = saved
 
 
+def tool_flags(module):
+    """The names of the flags `python -m albert_tf.<module>` accepts (absl's own included)."""
+    with own_flags():
+        module.define_flags()
+        return set(flags.FLAGS)
+
+
 def run_tool(module, capsys, *args, **flag_values):
     """(exit status, stderr's last line, stderr) of `python -m albert_tf.<module> args`;
     without `capsys`, only the status."""
