@@ -5,25 +5,23 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertClassifier, AlbertConfig, AlbertPretrainer, FullTokenizer
-from albert_tf import serving
+from albert_tf import predict, serving
 from albert_tf.serving import export, finetuned
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.text_io import format_text, read_input_file
 from albert_tf.formats.checkpoints import named_weights_checkpoint
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
+from tool_runner import run_tool_captured
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("the cat sat on a mat and dog ran to old house by river while bird sang in tree "
          "near home today it cost 3.0, dollars").split()
 
@@ -313,26 +311,23 @@ def test_errors(assets, tmp_path):
 
 # ---- command line ---------------------------------------------------------------------------
 
-def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.Popen([sys.executable, "-m", "albert_tf.predict", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def test_command_line(assets, tmp_path):
+def test_command_line(assets, tmp_path, capsys):
     pairs = tmp_path / "pairs.tsv"
     texts, texts_b = _lines(3, 8), _lines(3, 9)
     pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(texts, texts_b)), encoding="utf-8")
     out_file = tmp_path / "out" / "classify.jsonl"
     runs = [
-        _cli("--task=fill_mask", f"--model={assets['hub_mlm']}",
-             "--text=the old [MASK] by the river", "--top_k=2"),
-        _cli("--task=classify", f"--model={assets['clf_dir']}", f"--spm_model_file={assets['spm']}",
-             f"--input_file={pairs}", f"--output_file={out_file}", "--labels=no,yes"),
-        _cli("--task=fill_mask", f"--model={assets['ckpt']}", "--text=no mask here"),
-        _cli("--task=embed", f"--model={assets['ckpt']}", "--text=a", "--input_file=x"),
+        ("--task=fill_mask", f"--model={assets['hub_mlm']}",
+         "--text=the old [MASK] by the river", "--top_k=2"),
+        ("--task=classify", f"--model={assets['clf_dir']}", f"--spm_model_file={assets['spm']}",
+         f"--input_file={pairs}", f"--output_file={out_file}", "--labels=no,yes"),
+        ("--task=fill_mask", f"--model={assets['ckpt']}", "--text=no mask here"),
+        ("--task=embed", f"--model={assets['ckpt']}", "--text=a", "--input_file=x"),
     ]
-    results = [(p.communicate(timeout=240), p.returncode) for p in runs]
+    results = []
+    for args in runs:
+        status, out, err = run_tool_captured(predict, capsys, *args)
+        results.append(((out, err), status))
 
     (stdout, stderr), rc = results[0]
     assert rc == 0, stderr

@@ -14,6 +14,7 @@ from albert_tf.tasks import GlueTask
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
+from tool_runner import run_tool
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -226,17 +227,16 @@ def test_our_encoder_export_as_hub_module(assets, tmp_path):
     assert float(results["eval_accuracy"]) > 0.8, results
 
 
-def test_command_line_exits_zero(assets, tmp_path):
-    import subprocess
-    import sys
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name=cola",
-         f"--data_dir={assets['data_dir']}", f"--output_dir={tmp_path}",
-         f"--init_checkpoint={assets['init']}", f"--spm_model_file={assets['spm']}",
-         "--do_train", "--do_eval", "--train_step=4", "--warmup_step=1",
-         "--save_checkpoints_steps=4", "--max_seq_length=32", "--train_batch_size=8",
-         "--mixed_precision=none"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
+def test_command_line_exits_zero(assets, tmp_path, capsys):
+    """The command line as `python -m albert_tf.run_classifier` parses it (in this process;
+    test_resume runs the module itself)."""
+    status, _, err = run_tool(
+        run_classifier, capsys, "--task_name=cola", f"--data_dir={assets['data_dir']}",
+        f"--output_dir={tmp_path}", f"--init_checkpoint={assets['init']}",
+        f"--spm_model_file={assets['spm']}", "--do_train", "--do_eval", "--train_step=4",
+        "--warmup_step=1", "--save_checkpoints_steps=4", "--max_seq_length=32",
+        "--train_batch_size=8", "--mixed_precision=none")
+    assert status == 0, err[-2000:]
     assert "global_step = 4" in (tmp_path / "eval_results.txt").read_text()
 
 

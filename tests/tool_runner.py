@@ -55,6 +55,15 @@ def run_tool(module, capsys, *args, **flag_values):
                 module.run(argv)
         flags.FLAGS.unparse_flags()
         return exit.value.code or 0
+    status, _, err = run_tool_captured(module, capsys, *args, **flag_values)
+    lines = err.strip().splitlines()
+    return status, lines[-1] if lines else "", err
+
+
+def run_tool_captured(module, capsys, *args, **flag_values):
+    """(exit status, stdout, stderr) of `python -m albert_tf.<module> args`, run in-process."""
+    name = module.__name__.rsplit(".", 1)[1]
+    argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
     capsys.readouterr()
     flags.FLAGS.unparse_flags()
     with own_flags():
@@ -65,10 +74,9 @@ def run_tool(module, capsys, *args, **flag_values):
             status = e.code or 0
         finally:
             flags.FLAGS.unparse_flags()
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    return status, lines[-1] if lines else "", err
+    return status, out, err
 
 
 def assert_refused(result, message, status=2):
