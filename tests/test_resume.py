@@ -1,7 +1,10 @@
 """A run killed with SIGKILL and rerun with the same command is the same run: it ends with the
 weights, optimizer slots and random state of a run never interrupted (docs/pretraining.md,
-"Preemption")."""
+"Preemption"). The killed runs are processes of their own; the uninterrupted runs and the
+reruns run in this process, as `python -m` would run them (tool_runner)."""
 
+import importlib
+import logging
 import os
 import re
 import signal
@@ -16,6 +19,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 from conftest import SMALL, write_pretraining_records
 from test_original_commands import paths  # noqa: F401 (the fixture)
+from tool_runner import run_tool
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -89,9 +93,19 @@ def kill_after_checkpoint(command, output_dir, step, timeout=180):
 
 
 def run_ok(command):
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stderr
+    """Runs `[python, -m, albert_tf.<tool>, flags...]` in this process; returns its log."""
+    assert command[1:2] == ["-m"], command
+    lines, handler = [], logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("absl").addHandler(handler)
+    try:
+        status = run_tool(importlib.import_module(command[2]), None, *command[3:],
+                          verbosity=0)  # INFO, as the command line logs
+    finally:
+        logging.getLogger("absl").removeHandler(handler)
+    log = "\n".join(lines)
+    assert status == 0, log[-3000:]
+    return log
 
 
 @pytest.mark.parametrize("masking,precision", [("static", "bfloat16"), ("dynamic", "float16-xla")])
