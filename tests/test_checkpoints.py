@@ -1,8 +1,6 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,6 +9,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.conversion import convert
 from conftest import TINY, torch_outputs
+from tool_runner import run_tool_logged
 
 
 def _original_name(hf_name):
@@ -215,8 +214,9 @@ def test_unreadable_paths_are_clear_errors(tmp_path, tiny_config):
 def test_convert_checkpoint_command(hf_albert, batch, tmp_path):
     torch_model, path = hf_albert
     out = tmp_path / "tf1"
-    subprocess.run([sys.executable, "-m", "albert_tf.convert_checkpoint", f"--input={path}",
-                    f"--output_dir={out}", "--format=tf1"], check=True, capture_output=True)
+    status, log = run_tool_logged("convert_checkpoint", f"--input={path}", f"--output_dir={out}",
+                                  "--format=tf1")  # as `python -m` runs it
+    assert status == 0, log[-3000:]
     assert (out / "model.ckpt-best.index").exists() and (out / "albert_config.json").exists()
     expected = torch_outputs(torch_model, batch)
     _assert_matches_torch(AlbertPretrainer.from_pretrained(str(out)), batch, expected)

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer
+from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, export_hub
 from albert_tf.data.glue import truncate_pair
 from albert_tf.modeling import kernels
 from albert_tf.serving import export, finetuned, saved_model
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY, saved_graph
+from tool_runner import run_tool, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -360,24 +361,15 @@ def test_text_serving_helper(pretrainer, spm, tokenizer, tmp_path):
     assert len(loaded.trainable_variables) == len(encoder.trainable_variables)
 
 
-def _run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "albert_tf.export_hub", *args],
-                          capture_output=True, text=True, env=_env())
-
-
 def test_export_cli_from_tf1_and_hf_checkpoints(pretrainer, spm, tmp_path):
     tf1 = pretrainer.save_pretrained(str(tmp_path / "tf1"), format="tf1", spm_model_file=spm)
     hf = pretrainer.save_pretrained(str(tmp_path / "hf"), format="hf", spm_model_file=spm)
-    runs = [subprocess.Popen([sys.executable, "-m", "albert_tf.export_hub", *args],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=_env())
-            for args in (["--export_type=encoder", f"--init_checkpoint={tf1}",
-                          f"--export_path={tmp_path / 'from_tf1'}"],
-                         ["--export_type=pretrainer", f"--albert_directory={hf}",
-                          f"--export_path={tmp_path / 'from_hf'}", "--do_lower_case=false"])]
-    for run in runs:
-        _, err = run.communicate()
-        assert run.returncode == 0, err[-3000:]
+    for args in (["--export_type=encoder", f"--init_checkpoint={tf1}",
+                  f"--export_path={tmp_path / 'from_tf1'}"],
+                 ["--export_type=pretrainer", f"--albert_directory={hf}",
+                  f"--export_path={tmp_path / 'from_hf'}", "--do_lower_case=false"]):
+        status, log = run_tool_logged("export_hub", *args)  # as `python -m` runs it
+        assert status == 0, log[-3000:]
 
     x = _inputs(8)
     x["masked_lm_positions"] = np.array([[1, 2], [2, 1], [1, 1]], np.int32)
@@ -391,7 +383,7 @@ def test_export_cli_from_tf1_and_hf_checkpoints(pretrainer, spm, tmp_path):
     assert not bool(from_hf.do_lower_case.numpy())
 
 
-def test_export_cli_errors(pretrainer, spm, tmp_path):
+def test_export_cli_errors(pretrainer, spm, tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
         export.export_from_checkpoint("encoder", str(tmp_path / "out"),
                                       str(tmp_path / "missing"), spm_model_file=spm)
@@ -404,10 +396,10 @@ def test_export_cli_errors(pretrainer, spm, tmp_path):
                                       spm_model_file=str(tmp_path / "nope.model"))
     with pytest.raises(ValueError, match="needs --init_checkpoint"):
         export.export_from_checkpoint("pretrainer", str(tmp_path / "out"), spm_model_file=spm)
-    result = _run_cli("--export_type=encoder", f"--init_checkpoint={tmp_path / 'missing'}",
-                      f"--spm_model_file={spm}", f"--export_path={tmp_path / 'out'}")
-    assert result.returncode != 0 and "checkpoint not found" in result.stderr
-    assert "Traceback" not in result.stderr
+    status, last, _ = run_tool(export_hub, capsys, "--export_type=encoder",
+                               f"--init_checkpoint={tmp_path / 'missing'}",
+                               f"--spm_model_file={spm}", f"--export_path={tmp_path / 'out'}")
+    assert status != 0 and "checkpoint not found" in last  # run_tool: and no traceback
     assert not os.path.exists(tmp_path / "out")
 
 

@@ -4,7 +4,6 @@ weights, optimizer slots and random state of a run never interrupted (docs/pretr
 reruns run in this process, as `python -m` would run them (tool_runner)."""
 
 import importlib
-import logging
 import os
 import re
 import signal
@@ -19,7 +18,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 from conftest import SMALL, write_pretraining_records
 from test_original_commands import paths  # noqa: F401 (the fixture)
-from tool_runner import run_tool
+from tool_runner import run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -95,15 +94,7 @@ def kill_after_checkpoint(command, output_dir, step, timeout=180):
 def run_ok(command):
     """Runs `[python, -m, albert_tf.<tool>, flags...]` in this process; returns its log."""
     assert command[1:2] == ["-m"], command
-    lines, handler = [], logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    logging.getLogger("absl").addHandler(handler)
-    try:
-        status = run_tool(importlib.import_module(command[2]), None, *command[3:],
-                          verbosity=0)  # INFO, as the command line logs
-    finally:
-        logging.getLogger("absl").removeHandler(handler)
-    log = "\n".join(lines)
+    status, log = run_tool_logged(importlib.import_module(command[2]), *command[3:])
     assert status == 0, log[-3000:]
     return log
 

@@ -18,6 +18,7 @@ from albert_tf.training.optimizers import current_learning_rate
 from albert_tf.training.trainer import Trainer
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)
+from tool_runner import run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -145,10 +146,10 @@ def test_float16_overflow_on_one_replica_skips_the_step_on_all(tmp_path):
 def one_device_run(config_file, records, tmp_path_factory):
     """run_pretraining on one device, 6 steps with eval: (output_dir, its log)."""
     out = tmp_path_factory.mktemp("one_device")
-    result = _run(["run_pretraining.py"] + _pretrain_flags(config_file, records, out,
-                                                           do_eval="true", max_eval_steps=4))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out, result.stderr
+    status, log = run_tool_logged("run_pretraining", *_pretrain_flags(
+        config_file, records, out, do_eval="true", max_eval_steps=4))
+    assert status == 0, log[-3000:]
+    return out, log
 
 
 def test_mirrored_two_devices_equal_one_device(config_file, records, one_device_run, tmp_path):
@@ -177,10 +178,10 @@ def test_eval_writes_original_format_and_keeps_best(config_file, records, one_de
     best = (out / "best_checkpoint.txt").read_text()
     assert "metric = masked_lm_accuracy" in best
     # Eval only, from the checkpoint in output_dir.
-    again = _run(["run_pretraining.py"] + _pretrain_flags(
+    status, log = run_tool_logged("run_pretraining", *_pretrain_flags(
         config_file, records, out, do_train="false", do_eval="true", max_eval_steps=2))
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "Eval at step 6" in again.stderr
+    assert status == 0, log[-3000:]
+    assert "Eval at step 6" in log
 
 
 def test_sigterm_saves_before_exit(config_file, records, tmp_path):

@@ -4,6 +4,8 @@ checking what they refuse."""
 
 import contextlib
 import hashlib
+import importlib
+import logging
 import os
 
 import pytest
@@ -77,6 +79,21 @@ def run_tool_captured(module, capsys, *args, **flag_values):
     out, err = capsys.readouterr()
     assert "Traceback" not in err, err
     return status, out, err
+
+
+def run_tool_logged(module, *args, **flag_values):
+    """(exit status, its log lines at INFO as one text) of `python -m albert_tf.<module> args`
+    run in-process; `module` may be its name."""
+    if isinstance(module, str):
+        module = importlib.import_module(f"albert_tf.{module}")
+    lines, handler = [], logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("absl").addHandler(handler)
+    try:
+        status = run_tool(module, None, *args, verbosity=0, **flag_values)
+    finally:
+        logging.getLogger("absl").removeHandler(handler)
+    return status, "\n".join(lines)
 
 
 def assert_refused(result, message, status=2):
