@@ -61,6 +61,19 @@ def test_window_plan_follows_the_max_context_rule():
                         plan["word_position"].numpy().tolist())) == words
 
 
+def test_a_sentence_of_200000_words_is_planned_without_a_window_by_word_matrix():
+    """A file without blank lines reads as one huge sentence: planned in memory linear in it."""
+    plan = tagging.plan_windows(tf.RaggedTensor.from_row_lengths(
+        tf.ones([200_000], tf.int32), [200_000]), 126, 63)
+    assert plan["window_start"].shape[0] == (200_000 - 126) // 63 + 2
+    position = plan["word_position"].numpy()
+    assert 0 <= position.min() and position.max() < 126
+    window = plan["word_window"].numpy()
+    assert (np.diff(window) >= 0).all() and window[-1] == plan["window_start"].shape[0] - 1
+    middle = position[126:-126]  # a quarter window of context or more on either side
+    assert middle.min() >= 31 and middle.max() <= 94
+
+
 @pytest.fixture(scope="module")
 def spm_tokenizer(tmp_path_factory):
     root = tmp_path_factory.mktemp("tagging")

@@ -53,17 +53,28 @@ def plan_windows(piece_counts, window, stride):
     word_sentence = tf.cast(counts.value_rowids(), tf.int32)
     first_piece = (tf.cumsum(counts.flat_values, exclusive=True)
                    - tf.gather(tf.cumsum(totals, exclusive=True), word_sentence))
-    # Every candidate window of every word: [words, most windows of a sentence].
-    most = tf.maximum(tf.reduce_max(tf.concat([windows, [1]], 0)), 1)
-    candidate = tf.range(most)[None, :]
+    # The context of the first piece p in window k is min(p - kS, min(kS + L, n) - 1 - p): it
+    # grows with k (or stays, once the window reaches the end) up to the first k where the right
+    # side catches up with the left, then shrinks. The smallest best k is therefore among: the
+    # first window holding p, the first reaching the end, and the two around that crossing.
+    def ceil_div(a, b):
+        return -((-a) // b)
+    n = tf.gather(totals, word_sentence)
+    last = tf.gather(windows, word_sentence) - 1
+    low = tf.maximum(0, ceil_div(first_piece - window + 1, stride))
+    high = tf.minimum(last, first_piece // stride)
+    cross = tf.maximum(ceil_div(2 * first_piece - window + 1, 2 * stride),
+                       ceil_div(2 * first_piece - n + 1, stride))
+    candidate = tf.clip_by_value(
+        tf.stack([low, ceil_div(n - window, stride), cross - 1, cross], axis=1),
+        low[:, None], high[:, None])
     start = candidate * stride
-    end = tf.minimum(start + window, tf.gather(totals, word_sentence)[:, None]) - 1
+    end = tf.minimum(start + window, n[:, None]) - 1
     piece = first_piece[:, None]
-    holds = ((candidate < tf.gather(windows, word_sentence)[:, None])
-             & (start <= piece) & (piece <= end))
     context = tf.minimum(piece - start, end - piece)
-    key = tf.where(holds, context * most + (most - 1 - candidate), -1)  # ties: earlier window
-    best = tf.argmax(key, axis=1, output_type=tf.int32)
+    most = tf.reduce_max(tf.concat([windows, [1]], 0))
+    key = context * most + (most - 1 - candidate)  # ties: the earlier window
+    best = tf.gather(candidate, tf.argmax(key, axis=1, output_type=tf.int32), batch_dims=1)
     return {"window_sentence": window_sentence, "window_start": window_start,
             "window_length": window_length,
             "word_window": tf.gather(first_window, word_sentence) + best,
