@@ -17,6 +17,21 @@ def pytest_configure(config):
                    "is the fast tier for the edit-test loop")
 
 
+# The files that take longest (measured with --durations), in that order. `-n auto --dist
+# loadfile` hands each worker the next file in collection order when it is free: the longest
+# first, so that the suite does not end on one worker running a long file while the other idles.
+LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker.py",
+                 "test_chinese_release.py", "test_run_squad.py", "test_run_ner.py",
+                 "test_original_commands.py", "test_demo.py", "test_run_race.py",
+                 "test_keras_fit.py", "test_export.py", "test_run_classifier.py",
+                 "test_predict.py", "test_export_finetuned.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
 # A tiny ALBERT with every structural feature: E != H, 2 groups of 2 inner blocks, 4 layers.
 TINY = dict(vocab_size=60, embedding_size=8, hidden_size=16, num_hidden_layers=4,
             num_hidden_groups=2, inner_group_num=2, num_attention_heads=2, intermediate_size=24,
