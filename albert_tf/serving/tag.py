@@ -10,6 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_ids
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving.predictor import PredictError, Predictor, batches
 from albert_tf.serving.saved_model import (Trackable, attach_tokenizer_info, save_atomically,
                                            stage_assets, tf_variables)
@@ -107,7 +108,6 @@ class Tagger(Predictor):
                                    f"(token_classifier/output_weights): give a run_ner "
                                    f"output_dir or a run_ner export")
             self.labels = self._checkpoint_labels(labels, int(head.shape[0]))
-            from albert_tf.modeling.token_classifier import AlbertTokenClassifier
             model = self.source.build(AlbertTokenClassifier, num_labels=len(self.labels))
             tokenizer = in_graph_tokenizer(self.tokenizer.asset_file, self.tokenizer.do_lower_case)
             self._tag = tagging_function(model, tokenizer, self.max_seq_length, self.labels)

@@ -10,6 +10,7 @@ from absl import logging
 from albert_tf.data import conll, tagging
 from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_text, file_digest
+from albert_tf.modeling.token_classifier import HEAD_NAMES, AlbertTokenClassifier
 from albert_tf.tasks import conll_metrics
 from albert_tf.training.results import write_eval_results
 
@@ -65,7 +66,6 @@ class NerTask:
                  classifier_dropout=0.1, window_stride=None):
         self.window_stride = window_stride or tagging.default_stride(max_seq_length)
         tagging.check_window(max_seq_length, self.window_stride)
-        from albert_tf.modeling.token_classifier import HEAD_NAMES
         self.head_names = HEAD_NAMES
         self.data_dir = data_dir
         self.tokenizer = tokenizer
@@ -78,7 +78,6 @@ class NerTask:
         self._sentences = {}
 
     def build_model(self, encoder):
-        from albert_tf.modeling.token_classifier import AlbertTokenClassifier
         return AlbertTokenClassifier(encoder, len(self.labels), self.classifier_dropout)
 
     def sentences(self, split):
