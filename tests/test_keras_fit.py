@@ -12,6 +12,7 @@ from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from conftest import SMALL, TINY
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
@@ -122,6 +123,36 @@ def test_regression_multiple_choice_and_squad():
     history = v2.fit(dict(x, start_positions=starts), (starts, ends, impossible), epochs=1,
                      verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_token_classifier_with_a_keras_loss_and_with_its_own_objective(tmp_path):
+    """Per-piece labels with Keras's ignore_class for unlabelled pieces; compiled without a loss
+    it trains the run_ner objective from tag_ids/tag_mask in the features; .keras round trip."""
+    keras.utils.set_random_seed(6)
+    config = AlbertConfig(**SMALL)
+    x, _ = _sentences(16, seed=7)
+    tags = (x["input_word_ids"] % 3).astype(np.int32)  # a tag each id determines
+    labels = np.where(x["input_mask"] == 1, tags, -1)
+    model = AlbertTokenClassifier(config, num_labels=3, classifier_dropout=0.0)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss)
+    history = model.fit(x, labels, epochs=8, batch_size=8, verbose=0).history["loss"]
+    assert history[-1] < history[0] - 0.3
+    logits = model.predict(x, verbose=0)["logits"]
+    assert logits.shape == (16, 12, 3)
+    real = x["input_mask"] == 1
+    assert np.mean(np.argmax(logits, -1)[real] == tags[real]) > 0.8
+
+    own = AlbertTokenClassifier(config, num_labels=3, classifier_dropout=0.0)
+    own.compile(optimizer=keras.optimizers.Adam(1e-2))  # run_ner's objective
+    features = dict(x, tag_ids=np.where(real, tags + 1, 0), tag_mask=x["input_mask"])
+    before = own.evaluate(features, verbose=0, batch_size=8)
+    own.fit(features, epochs=4, batch_size=8, verbose=0)
+    assert own.evaluate(features, verbose=0, batch_size=8) < before
+    path = str(tmp_path / "tagger.keras")
+    own.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(loaded(x)["logits"], own(x)["logits"], atol=1e-6)
 
 
 def test_pretrainer_fit_evaluate_predict():
