@@ -27,8 +27,20 @@ def write_json(path, value):
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
+_DIGESTS = {}
+
+
 def file_digest(path, chunk=1 << 22):
-    """sha256 of a file's bytes (any tf.io.gfile path)."""
+    """sha256 of a file's bytes (any tf.io.gfile path), remembered while its size and
+    modification time stay the same (feature caches ask for it once per split and run)."""
+    stat = tf.io.gfile.stat(path)
+    key = (os.path.abspath(path) if "://" not in path else path, stat.length, stat.mtime_nsec)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _sha256(path, chunk)
+    return _DIGESTS[key]
+
+
+def _sha256(path, chunk):
     digest = hashlib.sha256()
     with tf.io.gfile.GFile(path, "rb") as f:
         while True:

@@ -249,3 +249,13 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
                             export_dir=assets["data_dir"], **common),
                    f"--export_dir={assets['data_dir']} is the input --data_dir")
     assert digests(assets["data_dir"]) == before
+    # A checkpoint directory that is not a run's is never trained in: refused before a feature
+    # cache or labels.txt is written there.
+    release = tmp_path / "release"
+    shutil.copytree(assets["init"], release)
+    before = digests(release)
+    assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=release,
+                            **dict(common, init_checkpoint=release)),
+                   "holds checkpoint files (checkpoint, model.ckpt.index) but no checkpoint of "
+                   "a run")
+    assert digests(release) == before

@@ -220,7 +220,9 @@ def test_label_sets_and_metric_choice(tmp_path):
     assert labels[0] == "O" and (out / "labels.txt").read_text().split() == labels
     assert ner.run_labels(str(out), str(data), needed=False) == labels
     ner_data.write_sentences(str(data / "train.txt"), [[("anna", "B-PERSON")]])
+    kept = (out / "labels.txt").read_bytes()
     with pytest.raises(ValueError, match="B-PERSON.*use a new --output_dir"):
         ner.run_labels(str(out), str(data), needed=True)
+    assert (out / "labels.txt").read_bytes() == kept  # never replaced
     pos = ner.tag_metrics([["NN", "VB"]], [["NN", "NN"]], chunked=False)
     assert pos == {"eval_accuracy": 0.5}

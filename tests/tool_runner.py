@@ -8,9 +8,7 @@ import importlib
 import logging
 import os
 
-import pytest
 from absl import flags
-
 
 
 def digests(*paths):
@@ -46,17 +44,26 @@ def tool_flags(module):
         return set(flags.FLAGS)
 
 
+def _exit_status(module, args, flag_values):
+    """Runs `python -m albert_tf.<module> args` in this process; returns its exit status."""
+    name = module.__name__.rsplit(".", 1)[1]
+    argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
+    flags.FLAGS.unparse_flags()
+    with own_flags():
+        try:
+            module.run(argv)
+            return 0
+        except SystemExit as e:
+            return e.code or 0
+        finally:
+            flags.FLAGS.unparse_flags()
+
+
 def run_tool(module, capsys, *args, **flag_values):
     """(exit status, stderr's last line, stderr) of `python -m albert_tf.<module> args`;
     without `capsys`, only the status."""
-    name = module.__name__.rsplit(".", 1)[1]
-    argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
     if capsys is None:
-        with pytest.raises(SystemExit) as exit:
-            with own_flags():
-                module.run(argv)
-        flags.FLAGS.unparse_flags()
-        return exit.value.code or 0
+        return _exit_status(module, args, flag_values)
     status, _, err = run_tool_captured(module, capsys, *args, **flag_values)
     lines = err.strip().splitlines()
     return status, lines[-1] if lines else "", err
@@ -64,18 +71,8 @@ def run_tool(module, capsys, *args, **flag_values):
 
 def run_tool_captured(module, capsys, *args, **flag_values):
     """(exit status, stdout, stderr) of `python -m albert_tf.<module> args`, run in-process."""
-    name = module.__name__.rsplit(".", 1)[1]
-    argv = [name, *args] + [f"--{k}={v}" for k, v in flag_values.items()]
     capsys.readouterr()
-    flags.FLAGS.unparse_flags()
-    with own_flags():
-        try:
-            module.run(argv)
-            status = 0
-        except SystemExit as e:
-            status = e.code or 0
-        finally:
-            flags.FLAGS.unparse_flags()
+    status = _exit_status(module, args, flag_values)
     out, err = capsys.readouterr()
     assert "Traceback" not in err, err
     return status, out, err

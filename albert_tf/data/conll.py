@@ -8,6 +8,8 @@ import os
 import tensorflow as tf
 
 SPLIT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"), "test": ("test.txt",)}
+# A run's tag list, one per line in id order, beside its checkpoints.
+LABELS_FILE = "labels.txt"
 
 Sentence = collections.namedtuple("Sentence", ["tokens", "tags", "lines"])
 
@@ -61,3 +63,12 @@ def label_list(sentences):
     rest = sorted(seen - {"O"}, key=lambda t: (t.partition("-")[2], t))
     return (["O"] if "O" in seen else []) + rest
 
+
+
+def read_labels(directory):
+    """The tag list a run kept in `directory`/labels.txt, or None when there is none."""
+    path = os.path.join(directory, LABELS_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "r") as f:
+        return [line.rstrip("\r\n") for line in f if line.strip()]

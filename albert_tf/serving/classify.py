@@ -7,7 +7,7 @@ from albert_tf.serving.predictor import (PredictError, Predictor, batches, check
                                          inference_function, pad_batch)
 
 
-def _label_names(labels=None, task_name=None):
+def label_names(labels=None, task_name=None):
     if labels is not None and task_name:
         raise PredictError("give --labels or --task_name, not both")
     if labels is not None:
@@ -50,7 +50,7 @@ class Classifier(Predictor):
 
     def __init__(self, model, labels=None, task_name=None, **kwargs):
         super().__init__(model, **kwargs)
-        names, regression = _label_names(labels, task_name)
+        names, regression = label_names(labels, task_name)
         kind = self.source.kind
         if kind == "checkpoint":
             num_labels = self.source.num_classifier_labels()

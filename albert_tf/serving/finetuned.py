@@ -41,6 +41,18 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
+    return save_serving(model, export_dir, vocabulary, do_lower_case, lambda tokenizer: {
+        name: _text_signature(model, tokenizer, tuple(keys), seq_length, output_fn,
+                              first_segment_length, pad_to_longest)
+        for name, keys in signatures.items()})
+
+
+def save_serving(model, export_dir, vocabulary, do_lower_case, make_signatures,
+                 attributes=None):
+    """A serving SavedModel of `model` with the vocabulary (and the model's config) as assets,
+    `tokenization_info`, and the signatures `make_signatures(in-graph tokenizer)` returns
+    ({name: tf.function}; each is also an attribute, callable on a dict: a TFSMLayer endpoint).
+    `attributes`: more trackables to keep on the root (e.g. label names)."""
     with tempfile.TemporaryDirectory() as stage:
         vocab_copy, config_copy = stage_assets(stage, vocabulary, getattr(model, "config", None))
         tokenizer = in_graph_tokenizer(vocab_copy, do_lower_case=do_lower_case)
@@ -49,12 +61,13 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
         root.variables = tf_variables(model.variables)
         root.trainable_variables = tf_variables(model.trainable_variables)
         root.regularization_losses = []
+        for name, value in (attributes or {}).items():
+            setattr(root, name, value)
         functions = {"tokenization_info": attach_tokenizer_info(
             root, vocab_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
-        for name, keys in signatures.items():
-            functions[name] = _text_signature(model, tokenizer, tuple(keys), seq_length,
-                                              output_fn, first_segment_length, pad_to_longest)
-            setattr(root, name, functions[name])  # also callable on a dict (TFSMLayer endpoint)
+        for name, function in make_signatures(tokenizer).items():
+            functions[name] = function
+            setattr(root, name, function)
         return save_atomically(root, export_dir, functions)
 
 

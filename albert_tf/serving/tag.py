@@ -2,18 +2,16 @@
 entities they form) from a run_ner output_dir or its serving export. The in-graph function
 below is both the export's signature and the checkpoint path of `Tagger`."""
 
-import os
-import tempfile
-
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.data.conll import LABELS_FILE, read_labels
 from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_ids
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+from albert_tf.serving.classify import label_names
+from albert_tf.serving.finetuned import save_serving
 from albert_tf.serving.predictor import PredictError, Predictor, batches
-from albert_tf.serving.saved_model import (Trackable, attach_tokenizer_info, save_atomically,
-                                           stage_assets, tf_variables)
 from albert_tf.tasks.conll_metrics import chunks
 from albert_tf.tokenization import in_graph_tokenizer
 
@@ -62,19 +60,11 @@ def export_tagger(model, export_dir, vocabulary, do_lower_case, max_seq_length, 
                   stride=None):
     """The raw-sentence serving SavedModel: `serving_default(sentences)` → words, tags, scores,
     word_count (see `tagging_function`); `label_names` holds the tag set."""
-    with tempfile.TemporaryDirectory() as stage:
-        vocab_copy, config_copy = stage_assets(stage, vocabulary, model.config)
-        tokenizer = in_graph_tokenizer(vocab_copy, do_lower_case=do_lower_case)
-        root = Trackable()
-        root.tokenizer = tokenizer
-        root.variables = tf_variables(model.variables)
-        root.trainable_variables = tf_variables(model.trainable_variables)
-        root.label_names = tf.Variable(list(labels), trainable=False, name="label_names")
-        root.serving_default = tagging_function(model, tokenizer, max_seq_length, labels, stride)
-        functions = {"serving_default": root.serving_default,
-                     "tokenization_info": attach_tokenizer_info(
-                         root, vocab_copy, do_lower_case, tokenizer.vocab_size, config_copy)}
-        save_atomically(root, export_dir, functions)
+    save_serving(model, export_dir, vocabulary, do_lower_case,
+                 lambda tokenizer: {"serving_default": tagging_function(
+                     model, tokenizer, max_seq_length, labels, stride)},
+                 attributes={"label_names": tf.Variable(list(labels), trainable=False,
+                                                        name="label_names")})
     logging.info("Wrote the serving SavedModel %s (input: sentences; %d tags)", export_dir,
                  len(labels))
     return export_dir
@@ -120,15 +110,11 @@ class Tagger(Predictor):
                                f"classification head: give a run_ner output_dir or export")
 
     def _checkpoint_labels(self, labels, num_labels):
+        labels = label_names(labels)[0] if labels is not None else read_labels(
+            self.source.directory)
         if labels is None:
-            path = os.path.join(self.source.directory, "labels.txt")
-            if not os.path.isfile(path):
-                raise PredictError(f"no labels.txt beside {self.source.path}: give --labels "
-                                   f"(the {num_labels} tags in the order of the training run)")
-            with open(path, encoding="utf-8") as f:
-                labels = [line.rstrip("\n") for line in f if line.strip()]
-        elif isinstance(labels, str):
-            labels = [s.strip() for s in labels.split(",")]
+            raise PredictError(f"no {LABELS_FILE} beside {self.source.path}: give --labels "
+                               f"(the {num_labels} tags in the order of the training run)")
         if len(labels) != num_labels:
             raise PredictError(f"{len(labels)} labels ({', '.join(labels)}) but the "
                                f"checkpoint's head has {num_labels} outputs")

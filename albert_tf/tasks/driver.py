@@ -27,6 +27,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
 from albert_tf.training import distribution
+from albert_tf.training.checkpoint_files import refuse_foreign_checkpoints, resumable_checkpoints
 
 
 def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train_epochs=None,
@@ -76,9 +77,14 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
 
 
 def check_flags(FLAGS):  # noqa: N803
-    """What the fine-tuning flags must satisfy before any work: an --export_dir that replaces
-    nothing but an earlier export (checked again when exporting)."""
+    """What the fine-tuning flags must satisfy before anything is written: with --do_train, an
+    --output_dir that is a run's or new (a release's is refused before any feature cache lands
+    in it; the trainer checks again), and an --export_dir that replaces nothing but an earlier
+    export (checked again when exporting)."""
     from albert_tf.serving.saved_model import check_export_dir
+
+    if FLAGS.do_train and not resumable_checkpoints(FLAGS.output_dir):
+        refuse_foreign_checkpoints(FLAGS.output_dir)
 
     export_dir = getattr(FLAGS, "export_dir", None)
     if export_dir:

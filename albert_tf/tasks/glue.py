@@ -99,7 +99,7 @@ class GlueTask:
         path = glue.split_path(self.data_dir, task, split)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{task.name} {split} file not found: {path}")
-        settings = dict(task=task.name, split=split, file=_file_digest_cached(path),
+        settings = dict(task=task.name, split=split, file=file_digest(path),
                         max_seq_length=self.max_seq_length,
                         tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
@@ -190,14 +190,3 @@ class GlueTask:
                           "index\tprediction\n" + submit)
         logging.info("Wrote %d %s predictions to %s", len(guids), name,
                      os.path.join(output_dir, f"submit_results{suffix}.tsv"))
-
-
-_DIGESTS = {}
-
-
-def _file_digest_cached(path):
-    stat = os.stat(path)
-    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = file_digest(path)
-    return _DIGESTS[key]

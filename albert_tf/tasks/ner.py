@@ -14,7 +14,6 @@ from albert_tf.modeling.token_classifier import HEAD_NAMES, AlbertTokenClassifie
 from albert_tf.tasks import conll_metrics
 from albert_tf.training.results import write_eval_results
 
-LABELS_FILE = "labels.txt"
 _CHUNK_TAG = re.compile(r"^[BIES]-.")
 
 
@@ -28,11 +27,8 @@ def run_labels(output_dir, data_dir, needed):
     """The label list of a run: output_dir/labels.txt when an earlier run wrote it (checked
     against train.txt when that is read), else train.txt's tags, written there for later runs
     (eval, predict, export and resume see the same ids). `needed`: whether train.txt is read."""
-    path = os.path.join(output_dir, LABELS_FILE)
-    saved = None
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            saved = [line.rstrip("\n") for line in f if line.strip()]
+    path = os.path.join(output_dir, conll.LABELS_FILE)
+    saved = conll.read_labels(output_dir)
     if not needed and saved:
         return saved
     train = conll.split_file(data_dir, "train")
@@ -61,12 +57,12 @@ class NerTask:
     long sentences in overlapping windows; metrics as conlleval."""
 
     name = "ner"
+    head_names = HEAD_NAMES
 
     def __init__(self, data_dir, tokenizer, max_seq_length, cache_dir, labels,
                  classifier_dropout=0.1, window_stride=None):
         self.window_stride = window_stride or tagging.default_stride(max_seq_length)
         tagging.check_window(max_seq_length, self.window_stride)
-        self.head_names = HEAD_NAMES
         self.data_dir = data_dir
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
@@ -121,8 +117,8 @@ class NerTask:
                 for row in tagging.words_of_windows(features, outputs["tag_ids"])]
 
     def eval_metrics(self, name, features, outputs):
-        split = "test" if name.startswith("test") else "dev"
-        gold = [s.tags for s in self.sentences(split)]
+        """name: the split ("dev" or "test")."""
+        gold = [s.tags for s in self.sentences(name)]
         result = tag_metrics(gold, self.predicted_tags(features, outputs), self.chunked)
         result["eval_loss"] = float(np.sum(outputs["loss_sum"])
                                     / max(float(np.sum(outputs["token_count"])), 1.0))
