@@ -21,6 +21,7 @@ _EXPORTS = {
     "Lamb": "albert_tf.training.optimizers",
     "WarmupPolynomialDecay": "albert_tf.training.optimizers",
     "create_optimizer": "albert_tf.training.optimizers",
+    "finetuning_optimizer": "albert_tf.training.optimizers",
     "FullTokenizer": "albert_tf.tokenization",
     "load_tokenizer": "albert_tf.formats.tokenizers",
     "GlueTask": "albert_tf.tasks",

@@ -52,6 +52,9 @@ def define_flags():
     _define(I, "train_batch_size", 4096, "Global training batch size.", lower_bound=1)
     _define(I, "eval_batch_size", 64, "Global eval batch size.", lower_bound=1)
     _define(E, "optimizer", "lamb", ["adamw", "lamb"], "Optimizer.")
+    _define(B, "bias_correction", False,
+            "Adam's bias correction of the moment estimates (the original had none; with LAMB "
+            "it changes only the LayerNorm and bias updates, docs/pretraining.md).")
     _define(F, "learning_rate", 0.00176, "Peak learning rate.", validator=POSITIVE)
     _define(F, "poly_power", 1.0, "Power of the polynomial decay.")
     _define(I, "num_train_steps", 125000, "Training steps (global batches).", lower_bound=1)
@@ -167,7 +170,8 @@ def main(_):
         lambda: create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
                                  FLAGS.num_warmup_steps, FLAGS.optimizer,
                                  poly_power=FLAGS.poly_power,
-                                 start_warmup_step=FLAGS.start_warmup_step),
+                                 start_warmup_step=FLAGS.start_warmup_step,
+                                 bias_correction=FLAGS.bias_correction),
         FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,

@@ -118,7 +118,7 @@ def _classifier(zh, out, precision, **extra):
         init_checkpoint=zh["release"] + "/model.ckpt-best", vocab_file=zh["vocab"],
         spm_model_file="", do_lower_case=True, do_train=True, do_eval=True, do_predict=True,
         train_step=160, warmup_step=10, save_checkpoints_steps=160, mixed_precision=precision,
-        learning_rate=1.5e-3), **extra})
+        learning_rate=5e-3), **extra})
 
 
 @pytest.fixture(scope="module")

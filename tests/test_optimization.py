@@ -204,6 +204,45 @@ def test_schedule_values_match_original_and_never_go_negative():
     assert float(no_warmup(tf.constant(25, tf.int64))) == pytest.approx(1.5e-3)
 
 
+def test_schedule_decays_after_warmup_when_asked():
+    """decay_after_warmup: the peak --learning_rate at the end of the warmup, then a straight
+    line to 0 at the last step (transformers' linear schedule); the original's line starts at
+    step 0."""
+    sched = WarmupPolynomialDecay(1e-3, 1000, 100, decay_after_warmup=True)
+    expected = {0: 0.0, 50: 5e-4, 100: 1e-3, 550: 5e-4, 910: 1e-4, 1000: 0.0, 2000: 0.0}
+    for step, lr in expected.items():
+        assert float(sched(step)) == pytest.approx(lr, abs=1e-9), step
+    assert float(WarmupPolynomialDecay(1e-3, 1000, 100)(100)) == pytest.approx(9e-4)
+    late = WarmupPolynomialDecay(1e-3, 1000, 100, start_warmup_step=200, power=2.0,
+                                 end_learning_rate=1e-5, decay_after_warmup=True)
+    assert float(late(300)) == pytest.approx(1e-3)
+    assert float(late(650)) == pytest.approx(0.99e-3 * 0.5 ** 2 + 1e-5)
+    assert float(late(1000)) == pytest.approx(1e-5)
+    assert WarmupPolynomialDecay.from_config(sched.get_config()).decay_after_warmup
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_first_step_by_hand(bias_correction):
+    """Step 1 from zero moments, in closed form: m = 0.1 g and v = 0.001 g², so the original
+    update is lr·0.1g/(√0.001|g| + ε) ≈ 3.16·lr·sign(g), Adam's with the correction
+    lr·g/(|g| + ε) ≈ lr·sign(g): the original's first steps are about 3x as large."""
+    g = np.array([[0.5, -2e-3], [1e-7, -0.3]], np.float32)
+    w0 = np.array([[0.2, -0.1], [0.05, 0.3]], np.float32)
+    w = keras.Variable(w0, name="kernel")
+    opt = AdamWeightDecay(0.01, weight_decay_rate=0.0, bias_correction=bias_correction,
+                          global_clipnorm=None)
+    opt.apply_gradients([(tf.constant(g), w)])
+    g64 = g.astype(np.float64)
+    if bias_correction:
+        step = g64 / (np.abs(g64) + 1e-6)
+    else:
+        step = 0.1 * g64 / (np.sqrt(0.001) * np.abs(g64) + 1e-6)
+    np.testing.assert_allclose(w.numpy(), w0 - 0.01 * step, rtol=0, atol=1e-7)
+    moved = np.abs(w.numpy() - w0)[0, 0] / 0.01
+    assert moved == pytest.approx(1 / np.sqrt(0.001) * 0.1 if not bias_correction else 1.0,
+                                  rel=1e-4)
+
+
 def test_schedule_rejects_bad_steps():
     with pytest.raises(ValueError, match="num_train_steps must be positive"):
         WarmupPolynomialDecay(1e-3, 0)

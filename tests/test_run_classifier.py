@@ -78,7 +78,7 @@ def assets(tmp_path_factory):
 
 def run(**overrides):
     """Parses run_classifier flags from keyword arguments and runs main in this process."""
-    defaults = dict(strategy="one_device", mixed_precision="none", learning_rate=2e-3,
+    defaults = dict(strategy="one_device", mixed_precision="none", learning_rate=6e-3,
                 train_batch_size=16, eval_batch_size=32, predict_batch_size=16,
                 max_seq_length=32, log_steps=20)
     return run_main(run_classifier, defaults, overrides)
@@ -139,7 +139,7 @@ def test_python_api_fine_tunes_without_the_script(assets, tmp_path):
     task = GlueTask(glue.get_task("cola"), assets["data_dir"], tokenizer, 32, str(out))
     options = finetuning_options(
         output_dir=str(out), init_checkpoint=assets["init"], do_train=True, do_eval=True,
-        train_step=90, warmup_step=10, save_checkpoints_steps=90, learning_rate=2e-3,
+        train_step=90, warmup_step=10, save_checkpoints_steps=90, learning_rate=6e-3,
         train_batch_size=16, eval_batch_size=32, max_seq_length=32, strategy="one_device",
         mixed_precision="none")
     best = run_finetuning(task, options)
@@ -205,7 +205,7 @@ def test_hub_module_training_and_tokenizer(assets, tmp_path):
     out = tmp_path / "out"
     run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
         albert_hub_module_handle=hub, do_train=True, do_eval=True, train_step=200,
-        warmup_step=20, save_checkpoints_steps=200, learning_rate=1e-3)
+        warmup_step=20, save_checkpoints_steps=200, learning_rate=3e-3)
     results = _read_kv(out / "eval_results.txt")
     assert float(results["eval_accuracy"]) > 0.8, results
     # The fine-tuned hub variables are in our checkpoint, under hub/ names.
@@ -222,7 +222,7 @@ def test_our_encoder_export_as_hub_module(assets, tmp_path):
     out = tmp_path / "out"
     run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
         albert_hub_module_handle=handle, do_train=True, do_eval=True, train_step=200,
-        warmup_step=20, save_checkpoints_steps=200, learning_rate=1e-3)
+        warmup_step=20, save_checkpoints_steps=200, learning_rate=3e-3)
     results = _read_kv(out / "eval_results.txt")
     assert float(results["eval_accuracy"]) > 0.8, results
 
@@ -286,7 +286,7 @@ def test_stsb_regression_metrics(assets, tmp_path):
     run(task_name="sts-b", data_dir=tmp_path / "data", output_dir=out,
         spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
         do_eval=True, train_step=200, warmup_step=10, save_checkpoints_steps=100,
-        learning_rate=1e-3)
+        learning_rate=3e-3)
     results = _read_kv(out / "eval_results.txt")
     assert set(results) == {"pearson", "spearman", "MSE", "eval_loss", "global_step"}
     assert float(results["pearson"]) > 0.8, results

@@ -49,7 +49,7 @@ def assets(tmp_path_factory):
 def run(**overrides):
     """Parses run_race flags from keyword arguments and runs main in this process."""
     defaults = dict(run_race.RACE_DEFAULTS, strategy="one_device", mixed_precision="none",
-                learning_rate=3e-3, warmup_step=20, train_batch_size=16, eval_batch_size=16,
+                learning_rate=1e-2, warmup_step=20, train_batch_size=16, eval_batch_size=16,
                 predict_batch_size=16, max_seq_length=48, max_qa_length=16, log_steps=50,
                 do_predict=False)
     return run_main(run_race, defaults, overrides)

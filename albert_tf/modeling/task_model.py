@@ -7,6 +7,7 @@ import tensorflow as tf
 from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.training.optimizers import finetuning_optimizer
 
 
 class TaskModel(PretrainedMixin, keras.Model):
@@ -48,7 +49,11 @@ class TaskModel(PretrainedMixin, keras.Model):
         names = self.keras_outputs()
         return y_pred[names[0]] if len(names) == 1 else tuple(y_pred[n] for n in names)
 
-    def compile(self, optimizer="rmsprop", loss=None, **kwargs):
+    def compile(self, optimizer=None, loss=None, **kwargs):
+        """Keras's compile; without an optimizer, the scripts' fine-tuning update
+        (`finetuning_optimizer()`: AdamW with bias correction at a constant 5e-5, clipped)."""
+        if optimizer is None:
+            optimizer = finetuning_optimizer()
         super().compile(optimizer=optimizer, loss=loss, **kwargs)
         if loss is None:  # Keras would keep an earlier compile's loss and metrics
             self._compile_loss = None

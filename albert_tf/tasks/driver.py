@@ -28,6 +28,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import refuse_foreign_checkpoints, resumable_checkpoints
+from albert_tf.training.stuck import StuckWatch
 
 
 def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train_epochs=None,
@@ -173,7 +174,7 @@ class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
     def __init__(self, task, FLAGS):  # noqa: N803
-        from albert_tf.training.optimizers import create_optimizer
+        from albert_tf.training.optimizers import finetuning_optimizer
         from albert_tf.training.trainer import Trainer
 
         self.task, self.flags = task, FLAGS
@@ -200,14 +201,21 @@ class _Run:
             FLAGS.warmup_proportion)
         self.trainer = Trainer(
             strategy, self.build_model,
-            lambda: create_optimizer(FLAGS.learning_rate, self.num_train_steps,
-                                     self.num_warmup_steps, FLAGS.optimizer),
+            lambda: finetuning_optimizer(
+                FLAGS.learning_rate, self.num_train_steps, self.num_warmup_steps,
+                FLAGS.optimizer, weight_decay_rate=FLAGS.weight_decay_rate,
+                epsilon=FLAGS.adam_epsilon, bias_correction=FLAGS.bias_correction,
+                decay_after_warmup=FLAGS.decay_after_warmup),
             FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
             gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
             steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
             keep_checkpoint_max=FLAGS.keep_checkpoint_max)
         self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
         self.best = {}
+        level = (task.constant_loss(self.train_features)
+                 if self.train_features and hasattr(task, "constant_loss") else None)
+        self.watch = StuckWatch(level, self.num_warmup_steps, FLAGS.learning_rate,
+                                FLAGS.log_steps)
 
     def build_model(self):
         return self.task.build_model(self.make_encoder())
@@ -228,8 +236,12 @@ class _Run:
         """Every eval set's metrics at this checkpoint (the first set unprefixed)."""
         results = {}
         for i, (name, features) in enumerate(self.eval_sets):
-            metrics = self.task.eval_metrics(
-                name, features, self.outputs(features, self.flags.eval_batch_size))
+            outputs = self.outputs(features, self.flags.eval_batch_size)
+            metrics = self.task.eval_metrics(name, features, outputs)
+            if hasattr(self.task, "predicted_classes"):
+                classes = self.task.predicted_classes(features, outputs)
+                if classes is not None:
+                    self.watch.predictions(step, name, classes)
             prefix = "" if i == 0 else f"{name}_"
             results.update({prefix + k: float(v) for k, v in metrics.items()})
         results["global_step"] = step
@@ -246,7 +258,9 @@ class _Run:
         self.trainer.train(self.dataset_fn(self.train_features, f.train_batch_size, True),
                            self.num_train_steps, save_checkpoints_steps=f.save_checkpoints_steps,
                            log_steps=f.log_steps,
-                           on_checkpoint=self.evaluate if f.do_eval else None)
+                           on_checkpoint=self.evaluate if f.do_eval else None,
+                           on_log=lambda step, metrics: self.watch.training_loss(
+                               step, metrics["loss"]))
 
     def evaluate_saved(self):
         checkpoints = _saved_checkpoints(self.flags.output_dir)

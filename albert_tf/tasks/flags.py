@@ -8,6 +8,7 @@ from absl import app, flags
 
 from albert_tf.data.features import PADDINGS
 from albert_tf.training import distribution
+from albert_tf.training.optimizers import FINETUNING_UPDATE
 
 
 def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
@@ -63,6 +64,15 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
       "Accepted for compatibility; see --steps_per_execution.")
     D(I, "num_tpu_cores", 8, "Accepted for compatibility.")
     D(E, "optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
+    D(B, "bias_correction", FINETUNING_UPDATE["bias_correction"],
+      "Adam's bias correction of the moment estimates. The original had none: its first "
+      "updates are 3-6x Adam's (--nobias_correction --nodecay_after_warmup is its update).")
+    D(B, "decay_after_warmup", FINETUNING_UPDATE["decay_after_warmup"],
+      "Decay the learning rate linearly from --learning_rate at the end of the warmup to 0; "
+      "false: from step 0, as the original (the peak after warmup is then below it).")
+    D(F, "adam_epsilon", FINETUNING_UPDATE["epsilon"], "Epsilon of the Adam denominator.")
+    D(F, "weight_decay_rate", FINETUNING_UPDATE["weight_decay_rate"],
+      "Decoupled weight decay (LayerNorm and bias variables excluded).", lower_bound=0)
     D(F, "classifier_dropout", 0.1,
       "Dropout before the task head (the original hard-coded 0.1).")
     D(E, "padding", "bucket", PADDINGS,

@@ -8,6 +8,7 @@ from absl import logging
 
 from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_text, file_digest
+from albert_tf.training.stuck import constant_loss
 
 
 def matthews_corrcoef(labels, predictions):
@@ -122,6 +123,16 @@ class GlueTask:
 
     def eval_metrics(self, name, features, outputs):
         return glue_metrics(self.task, features["label_ids"], outputs)
+
+    def constant_loss(self, features):
+        """The training loss of predicting the label frequencies whatever the input."""
+        return constant_loss(features["label_ids"], self.task.is_regression)
+
+    def predicted_classes(self, features, outputs):
+        """The predicted labels (None for regression)."""
+        if self.task.is_regression:
+            return None
+        return np.asarray(self.task.labels)[np.argmax(outputs["logits"], -1)]
 
     def predict_sets(self):
         """(name, features); MNLI adds the mismatched test set and AX when their files exist."""

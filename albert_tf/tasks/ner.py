@@ -13,6 +13,7 @@ from albert_tf.files import atomic_write_text, file_digest
 from albert_tf.modeling.token_classifier import HEAD_NAMES, AlbertTokenClassifier
 from albert_tf.tasks import conll_metrics
 from albert_tf.training.results import write_eval_results
+from albert_tf.training.stuck import constant_loss
 
 _CHUNK_TAG = re.compile(r"^[BIES]-.")
 
@@ -115,6 +116,13 @@ class NerTask:
     def predicted_tags(self, features, outputs):
         return [[self.labels[i] for i in row]
                 for row in tagging.words_of_windows(features, outputs["tag_ids"])]
+
+    def constant_loss(self, features):
+        """The training loss of predicting the tag frequencies whatever the input."""
+        return constant_loss(features["tag_ids"][features["tag_mask"] > 0])
+
+    def predicted_classes(self, features, outputs):
+        return [tag for row in self.predicted_tags(features, outputs) for tag in row]
 
     def eval_metrics(self, name, features, outputs):
         """name: the split ("dev" or "test")."""

@@ -11,6 +11,7 @@ from absl import logging
 from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_text
 from albert_tf.training.results import write_eval_results
+from albert_tf.training.stuck import constant_loss
 
 
 def accuracies(levels, labels, outputs, prefix="eval_"):
@@ -83,6 +84,14 @@ class RaceTask:
 
     def eval_metrics(self, name, features, outputs):
         return accuracies(features["levels"], features["label_ids"], outputs)
+
+    def constant_loss(self, features):
+        """The training loss of predicting the answer letters' frequencies."""
+        return constant_loss(features["label_ids"])
+
+    def predicted_classes(self, features, outputs):
+        from albert_tf.data.race import LETTERS
+        return np.asarray(list(LETTERS))[np.argmax(outputs["logits"], -1)]
 
     def predict_sets(self):
         return [("test", self.features("test"))]

@@ -1,8 +1,10 @@
 """ALBERT's optimizers (AdamW, LAMB) and its warmup + polynomial-decay learning rate.
 
-The numbers follow the original TF1 code: no bias correction, decoupled weight decay added to
-the Adam direction, LayerNorm and bias excluded, global-norm clipping at 1.0. TensorFlow
-backend only (the clipping hooks into Keras's tf.distribute gradient all-reduce).
+The numbers follow the original TF1 code: decoupled weight decay added to the Adam direction,
+LayerNorm and bias excluded, global-norm clipping at 1.0, and optionally its lack of bias
+correction. Fine-tuning defaults to Adam's bias correction and a decay from the end of the
+warmup (FINETUNING_UPDATE, measured in docs/finetuning.md); ORIGINAL_UPDATE is the original's.
+TensorFlow backend only (the clipping hooks into Keras's tf.distribute gradient all-reduce).
 """
 
 import math
@@ -13,18 +15,29 @@ import tensorflow as tf
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_NAMES = ("adamw", "lamb")
+# The fine-tuning update of every task script, the Python task API and TaskModel.compile: the
+# one that won bench/bench_finetune_stability.py (docs/finetuning.md). Without the correction the
+# first updates are 3-6x Adam's, and runs at higher rates end at the majority class.
+FINETUNING_UPDATE = dict(bias_correction=True, decay_after_warmup=True, epsilon=1e-6,
+                         weight_decay_rate=0.01)
+# The original's AdamWeightDecayOptimizer and schedule (--nobias_correction
+# --nodecay_after_warmup).
+ORIGINAL_UPDATE = dict(bias_correction=False, decay_after_warmup=False, epsilon=1e-6,
+                       weight_decay_rate=0.01)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup from 0, then polynomial decay to `end_learning_rate` at `num_train_steps`.
 
-    As in the original, the decay is computed from step 0 (not offset by the warmup). Unlike
-    the original, steps before `start_warmup_step` get 0 instead of a negative rate.
+    As in the original, the decay is computed from step 0, so the peak after warmup is below
+    `init_lr`; `decay_after_warmup=True` starts it at the end of the warmup instead (from
+    `init_lr`, as transformers' and Model Garden's schedules do). Unlike the original, steps
+    before `start_warmup_step` get 0 instead of a negative rate.
     """
 
     def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, end_learning_rate=0.0,
-                 power=1.0, start_warmup_step=0, name=None):
+                 power=1.0, start_warmup_step=0, decay_after_warmup=False, name=None):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}.")
         if num_warmup_steps < 0 or start_warmup_step < 0:
@@ -37,12 +50,16 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.end_learning_rate = float(end_learning_rate)
         self.power = float(power)
         self.start_warmup_step = int(start_warmup_step)
+        self.decay_after_warmup = bool(decay_after_warmup)
         self.name = name
 
     def __call__(self, step):
         with tf.name_scope(self.name or "WarmupPolynomialDecay"):
             step = tf.cast(step, tf.float32)
-            done = tf.minimum(step, float(self.num_train_steps)) / self.num_train_steps
+            start = (self.start_warmup_step + self.num_warmup_steps
+                     if self.decay_after_warmup else 0)
+            span = max(self.num_train_steps - start, 1)
+            done = tf.clip_by_value((step - start) / span, 0.0, 1.0)
             decayed = ((self.init_lr - self.end_learning_rate) * (1.0 - done) ** self.power
                        + self.end_learning_rate)
             if not self.num_warmup_steps:
@@ -59,6 +76,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             "end_learning_rate": self.end_learning_rate,
             "power": self.power,
             "start_warmup_step": self.start_warmup_step,
+            "decay_after_warmup": self.decay_after_warmup,
             "name": self.name,
         }
 
@@ -202,7 +220,7 @@ class Lamb(_AdamBase):
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="lamb",
                      poly_power=1.0, start_warmup_step=0, weight_decay_rate=0.01, clip_norm=1.0,
                      end_learning_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                     bias_correction=False,
+                     bias_correction=False, decay_after_warmup=False,
                      exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
                      exclude_from_layer_adaptation=None):
     """The original's create_optimizer: schedule + AdamW or LAMB, global-norm clipping at 1.0.
@@ -222,7 +240,8 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="lamb
                          f"{', '.join(repr(n) for n in OPTIMIZER_NAMES)}.")
     schedule = WarmupPolynomialDecay(
         init_lr, num_train_steps, num_warmup_steps, end_learning_rate=end_learning_rate,
-        power=poly_power, start_warmup_step=start_warmup_step)
+        power=poly_power, start_warmup_step=start_warmup_step,
+        decay_after_warmup=decay_after_warmup)
     common = dict(learning_rate=schedule, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
                   beta_2=beta_2, epsilon=epsilon, bias_correction=bias_correction,
                   exclude_from_weight_decay=exclude_from_weight_decay,
@@ -230,6 +249,22 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="lamb
     if name == "lamb":
         return Lamb(exclude_from_layer_adaptation=exclude_from_layer_adaptation, **common)
     return AdamWeightDecay(**common)
+
+
+def finetuning_optimizer(learning_rate=5e-5, num_train_steps=None, num_warmup_steps=0,
+                         optimizer="adamw", **overrides):
+    """The fine-tuning default (FINETUNING_UPDATE; `overrides` change any of create_optimizer's
+    arguments): warmup then linear decay over `num_train_steps`, or without them a constant
+    `learning_rate` (Keras's `fit`, where the number of steps is not known here)."""
+    settings = {**FINETUNING_UPDATE, **overrides}
+    if num_train_steps is not None:
+        return create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer,
+                                **settings)
+    if num_warmup_steps:
+        raise ValueError("num_warmup_steps needs num_train_steps")
+    settings.pop("decay_after_warmup")
+    clip_norm = settings.pop("clip_norm", 1.0)
+    return AdamWeightDecay(learning_rate, global_clipnorm=clip_norm or None, **settings)
 
 
 class ReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):

@@ -23,7 +23,7 @@ class Progress:
         self.steps += steps
 
     def log(self, step, metrics_from_sums, learning_rate):
-        """A progress line and the train summaries at `step`."""
+        """A progress line and the train summaries at `step`; returns the metrics."""
         elapsed = time.perf_counter() - self.start
         metrics = {n: float(v) for n, v in metrics_from_sums(self.sums).items()}
         metrics["learning_rate"] = learning_rate
@@ -35,3 +35,4 @@ class Progress:
                 tf.summary.scalar(name, value)
         self.writer.flush()
         self._reset()
+        return metrics

@@ -234,12 +234,12 @@ class Trainer:
         return "TensorFlow ops, no XLA"
 
     def train(self, dataset_fn, num_train_steps, *, save_checkpoints_steps, log_steps=100,
-              on_checkpoint=None):
+              on_checkpoint=None, on_log=None):
         """Trains up to `num_train_steps` (global steps), saving every `save_checkpoints_steps`.
 
         dataset_fn(input_context) returns the per-replica batches. `on_checkpoint(path, step)`
-        runs after each save (the pretraining script evaluates there). A non-finite loss stops
-        training before anything is saved.
+        runs after each save (the pretraining script evaluates there), `on_log(step, metrics)`
+        after each progress line. A non-finite loss stops training before anything is saved.
         """
         last_saved = tf.train.latest_checkpoint(self.output_dir)
         if self.step >= num_train_steps:
@@ -261,8 +261,10 @@ class Trainer:
                 progress.add(self._run_chunk(iterator, chunk, last_saved), chunk)
                 step = self.step
                 if step % log_steps == 0 or step >= num_train_steps:
-                    progress.log(step, self.model.metrics_from_sums,
-                                 current_learning_rate(self.optimizer))
+                    metrics = progress.log(step, self.model.metrics_from_sums,
+                                           current_learning_rate(self.optimizer))
+                    if on_log is not None:
+                        on_log(step, metrics)
                 if step % save_checkpoints_steps == 0 or step >= num_train_steps:
                     path = self.save()
                     last_saved, saved_at = path or last_saved, step

@@ -1,0 +1,63 @@
+"""Telling a fine-tuning run that learns nothing: past the warmup its training loss stays at
+the best constant prediction's, or every eval prediction is one class."""
+
+import numpy as np
+from absl import logging
+
+# A learning run is well below the constant prediction's loss soon after the warmup.
+TOLERANCE = 0.02
+
+
+def constant_loss(labels, regression=False):
+    """The training loss of the best constant prediction: the entropy of the label frequencies
+    (cross-entropy; ln C for balanced classes) or their variance (squared error). None when
+    there are no labels or they are all the same."""
+    labels = np.asarray(labels).reshape(-1)
+    if labels.size == 0:
+        return None
+    if regression:
+        value = float(np.var(labels.astype(np.float64)))
+    else:
+        _, counts = np.unique(labels, return_counts=True)
+        p = counts / counts.sum()
+        value = float(-(p * np.log(p)).sum())
+    return value or None
+
+
+class StuckWatch:
+    """Warns (once for the loss, at each evaluation for the predictions) when a run is stuck,
+    with what to try."""
+
+    def __init__(self, constant_loss, num_warmup_steps, learning_rate, log_steps):
+        self.level = constant_loss
+        self.warmup = num_warmup_steps
+        self.learning_rate = learning_rate
+        self.log_steps = log_steps
+        self.warned = False
+
+    def advice(self):
+        return (f"try a lower --learning_rate (now {self.learning_rate:g}) or a longer warmup "
+                f"(--warmup_step, --warmup_proportion; now {self.warmup} steps)")
+
+    def training_loss(self, step, loss):
+        """Checks a progress line's mean loss (its steps all past the warmup)."""
+        if (self.level is None or self.warned or step - self.log_steps < self.warmup
+                or loss < (1.0 - TOLERANCE) * self.level):
+            return False
+        self.warned = True
+        logging.warning(
+            "The training loss %.4g at step %d, %d steps after the warmup, is no better than "
+            "a constant prediction's (%.4g: the label frequencies, whatever the input): the "
+            "model is not learning from its input; %s.", loss, step, step - self.warmup,
+            self.level, self.advice())
+        return True
+
+    def predictions(self, step, name, classes):
+        """Checks one evaluation's predicted classes (labels, tags or answers)."""
+        classes = np.asarray(classes).reshape(-1)
+        if classes.size < 2 or np.any(classes != classes[0]):
+            return False
+        logging.warning("Every %s prediction at step %d is %r (%d of %d): the model predicts "
+                        "one class whatever the input; %s.", name, step, str(classes[0]),
+                        classes.size, classes.size, self.advice())
+        return True

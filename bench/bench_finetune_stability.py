@@ -1,0 +1,322 @@
+"""Fine-tuning stability: ours against transformers from the same checkpoint, seeds × rates.
+
+Two real-text tasks made from the bundled held-out novels (data/glue/SST-2's sentences):
+  classify  which novel a sentence comes from (data/glue/SST-2, 3000 train / 500 dev, balanced)
+  tag       punctuation restoration: each word of the sentence, stripped of punctuation, is
+            tagged with the mark that followed it (B-COMMA for , ; :, B-PERIOD, B-QUESTION,
+            B-EXCLAIM) or O; scored by conlleval entity F1 (all O scores 0)
+Each run fine-tunes the same pretrained checkpoint with the same schedule (steps, warmup, batch,
+peak rate) and is scored by the same code on the same dev features:
+  ours:<precision>[:<variant>]  run_finetuning (what run_classifier / run_ner run), with the
+                                fine-tuning defaults or a named variant of the optimizer flags
+  transformers                  AlbertForSequence/TokenClassification from the checkpoint
+                                converted with convert_checkpoint --format=hf, torch AdamW
+                                (eps 1e-8, weight decay 0.01 except bias and LayerNorm), linear
+                                warmup then linear decay, global-norm clipping at 1.0
+A run is "stuck" when it ends at the constant prediction: classification accuracy within one
+example of the dev majority rate, tagging F1 below 0.01.
+
+  python bench/bench_finetune_stability.py --init_checkpoint=demo_output/pretrained \
+      --spm_model_file=demo_output/spm.model --tasks=classify,tag \
+      --learning_rates=1e-4,5e-4,2e-3 --seeds=1,2,3,4,5 \
+      --runs=ours:bfloat16,ours:none,ours:float16,ours:bfloat16:original,transformers
+
+Results are appended as JSON lines to --results (a rerun skips the runs already there), then
+summarised per task, learning rate and run as mean ± standard deviation and stuck count.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import logging  # noqa: E402
+
+from albert_tf.data import glue  # noqa: E402
+from albert_tf.data.features import num_examples  # noqa: E402
+from albert_tf.data.tagging import words_of_windows  # noqa: E402
+from albert_tf.formats.tokenizers import load_tokenizer  # noqa: E402
+from albert_tf.tasks import GlueTask, NerTask, finetuning_options, run_finetuning  # noqa: E402
+from albert_tf.tasks.ner import run_labels  # noqa: E402
+
+# The optimizer flags of the original's update, and of single changes to measure one at a time.
+VARIANTS = {
+    "original": dict(bias_correction=False, decay_after_warmup=False, adam_epsilon=1e-6),
+    "bias_correction": dict(bias_correction=True, decay_after_warmup=False, adam_epsilon=1e-6),
+    "bc_decay": dict(bias_correction=True, decay_after_warmup=True, adam_epsilon=1e-6),
+    "bc_decay_eps8": dict(bias_correction=True, decay_after_warmup=True, adam_epsilon=1e-8),
+    "bc_eps8": dict(bias_correction=True, decay_after_warmup=False, adam_epsilon=1e-8),
+    "decay": dict(bias_correction=False, decay_after_warmup=True, adam_epsilon=1e-6),
+    "bucket_off": dict(padding="batch"),
+}
+PUNCTUATION = {",": "COMMA", ";": "COMMA", ":": "COMMA", ".": "PERIOD", "?": "QUESTION",
+               "!": "EXCLAIM"}
+
+
+def punctuation_tags(sentence):
+    """(words, tags) of a sentence: words without punctuation, each tagged with the mark that
+    followed it (the last of ?!. or ,;: in its trailing punctuation), else O."""
+    words, tags = [], []
+    for raw in sentence.split():
+        word = re.sub(r"^\W+|\W+$", "", raw)
+        if not word:
+            continue
+        trailing = raw[raw.rfind(word[-1]) + 1:]
+        marks = [PUNCTUATION[c] for c in trailing if c in PUNCTUATION]
+        words.append(word)
+        tags.append("B-" + marks[-1] if marks else "O")
+    return words, tags
+
+
+def write_tagging_data(directory):
+    """train.txt / dev.txt / test.txt (CoNLL) from SST-2's train / dev / test sentences."""
+    os.makedirs(directory, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        with open(os.path.join(ROOT, "data/glue/SST-2", f"{split}.tsv")) as f:
+            rows = [line.rstrip("\n").split("\t") for line in f][1:]
+        text_column = 1 if split == "test" else 0
+        lines = []
+        for row in rows:
+            words, tags = punctuation_tags(row[text_column])
+            lines.extend(f"{w} {t}\n" for w, t in zip(words, tags))
+            lines.append("\n")
+        with open(os.path.join(directory, f"{split}.txt"), "w") as f:
+            f.writelines(lines)
+    return directory
+
+
+def make_task(name, args, tokenizer, output_dir):
+    cache = os.path.join(args.work_dir, f"cache_{name}")
+    if name == "classify":
+        return GlueTask(glue.get_task("sst-2"), os.path.join(ROOT, "data/glue"), tokenizer,
+                        args.max_seq_length, cache)
+    data = write_tagging_data(os.path.join(args.work_dir, "punctuation"))
+    return NerTask(data, tokenizer, args.max_seq_length, cache,
+                   run_labels(output_dir, data, needed=True))
+
+
+def stuck(task, features, value):
+    """Whether a dev score is the constant prediction's: F1 below 0.01 (tagging), accuracy
+    within one example of the majority rate (classification)."""
+    if isinstance(task, NerTask):
+        return value < 0.01
+    labels = features["label_ids"]
+    majority = np.bincount(labels).max() / len(labels)
+    return abs(value - majority) <= 1.0 / len(labels) + 1e-9
+
+
+def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
+    out = tempfile.mkdtemp(dir=args.work_dir)
+    try:
+        task = make_task(task_name, args, tokenizer, out)
+        options = finetuning_options(
+            output_dir=out, init_checkpoint=args.init_checkpoint,
+            spm_model_file=args.spm_model_file, do_train=True, do_eval=True,
+            max_seq_length=args.max_seq_length, train_batch_size=args.batch_size,
+            eval_batch_size=100, learning_rate=lr, train_step=args.steps,
+            warmup_step=args.warmup, save_checkpoints_steps=args.steps,
+            log_steps=args.steps // 4, random_seed=seed, mixed_precision=precision,
+            **VARIANTS.get(variant, {}))
+        value = run_finetuning(task, options)[task.best_metric]
+        return value, stuck(task, task.eval_sets()[0][1], value)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        keras.backend.clear_session()
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def hf_checkpoint(args):
+    path = os.path.join(args.work_dir, "hf")
+    if not os.path.exists(os.path.join(path, "config.json")):
+        subprocess.run([sys.executable, "-m", "albert_tf.convert_checkpoint",
+                        f"--input={args.init_checkpoint}", f"--output_dir={path}",
+                        "--format=hf"], check=True, cwd=ROOT)
+    return path
+
+
+def _examples(features, keys):
+    bounds = np.cumsum(features["lengths"])[:-1]
+    return {k: np.split(features[k].astype(np.int64), bounds) for k in keys}
+
+
+def _batch(torch, columns, index, pad_values):
+    length = max(len(columns["input_word_ids"][i]) for i in index)
+    out = {}
+    for key, pad in pad_values.items():
+        rows = [np.pad(columns[key][i], (0, length - len(columns[key][i])),
+                       constant_values=pad) for i in index]
+        out[key] = torch.tensor(np.stack(rows))
+    return out
+
+
+def run_transformers(task_name, lr, seed, args, tokenizer):
+    import torch
+    import transformers
+
+    out = tempfile.mkdtemp(dir=args.work_dir)
+    try:
+        task = make_task(task_name, args, tokenizer, out)
+        tagging = isinstance(task, NerTask)
+        torch.manual_seed(seed)
+        torch.set_num_threads(args.threads)
+        path = hf_checkpoint(args)
+        if tagging:
+            model = transformers.AlbertForTokenClassification.from_pretrained(
+                path, num_labels=len(task.labels))
+        else:
+            model = transformers.AlbertForSequenceClassification.from_pretrained(
+                path, num_labels=task.task.num_labels)
+        no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+        decay = [p for n, p in model.named_parameters()
+                 if not ("bias" in n or "LayerNorm" in n)]
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                       {"params": no_decay, "weight_decay": 0.0}],
+                                      lr=lr, eps=1e-8)
+        schedule = transformers.get_linear_schedule_with_warmup(optimizer, args.warmup,
+                                                                args.steps)
+        train = task.train_features()
+        keys = ["input_word_ids", "input_type_ids"] + (["tag_ids", "tag_mask"] if tagging
+                                                       else [])
+        columns = _examples(train, keys)
+        columns["attention_mask"] = [np.ones_like(x) for x in columns["input_word_ids"]]
+        if tagging:
+            columns["labels"] = [np.where(m > 0, t - 1, -100)
+                                 for t, m in zip(columns["tag_ids"], columns["tag_mask"])]
+            pads = {"input_word_ids": 0, "input_type_ids": 0, "attention_mask": 0,
+                    "labels": -100}
+        else:
+            pads = {"input_word_ids": 0, "input_type_ids": 0, "attention_mask": 0}
+        rng = np.random.default_rng(seed)
+        n = num_examples(train)
+        order, at = rng.permutation(n), 0
+        model.train()
+        for _ in range(args.steps):
+            if at + args.batch_size > n:
+                order, at = rng.permutation(n), 0
+            index = order[at:at + args.batch_size]
+            at += args.batch_size
+            batch = _batch(torch, columns, index, pads)
+            inputs = dict(input_ids=batch["input_word_ids"], token_type_ids=batch[
+                "input_type_ids"], attention_mask=batch["attention_mask"])
+            labels = (batch["labels"] if tagging else
+                      torch.tensor(train["label_ids"][index].astype(np.int64)))
+            loss = model(**inputs, labels=labels).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+        model.eval()
+        dev = task.eval_sets()[0][1]
+        dev_columns = _examples(dev, ["input_word_ids", "input_type_ids"])
+        dev_columns["attention_mask"] = [np.ones_like(x) for x in dev_columns["input_word_ids"]]
+        logits = []
+        with torch.no_grad():
+            for start in range(0, num_examples(dev), 100):
+                index = range(start, min(start + 100, num_examples(dev)))
+                batch = _batch(torch, dev_columns, index,
+                               {"input_word_ids": 0, "input_type_ids": 0, "attention_mask": 0})
+                out_logits = model(input_ids=batch["input_word_ids"],
+                                   token_type_ids=batch["input_type_ids"],
+                                   attention_mask=batch["attention_mask"]).logits.numpy()
+                if tagging:
+                    out_logits = np.pad(out_logits, [(0, 0), (0, args.max_seq_length
+                                                              - out_logits.shape[1]), (0, 0)])
+                logits.extend(out_logits)
+        logits = np.stack(logits)
+        if tagging:
+            outputs = {"tag_ids": logits.argmax(-1), "loss_sum": np.zeros(1),
+                       "token_count": np.ones(1)}
+        else:
+            outputs = {"logits": logits, "per_example_loss": np.zeros(len(logits))}
+        value = task.eval_metrics("dev", dev, outputs)[task.best_metric]
+        return value, stuck(task, dev, value)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def summarise(results):
+    rows = {}
+    for r in results:
+        rows.setdefault((r["task"], r["learning_rate"], r["run"]), []).append(r)
+    lines = ["| task | learning rate | run | runs | mean | std | min | stuck |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (task, lr, run), rs in sorted(rows.items()):
+        values = np.array([r["score"] for r in rs])
+        lines.append(f"| {task} | {lr:g} | {run} | {len(rs)} | {values.mean():.3f} | "
+                     f"{values.std(ddof=1) if len(values) > 1 else 0:.3f} | "
+                     f"{values.min():.3f} | {sum(r['stuck'] for r in rs)} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--init_checkpoint", required=True)
+    parser.add_argument("--spm_model_file", required=True)
+    parser.add_argument("--tasks", default="classify,tag")
+    parser.add_argument("--learning_rates", default="1e-4,5e-4,2e-3")
+    parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser.add_argument("--runs", default="ours:bfloat16,ours:none,ours:float16,transformers")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--max_seq_length", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
+                                                           "finetune_stability"))
+    parser.add_argument("--results", default=None,
+                        help="JSON lines, appended (default <work_dir>/results.jsonl)")
+    parser.add_argument("--summary_only", action="store_true")
+    args = parser.parse_args()
+    logging.set_verbosity(logging.WARNING)
+    os.makedirs(args.work_dir, exist_ok=True)
+    path = args.results or os.path.join(args.work_dir, "results.jsonl")
+    results = []
+    if os.path.exists(path):
+        with open(path) as f:
+            results = [json.loads(line) for line in f if line.strip()]
+    done = {(r["task"], r["learning_rate"], r["run"], r["seed"]) for r in results}
+    tokenizer = load_tokenizer(args.spm_model_file)
+    if not args.summary_only:
+        for task in args.tasks.split(","):
+            for lr in [float(x) for x in args.learning_rates.split(",")]:
+                for seed in [int(x) for x in args.seeds.split(",")]:
+                    for run in args.runs.split(","):
+                        if (task, lr, run, seed) in done:
+                            continue
+                        start = time.perf_counter()
+                        if run == "transformers":
+                            value, stuck = run_transformers(task, lr, seed, args, tokenizer)
+                        else:
+                            _, precision, *variant = run.split(":")
+                            value, stuck = run_ours(task, lr, seed, precision,
+                                                    variant[0] if variant else None, args,
+                                                    tokenizer)
+                        record = dict(task=task, learning_rate=lr, run=run, seed=seed,
+                                      score=value, stuck=bool(stuck),
+                                      seconds=round(time.perf_counter() - start, 1),
+                                      steps=args.steps, warmup=args.warmup,
+                                      batch_size=args.batch_size,
+                                      max_seq_length=args.max_seq_length)
+                        print(json.dumps(record), flush=True)
+                        with open(path, "a") as f:
+                            f.write(json.dumps(record) + "\n")
+                        results.append(record)
+    print(summarise(results))
+
+
+if __name__ == "__main__":
+    main()
