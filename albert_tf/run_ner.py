@@ -29,10 +29,12 @@ from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.ner import NerTask, run_labels
 
 FLAGS = flags.FLAGS
-# Numbers for sentence-level tagging data (CoNLL-2003 sentences are short).
+# Numbers for sentence-level tagging data (CoNLL-2003 sentences are short). Batches are not
+# grouped by length: with a loss over tokens, batches of only long or only short sentences
+# learnt less per step (docs/finetuning.md, the update).
 NER_DEFAULTS = dict(max_seq_length=128, train_batch_size=32, eval_batch_size=32,
                     predict_batch_size=32, learning_rate=5e-5, train_step=1000,
-                    save_checkpoints_steps=500)
+                    save_checkpoints_steps=500, padding="batch")
 
 
 def define_flags():

@@ -7,8 +7,9 @@ Two real-text tasks made from the bundled held-out novels (data/glue/SST-2's sen
             B-EXCLAIM) or O; scored by conlleval entity F1 (all O scores 0)
 Each run fine-tunes the same pretrained checkpoint with the same schedule (steps, warmup, batch,
 peak rate) and is scored by the same code on the same dev features:
-  ours:<precision>[:<variant>]  run_finetuning (what run_classifier / run_ner run), with the
-                                fine-tuning defaults or a named variant of the optimizer flags
+  ours:<precision>[:<variant>]  run_finetuning with run_classifier's / run_ner's defaults, or
+                                a named variant (VARIANTS: the original's update, single
+                                changes to it, length buckets on or off)
   transformers                  AlbertForSequence/TokenClassification from the checkpoint
                                 converted with convert_checkpoint --format=hf, torch AdamW
                                 (eps 1e-8, weight decay 0.01 except bias and LayerNorm), linear
@@ -51,6 +52,7 @@ from albert_tf.data.tagging import words_of_windows  # noqa: E402
 from albert_tf.formats.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.tasks import GlueTask, NerTask, finetuning_options, run_finetuning  # noqa: E402
 from albert_tf.tasks.ner import run_labels  # noqa: E402
+from albert_tf.run_ner import NER_DEFAULTS  # noqa: E402
 
 # The optimizer flags of the original's update, and of single changes to measure one at a time.
 VARIANTS = {
@@ -60,7 +62,8 @@ VARIANTS = {
     "bc_decay_eps8": dict(bias_correction=True, decay_after_warmup=True, adam_epsilon=1e-8),
     "bc_eps8": dict(bias_correction=True, decay_after_warmup=False, adam_epsilon=1e-8),
     "decay": dict(bias_correction=False, decay_after_warmup=True, adam_epsilon=1e-6),
-    "bucket_off": dict(padding="batch"),
+    "bucket": dict(padding="bucket"),
+    "no_bucket": dict(padding="batch"),
 }
 PUNCTUATION = {",": "COMMA", ";": "COMMA", ":": "COMMA", ".": "PERIOD", "?": "QUESTION",
                "!": "EXCLAIM"}
@@ -129,7 +132,8 @@ def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
             eval_batch_size=100, learning_rate=lr, train_step=args.steps,
             warmup_step=args.warmup, save_checkpoints_steps=args.steps,
             log_steps=args.steps // 4, random_seed=seed, mixed_precision=precision,
-            **VARIANTS.get(variant, {}))
+            **{"padding": NER_DEFAULTS["padding"] if task_name == "tag" else "bucket",
+               **VARIANTS.get(variant, {})})
         value = run_finetuning(task, options)[task.best_metric]
         return value, stuck(task, task.eval_sets()[0][1], value)
     finally:

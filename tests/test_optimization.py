@@ -410,3 +410,43 @@ def test_mirrored_two_replicas_match_one_device():
     assert out["adamw"] < 1e-6 and out["lamb"] < 1e-6, out
     assert out["adamw_steps"] == out["lamb_steps"] == 5
     assert out["fit_moved"]
+
+
+def test_finetuning_default_is_the_same_everywhere():
+    """The scripts' flags, the Python task API, finetuning_optimizer and compile() without an
+    optimizer all take FINETUNING_UPDATE; ORIGINAL_UPDATE is the original's."""
+    from absl import flags
+
+    from albert_tf import (AlbertClassifier, AlbertConfig, finetuning_optimizer, run_classifier,
+                           run_ner, run_race, run_squad)
+    from albert_tf.tasks import finetuning_options
+    from albert_tf.training.optimizers import FINETUNING_UPDATE, ORIGINAL_UPDATE
+    from conftest import TINY
+    from tool_runner import own_flags
+
+    assert FINETUNING_UPDATE == dict(bias_correction=True, decay_after_warmup=True,
+                                     epsilon=1e-6, weight_decay_rate=0.01)
+    assert ORIGINAL_UPDATE == dict(FINETUNING_UPDATE, bias_correction=False,
+                                   decay_after_warmup=False)
+    names = dict(bias_correction="bias_correction", decay_after_warmup="decay_after_warmup",
+                 epsilon="adam_epsilon", weight_decay_rate="weight_decay_rate")
+    for module in (run_classifier, run_squad, run_race, run_ner):
+        with own_flags():
+            module.define_flags()
+            assert {k: flags.FLAGS[f].default for k, f in names.items()} == FINETUNING_UPDATE
+    options = finetuning_options()
+    assert {k: getattr(options, f) for k, f in names.items()} == FINETUNING_UPDATE
+
+    opt = finetuning_optimizer(1e-3, 100, 10)
+    assert type(opt) is AdamWeightDecay and opt.bias_correction and opt.global_clipnorm == 1.0
+    assert float(opt.learning_rate) == 0.0 and opt._learning_rate.decay_after_warmup
+    original = finetuning_optimizer(1e-3, 100, 10, **ORIGINAL_UPDATE)
+    assert not original.bias_correction and not original._learning_rate.decay_after_warmup
+
+    model = AlbertClassifier(AlbertConfig(**TINY), 2)
+    model.compile()
+    assert type(model.optimizer) is AdamWeightDecay and model.optimizer.bias_correction
+    assert float(model.optimizer.learning_rate) == pytest.approx(5e-5)
+    assert model.optimizer.weight_decay_rate == 0.01 and model.optimizer.global_clipnorm == 1.0
+    with pytest.raises(ValueError, match="num_warmup_steps needs num_train_steps"):
+        finetuning_optimizer(1e-3, num_warmup_steps=10)

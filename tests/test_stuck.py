@@ -29,6 +29,7 @@ def test_loss_at_the_constant_level_past_warmup_warns_once(warnings):
     watch = StuckWatch(math.log(2), num_warmup_steps=30, learning_rate=2e-3, log_steps=50)
     assert not watch.training_loss(50, 0.70)  # its window still holds warmup steps
     assert not watch.training_loss(100, 0.60)  # learning
+    assert not watch.training_loss(100, 0.685)  # learning slowly, at a low rate
     assert watch.training_loss(150, 0.6925)
     assert not watch.training_loss(200, 0.6931)  # said once
     assert len(warnings) == 1
