@@ -319,6 +319,20 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_refused(world, tmp_path, caps
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flag,value,message", [
+    ("adam_epsilon", "0", "flag --adam_epsilon=0.0: must be a positive number"),
+    ("weight_decay_rate", "-1", "flag --weight_decay_rate=-1: -1.0 is not a non-negative"),
+])
+def test_optimizer_flag_mistakes_stop_fine_tuning_before_it_writes(world, tmp_path, capsys,
+                                                                   flag, value, message):
+    out = tmp_path / "out"
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=world["glue"], output_dir=out,
+                            init_checkpoint=world["release"], spm_model_file=world["spm"],
+                            **{flag: value}), message)
+    assert not out.exists()
+
+
 def test_batches_must_divide_over_the_replicas():
     from albert_tf.training.distribution import check_batch_sizes
 

@@ -70,7 +70,8 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(B, "decay_after_warmup", FINETUNING_UPDATE["decay_after_warmup"],
       "Decay the learning rate linearly from --learning_rate at the end of the warmup to 0; "
       "false: from step 0, as the original (the peak after warmup is then below it).")
-    D(F, "adam_epsilon", FINETUNING_UPDATE["epsilon"], "Epsilon of the Adam denominator.")
+    D(F, "adam_epsilon", FINETUNING_UPDATE["epsilon"], "Epsilon of the Adam denominator.",
+      validator=POSITIVE)
     D(F, "weight_decay_rate", FINETUNING_UPDATE["weight_decay_rate"],
       "Decoupled weight decay (LayerNorm and bias variables excluded).", lower_bound=0)
     D(F, "classifier_dropout", 0.1,
