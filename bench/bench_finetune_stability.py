@@ -28,7 +28,6 @@ summarised per task, learning rate and run as mean ± standard deviation and stu
 
 import argparse
 import json
-import math
 import os
 import re
 import shutil
@@ -48,20 +47,21 @@ from absl import logging  # noqa: E402
 
 from albert_tf.data import glue  # noqa: E402
 from albert_tf.data.features import num_examples  # noqa: E402
-from albert_tf.data.tagging import words_of_windows  # noqa: E402
 from albert_tf.formats.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.tasks import GlueTask, NerTask, finetuning_options, run_finetuning  # noqa: E402
 from albert_tf.tasks.ner import run_labels  # noqa: E402
 from albert_tf.run_ner import NER_DEFAULTS  # noqa: E402
+from albert_tf.tasks.flags import UPDATE_FLAGS  # noqa: E402
+from albert_tf.training.optimizers import ORIGINAL_UPDATE  # noqa: E402
 
-# The optimizer flags of the original's update, and of single changes to measure one at a time.
+# The original's update and single changes to it, to measure one at a time, as flag values.
+ORIGINAL = {UPDATE_FLAGS[k]: v for k, v in ORIGINAL_UPDATE.items()}
 VARIANTS = {
-    "original": dict(bias_correction=False, decay_after_warmup=False, adam_epsilon=1e-6),
-    "bias_correction": dict(bias_correction=True, decay_after_warmup=False, adam_epsilon=1e-6),
-    "bc_decay": dict(bias_correction=True, decay_after_warmup=True, adam_epsilon=1e-6),
-    "bc_decay_eps8": dict(bias_correction=True, decay_after_warmup=True, adam_epsilon=1e-8),
-    "bc_eps8": dict(bias_correction=True, decay_after_warmup=False, adam_epsilon=1e-8),
-    "decay": dict(bias_correction=False, decay_after_warmup=True, adam_epsilon=1e-6),
+    "original": ORIGINAL,
+    "bias_correction": dict(ORIGINAL, bias_correction=True),
+    "bc_decay": dict(ORIGINAL, bias_correction=True, decay_after_warmup=True),
+    "bc_decay_eps8": dict(ORIGINAL, bias_correction=True, decay_after_warmup=True,
+                          adam_epsilon=1e-8),
     "bucket": dict(padding="bucket"),
     "no_bucket": dict(padding="batch"),
 }

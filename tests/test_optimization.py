@@ -428,8 +428,7 @@ def test_finetuning_default_is_the_same_everywhere():
                                      epsilon=1e-6, weight_decay_rate=0.01)
     assert ORIGINAL_UPDATE == dict(FINETUNING_UPDATE, bias_correction=False,
                                    decay_after_warmup=False)
-    names = dict(bias_correction="bias_correction", decay_after_warmup="decay_after_warmup",
-                 epsilon="adam_epsilon", weight_decay_rate="weight_decay_rate")
+    from albert_tf.tasks.flags import UPDATE_FLAGS as names
     for module in (run_classifier, run_squad, run_race, run_ner):
         with own_flags():
             module.define_flags()

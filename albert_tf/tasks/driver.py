@@ -26,6 +26,7 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
+from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import refuse_foreign_checkpoints, resumable_checkpoints
 from albert_tf.training.stuck import StuckWatch
@@ -201,11 +202,9 @@ class _Run:
             FLAGS.warmup_proportion)
         self.trainer = Trainer(
             strategy, self.build_model,
-            lambda: finetuning_optimizer(
-                FLAGS.learning_rate, self.num_train_steps, self.num_warmup_steps,
-                FLAGS.optimizer, weight_decay_rate=FLAGS.weight_decay_rate,
-                epsilon=FLAGS.adam_epsilon, bias_correction=FLAGS.bias_correction,
-                decay_after_warmup=FLAGS.decay_after_warmup),
+            lambda: finetuning_optimizer(FLAGS.learning_rate, self.num_train_steps,
+                                         self.num_warmup_steps, FLAGS.optimizer,
+                                         **update_settings(FLAGS)),
             FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
             gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
             steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,

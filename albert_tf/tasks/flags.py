@@ -10,6 +10,15 @@ from albert_tf.data.features import PADDINGS
 from albert_tf.training import distribution
 from albert_tf.training.optimizers import FINETUNING_UPDATE
 
+# The fine-tuning update's settings (training.optimizers.FINETUNING_UPDATE) by flag name.
+UPDATE_FLAGS = {"bias_correction": "bias_correction", "decay_after_warmup": "decay_after_warmup",
+                "epsilon": "adam_epsilon", "weight_decay_rate": "weight_decay_rate"}
+
+
+def update_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
+    """finetuning_optimizer's settings from the flags."""
+    return {key: getattr(FLAGS, flag) for key, flag in UPDATE_FLAGS.items()}
+
 
 def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
                  predict_batch_size=8, learning_rate=5e-5, train_step=1000,
