@@ -7,6 +7,7 @@ import unicodedata
 import pytest
 
 from albert_tf import tokenization
+from albert_tf.tokenization.characters import unicode_tables
 import zh_release
 
 WORDS = ["learning", "deep", "tensorflow", "unaffable", "Café", "naïve", "ΣΟΦΟΣ", "İstanbul"]
@@ -152,7 +153,7 @@ def test_offsets_give_the_pieces_and_their_characters(vocab_file, lower):
 def test_basic_tokenizer_tables_follow_the_original_rules(original):
     """Every code point's class (dropped, whitespace, punctuation, CJK) as the original's, and
     the SentencePiece preprocessing's (split whitespace, combining marks) as Python's."""
-    t = tokenization._unicode_tables()
+    t = unicode_tables()
     basic = original.BasicTokenizer()
     dropped, spaces, punct = set(t["dropped"]), set(t["spaces"]), set(t["punct"])
     cjk, split, combining = set(t["cjk"]), set(t["split_spaces"]), set(t["combining"])
@@ -197,3 +198,12 @@ def test_in_graph_tokenizer_matches_full_tokenizer(vocab_file, tmp_path):
     sample = zh_release.TRICKY[:4]
     got = loaded.ids(tf.constant(sample)).numpy().tolist()
     assert [[i for i in row if i >= 0] for row in got] == [full.encode(t) for t in sample]
+
+
+def test_repeated_vocabulary_lines_keep_the_original_ids_and_warn(tmp_path, caplog):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n中\n国\n中\n人\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        vocab = tokenization.load_vocab(str(path))
+    assert vocab["人"] == 7 and len(vocab) == 8  # the original's ids: a repeat takes none
+    assert "repeats 1 tokens (first '中', line 8)" in caplog.text

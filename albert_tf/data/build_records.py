@@ -16,6 +16,7 @@ import numpy as np
 from absl import logging
 
 from albert_tf.outputs import check_output_files
+from albert_tf.tokenization.loader import tokenizer_from_flags
 
 BATCH_SIZE = 2048  # instances masked and serialized together; fixed so output never depends on it
 
@@ -149,22 +150,14 @@ def read_corpus(path, tokenizer, chunk_lines=20000):
                   np.concatenate([[0], np.cumsum(doc_sizes)]).astype(np.int64))
 
 
-def load_tokenizer(options):
-    """(FullTokenizer, special ids) for --spm_model_file or --vocab_file, with a clear error
-    for a missing or unusable vocabulary."""
-    from albert_tf import tokenization
-
+def tokenizer_and_special_ids(options):
+    """(FullTokenizer, special ids) for --spm_model_file or --vocab_file."""
     try:
-        path = tokenization.vocabulary_file(options.spm_model_file, options.vocab_file)
-        if path is None:
-            raise InputError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
-                             "required")
-        tokenizer = tokenization.FullTokenizer(vocab_file=path,
-                                               do_lower_case=options.do_lower_case)
-        ids = tokenizer.special_ids()
+        tokenizer = tokenizer_from_flags(options.spm_model_file, options.vocab_file,
+                                         options.do_lower_case)
     except (FileNotFoundError, ValueError) as e:
         raise InputError(str(e)) from None
-    return tokenizer, ids
+    return tokenizer, tokenizer.special_ids()
 
 
 def build_shard(shard_index, input_path, outputs, options):
@@ -172,7 +165,7 @@ def build_shard(shard_index, input_path, outputs, options):
     from albert_tf.data import pretraining, records
 
     start = time.time()
-    tokenizer, ids = load_tokenizer(options)
+    tokenizer, ids = tokenizer_and_special_ids(options)
     corpus = read_corpus(input_path, tokenizer)
     text_bytes = os.path.getsize(input_path)
     logging.info("Shard %d: %s, %d documents, %d sentences, %d tokens (%.1f s)", shard_index,
@@ -265,7 +258,7 @@ def build(input_file, output_file, options, num_workers=1, overwrite=False):
     from albert_tf.data.records import is_tfrecord_file
 
     options.validate()
-    load_tokenizer(options)
+    tokenizer_and_special_ids(options)
     inputs = expand_globs(input_file)
     for path in inputs:
         if os.path.getsize(path) == 0:

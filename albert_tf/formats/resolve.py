@@ -82,8 +82,6 @@ def _tf_format(prefix):
     return "albert_tf" if "_CHECKPOINTABLE_OBJECT_GRAPH" in names else "tf1"
 
 
-
-
 def is_saved_model(path):
     return tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
 
@@ -102,121 +100,6 @@ def vocabularies_beside(directory):
         def matches(pattern):
             return glob.glob(os.path.join(glob.escape(directory), pattern))
     return sorted(matches("*.model")) or sorted(matches("vocab*.txt"))
-
-
-def _import_tensorflow_text():
-    """Exports with tokenizer ops need the tensorflow-text op kernels registered first."""
-    try:
-        import tensorflow_text  # noqa: F401
-    except ImportError:  # the encoder and pretrainer exports do not need it
-        pass
-
-
-def _checkpoint_location(path):
-    """(path for read_checkpoint, directory beside it): a directory holding model.ckpt-best
-    (a fine-tuning run's best checkpoint) uses it rather than the latest checkpoint."""
-    path = os.fspath(path).rstrip("/")
-    if tf.io.gfile.isdir(path):
-        best = os.path.join(path, "model.ckpt-best")
-        if tf.io.gfile.exists(best + ".index"):
-            return best, path
-        return path, path
-    return path, os.path.dirname(path) or "."
-
-
-class ModelSource:
-    """What a model path holds: `kind` is "checkpoint" (any format `read_checkpoint` reads;
-    a directory with model.ckpt-best uses that one) or one of the SavedModel export kinds
-    "encoder", "pretrainer", "text_classifier" (raw-string serving), "text_tagger" (run_ner's
-    raw-sentence serving), "preprocessor"."""
-
-    def __init__(self, path, albert_config_file=None):
-        self.path = os.fspath(path)
-        if not (tf.io.gfile.exists(self.path) or tf.io.gfile.exists(self.path + ".index")):
-            raise SourceError(f"--model={self.path} not found: give a checkpoint (directory or "
-                              f"prefix) or a SavedModel export directory")
-        self.loaded = None
-        self.arrays = self.config = None
-        if is_saved_model(self.path):
-            self._load_saved_model()
-        else:
-            self.kind = "checkpoint"
-            self.location, self.directory = _checkpoint_location(self.path)
-            self._read_checkpoint(albert_config_file)
-
-    def _load_saved_model(self):
-        from albert_tf.config import AlbertConfig
-        _import_tensorflow_text()
-        try:
-            self.loaded = tf.saved_model.load(self.path)
-        except Exception as e:  # noqa: BLE001 - reported with the path
-            hint = (" (exports with tokenizer ops need `pip install tensorflow-text`)"
-                    if "SentencepieceOp" in str(e) or "not registered" in str(e) else "")
-            raise SourceError(f"cannot load the SavedModel {self.path}: {e}{hint}") from e
-        self.kind = self._export_kind()
-        self.directory = self.path
-        asset = getattr(self.loaded, "albert_config_file", None)
-        if asset is not None:
-            self.config = AlbertConfig.from_json_file(asset.asset_path.numpy().decode("utf-8"))
-
-    def _read_checkpoint(self, albert_config_file):
-        from albert_tf.config import AlbertConfig
-        from albert_tf.formats.checkpoints import read_checkpoint
-        try:
-            self.arrays, config_path, self.format = read_checkpoint(self.location)
-        except (FileNotFoundError, ValueError) as e:
-            raise SourceError(f"--model={self.path}: {e}") from e
-        config_path = albert_config_file or config_path
-        if not config_path:
-            raise SourceError(f"no albert_config.json or config.json beside the checkpoint "
-                              f"{self.path}; pass --albert_config_file")
-        self.config = AlbertConfig.from_json_file(config_path)
-
-    def _export_kind(self):
-        obj = self.loaded
-        if hasattr(obj, "bert_pack_inputs"):
-            return "preprocessor"
-        if hasattr(obj, "mlm"):
-            return "pretrainer"
-        signature = obj.signatures.get("serving_default")
-        names = {}
-        if signature is not None:
-            names = {k: spec.dtype for k, spec in signature.structured_input_signature[1].items()}
-        if "text_a" in names:
-            return "text_classifier"
-        if "sentences" in names:
-            return "text_tagger"
-        if "input_word_ids" in names and callable(obj):
-            return "encoder"
-        raise SourceError(f"{self.path} is a SavedModel of no kind this tool knows: expected an "
-                          f"albert_tf encoder/pretrainer export or a raw-string serving export "
-                          f"(serving_default inputs: {sorted(names) or 'none'})")
-
-    def has_mlm_head(self):
-        if self.kind == "checkpoint":
-            return "cls/predictions/output_bias" in self.arrays
-        return self.kind == "pretrainer"
-
-    def num_classifier_labels(self):
-        if self.kind == "checkpoint" and "output_weights" in self.arrays:
-            return int(self.arrays["output_weights"].shape[0])
-        return None
-
-    def text_inputs(self):
-        """The string inputs of a raw-string export's serving_default, in packing order."""
-        spec = self.loaded.signatures["serving_default"].structured_input_signature[1]
-        return [k for k in ("text_a", "text_b") if k in spec]
-
-    def build(self, model_cls, **kwargs):
-        """A model of `model_cls` with the checkpoint's weights (checked, all-or-nothing)."""
-        from albert_tf.formats.checkpoints import assign_weights, missing_allowed
-        model = model_cls(self.config, **kwargs)
-        try:
-            assign_weights(model, self.arrays, source=f"{self.format} checkpoint {self.path}",
-                           allow_missing=missing_allowed(self.format, ()))
-        except ValueError as e:
-            raise SourceError(str(e)) from e
-        return model
 
 
 def find_vocabulary(checkpoint):

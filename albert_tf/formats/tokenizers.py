@@ -8,9 +8,9 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.formats import keras_hub
-from albert_tf.formats.resolve import (ModelSource, SourceError, is_saved_model,
-                                       vocabularies_beside)
-from albert_tf.tokenization import FullTokenizer, vocabulary_file
+from albert_tf.formats.resolve import SourceError, is_saved_model, vocabularies_beside
+from albert_tf.formats.sources import ModelSource
+from albert_tf.tokenization.loader import REQUIRED, open_vocabulary, tokenizer_from_flags
 
 
 def _saved_model_settings(path):
@@ -86,26 +86,19 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
     if model is not None:
         path, models, carried_lower, carried_vocab = _carried(model)
         vocab_size = carried_vocab or vocab_size
-    try:
-        where = vocabulary_file(spm_model_file, vocab_file)
-    except ValueError as e:
-        raise SourceError(str(e)) from None
-    if where:
-        if not tf.io.gfile.exists(where):
-            flag = "spm_model_file" if where == spm_model_file else "vocab_file"
-            raise SourceError(f"--{flag}={where} does not exist")
-    elif model is not None:
-        where = _carried_model(path, models)
-    else:
-        raise SourceError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
-                          "required, or a model that carries its vocabulary")
     do_lower_case = do_lower_case if do_lower_case is not None else carried_lower
     do_lower_case = True if do_lower_case is None else bool(do_lower_case)
     try:
-        tokenizer = FullTokenizer(vocab_file=where, do_lower_case=do_lower_case)
-        tokenizer.special_ids()
+        tokenizer = tokenizer_from_flags(spm_model_file, vocab_file, do_lower_case,
+                                         required=model is None)
+        if tokenizer is None:
+            tokenizer = open_vocabulary(_carried_model(path, models), do_lower_case)
     except (FileNotFoundError, ValueError) as e:
-        raise SourceError(str(e)) from e
+        message = str(e)
+        if message == REQUIRED:
+            message += ", or a model that carries its vocabulary"
+        raise SourceError(message) from None
+    where = tokenizer.asset_file
     if vocab_size is not None and len(tokenizer) != vocab_size:
         message = (f"the vocabulary {where} has {len(tokenizer)} entries but the model's "
                    f"vocab_size is {vocab_size}: is it the model's vocabulary?")

@@ -3,7 +3,8 @@ and packing texts into encoder inputs the way the original classifier did."""
 
 import numpy as np
 
-from albert_tf.formats.resolve import ModelSource, SourceError
+from albert_tf.formats.resolve import SourceError
+from albert_tf.formats.sources import ModelSource
 from albert_tf.formats.tokenizers import load_tokenizer
 
 DEFAULT_MAX_SEQ_LENGTH = 128

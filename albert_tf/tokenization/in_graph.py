@@ -1,0 +1,141 @@
+"""The tokenizers' in-graph twins (tensorflow-text ops), for exports that take raw strings:
+the same ids as `FullTokenizer.encode` inside a TensorFlow graph.
+
+Known limit of both: NFKD/NFD and lowercasing run in ICU inside TensorFlow; characters whose
+Unicode data differs between ICU and this Python's `unicodedata` may give different ids.
+"""
+
+import functools
+import os
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenization.characters import re2_class, unicode_tables
+from albert_tf.tokenization.full_tokenizer import FullTokenizer
+from albert_tf.tokenization.sentencepiece_tokenizer import (FastEncoder, load_sp_model,
+                                                            special_ids)
+from albert_tf.tokenization.vocabulary import (CLS, MASK, PAD, SENTENCEPIECE, SEP, UNK,
+                                               WORDPIECE_SPECIALS, vocabulary_kind)
+
+
+@functools.lru_cache(maxsize=None)
+def _regexes():
+    """(whitespace class, combining-mark class) as RE2 classes."""
+    t = unicode_tables()
+    return re2_class(map(ord, t["split_spaces"])), re2_class(map(ord, t["combining"]))
+
+
+class InGraphTokenizer(tf.Module):
+    """The `FullTokenizer` in TensorFlow ops: `tokenize(strings) -> tf.RaggedTensor[int32]`.
+
+    Same preprocessing (whitespace collapsing, NFKD, combining marks dropped, lowercasing)
+    and the digit-comma rule by a per-id replacement table, so ids match `FullTokenizer.encode`.
+    """
+
+    def __init__(self, model, do_lower_case=True, name="in_graph_tokenizer"):
+        super().__init__(name=name)
+        if not isinstance(model, (bytes, bytearray)):
+            path = os.fspath(model)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"SentencePiece model not found: {path}")
+            with open(path, "rb") as f:
+                model = f.read()
+        self.model_proto = bytes(model)
+        sp_model = load_sp_model(self.model_proto)
+        self.do_lower_case = do_lower_case
+        self.vocab_size = sp_model.get_piece_size()
+        ids = special_ids(sp_model)
+        self.pad_id, self.unk_id = ids[PAD], ids[UNK]
+        self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
+        self._space, self._combining = _regexes()
+
+        split = FastEncoder(sp_model).split_table
+        rows = [split.get(i, [i]) for i in range(self.vocab_size)]
+        self._needs_split = bool(split)
+        self._replacements = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+        self._sp = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+
+    def preprocess(self, strings):
+        """`preprocess_text` on a tf.string tensor."""
+        x = tf.strings.regex_replace(strings, self._space + "+", " ")
+        x = tf.strings.regex_replace(x, "^ | $", "")
+        x = tf_text.normalize_utf8(x, "NFKD")
+        x = tf.strings.regex_replace(x, self._combining, "")
+        if self.do_lower_case:
+            x = tf.strings.lower(x, encoding="utf-8")
+        return x
+
+    def tokenize(self, strings):
+        """Ids for a batch of raw strings, as a RaggedTensor [batch, (tokens)] of int32."""
+        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        ids = self._sp.tokenize(self.preprocess(strings))
+        if not self._needs_split:
+            return ids
+        pieces = tf.gather(self._replacements, ids)  # [batch, (tokens), (pieces)]
+        return pieces.merge_dims(1, 2)
+
+    __call__ = tokenize
+
+
+class InGraphWordpieceTokenizer(tf.Module):
+    """The WordPiece `FullTokenizer` in TensorFlow ops: `tokenize(strings) ->
+    tf.RaggedTensor[int32]`, ids equal to `FullTokenizer.encode`.
+
+    The basic tokenizer's character classes are this Python's (as `FullTokenizer` uses),
+    written into regular expressions. The vocabulary is held as a table of constants, so the
+    ids are those of `load_vocab` whatever the file's layout.
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True, name="in_graph_wordpiece_tokenizer"):
+        super().__init__(name=name)
+        host = FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+        ids = host.special_ids()
+        self.do_lower_case = do_lower_case
+        self.vocab_size = len(host)
+        self.pad_id, self.unk_id = ids[PAD], ids[UNK]
+        self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
+        t = unicode_tables()
+        classes = {k: re2_class(map(ord, t[k])) for k in
+                   ("dropped", "spaces", "cjk", "marks", "punct", "split_spaces")}
+        self._dropped, self._spaces, self._cjk = (classes["dropped"], classes["spaces"],
+                                                  classes["cjk"])
+        self._marks, self._punct = classes["marks"], classes["punct"]
+        self._split = f"{classes['split_spaces']}+|{self._punct}"
+        self._max_chars = host.wordpiece_tokenizer.max_input_chars_per_word
+        self._table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(list(host.vocab)), tf.constant(list(host.vocab.values()),
+                                                       tf.int64)), -1)
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            self._table, suffix_indicator="##", max_bytes_per_word=4 * self._max_chars,
+            token_out_type=tf.int64, unknown_token=WORDPIECE_SPECIALS[UNK])
+
+    def preprocess(self, strings):
+        """The basic tokenizer's `normalize` on a tf.string tensor."""
+        x = tf.strings.regex_replace(strings, self._dropped, "")
+        x = tf.strings.regex_replace(x, self._spaces, " ")
+        x = tf.strings.regex_replace(x, self._cjk, " \\0 ")
+        if self.do_lower_case:
+            x = tf.strings.lower(x, encoding="utf-8")
+            x = tf_text.normalize_utf8(x, "NFD")
+            x = tf.strings.regex_replace(x, self._marks, "")
+        return x
+
+    def tokenize(self, strings):
+        """Ids for a batch of raw strings, as a RaggedTensor [batch, (tokens)] of int32."""
+        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        words = tf_text.regex_split(self.preprocess(strings), self._split, self._punct)
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self._max_chars
+        words = words.with_flat_values(
+            tf.where(too_long, WORDPIECE_SPECIALS[UNK], words.flat_values))
+        return tf.cast(self._wordpiece.tokenize(words).merge_dims(1, 2), tf.int32)
+
+    __call__ = tokenize
+
+
+def in_graph_tokenizer(vocabulary, do_lower_case=True):
+    """The in-graph twin of `FullTokenizer` for a SentencePiece model (path or bytes) or a
+    WordPiece vocabulary file."""
+    if vocabulary_kind(vocabulary) == SENTENCEPIECE:
+        return InGraphTokenizer(vocabulary, do_lower_case=do_lower_case)
+    return InGraphWordpieceTokenizer(vocabulary, do_lower_case=do_lower_case)

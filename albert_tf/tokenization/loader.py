@@ -1,0 +1,32 @@
+"""A tokenizer from the vocabulary a tool's flags name, with a clear error for a missing or
+unusable one. Every tool gets its tokenizer here: the data builder directly (it does without
+TensorFlow), the others through `albert_tf.formats.tokenizers.load_tokenizer`, which also finds
+the vocabulary a model carries."""
+
+from albert_tf.tokenization.full_tokenizer import FullTokenizer
+from albert_tf.tokenization.vocabulary import exists, vocabulary_file
+
+REQUIRED = ("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is required")
+
+
+def open_vocabulary(path, do_lower_case=True):
+    """FullTokenizer for a SentencePiece model or WordPiece vocabulary file whose special
+    pieces ALBERT needs are there; ValueError (FileNotFoundError) naming the file otherwise."""
+    tokenizer = FullTokenizer(vocab_file=path, do_lower_case=do_lower_case)
+    tokenizer.special_ids()
+    return tokenizer
+
+
+def tokenizer_from_flags(spm_model_file=None, vocab_file=None, do_lower_case=True,
+                         required=True):
+    """The tokenizer of --spm_model_file or --vocab_file (see `vocabulary_file`); None when
+    neither is given and not `required`."""
+    path = vocabulary_file(spm_model_file, vocab_file)
+    if path is None:
+        if required:
+            raise ValueError(REQUIRED)
+        return None
+    if not exists(path):
+        flag = "spm_model_file" if path == spm_model_file else "vocab_file"
+        raise FileNotFoundError(f"--{flag}={path} does not exist")
+    return open_vocabulary(path, do_lower_case)

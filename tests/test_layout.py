@@ -1,0 +1,104 @@
+"""The package's shape: no import cycles, the original's tokenization names where users import
+them, the tokenizers without TensorFlow, and no long functions in the tokenizer rooms."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+from albert_tf import tokenization
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "albert_tf"
+# The original tokenization.py's public names that ALBERT users call (its private _is_*
+# helpers and validate_case_matches_checkpoint, for BERT checkpoint names, are left out).
+ORIGINAL_NAMES = ("preprocess_text", "encode_pieces", "encode_ids", "convert_to_unicode",
+                  "printable_text", "load_vocab", "convert_by_vocab", "FullTokenizer",
+                  "BasicTokenizer", "WordpieceTokenizer", "convert_tokens_to_ids",
+                  "convert_ids_to_tokens", "whitespace_tokenize")
+
+
+def _modules():
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _imports(name, modules):
+    """albert_tf modules `name` imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(modules[name].read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("albert_tf"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("albert_tf"))
+    return {m for m in found if m in modules and m != name}
+
+
+def _cycle(graph):
+    """One import cycle as a list of modules, or None."""
+    state, path = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycles():
+    modules = _modules()
+    graph = {name: _imports(name, modules) for name in modules}
+    assert graph["albert_tf.formats.sources"] >= {"albert_tf.formats.checkpoints",
+                                                  "albert_tf.formats.resolve"}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+    # The checker finds a cycle where there is one.
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_the_original_tokenization_names_import_as_before():
+    for name in ORIGINAL_NAMES + ("InGraphTokenizer", "InGraphWordpieceTokenizer",
+                                  "in_graph_tokenizer", "FastEncoder", "vocabulary_file"):
+        assert getattr(tokenization, name) is not None, name
+    assert set(tokenization.__all__) <= set(dir(tokenization)) | {
+        "InGraphTokenizer", "InGraphWordpieceTokenizer", "in_graph_tokenizer"}
+    assert tokenization.InGraphTokenizer.__module__ == "albert_tf.tokenization.in_graph"
+
+
+def test_host_tokenizers_and_the_builder_load_without_tensorflow():
+    code = ("import sys\nfrom albert_tf.tokenization import FullTokenizer, load_vocab\n"
+            "from albert_tf.data import build_records\n"
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_no_function_over_60_lines_in_the_tokenizer_and_format_rooms():
+    long = []
+    for folder in ("tokenization", "formats"):
+        for path in (PACKAGE / folder).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 60:
+                        long.append(f"{folder}/{path.name}:{node.name} ({lines} lines)")
+    assert not long, long
