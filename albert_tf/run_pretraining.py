@@ -19,6 +19,7 @@ from absl import app, flags
 from albert_tf import cli
 from albert_tf.tasks.flags import POSITIVE, define_if_missing
 from albert_tf.training import distribution
+from albert_tf.training.run_lock import RunLock
 
 FLAGS = flags.FLAGS
 # The original's defaults. run() makes them the defaults even where another script in this
@@ -133,10 +134,8 @@ def _mask_id(config):
 
 
 def main(_):
-    from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.data.pipeline import check_records, expand_file_patterns
-    from albert_tf.training.optimizers import create_optimizer
-    from albert_tf.training.trainer import Trainer
+    from albert_tf import AlbertConfig
+    from albert_tf.data.pipeline import expand_file_patterns
 
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("at least one of --do_train and --do_eval must be true")
@@ -155,6 +154,16 @@ def main(_):
     inputs = [(flag, expand_file_patterns(patterns, flag)) for flag, patterns, used in (
         ("input_file", FLAGS.input_file, FLAGS.do_train),
         ("eval_input_file", eval_files, FLAGS.do_eval)) if used]
+    with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief_task()) as lock:
+        _train_and_evaluate(config, mask_id, inputs, eval_files, lock)
+
+
+def _train_and_evaluate(config, mask_id, inputs, eval_files, lock):
+    from albert_tf import AlbertPretrainer
+    from albert_tf.data.pipeline import check_records
+    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.training.trainer import Trainer
+
     keras.utils.set_random_seed(FLAGS.random_seed)
     # The strategy first: a multi-worker one must be set up before TensorFlow runs any op.
     strategy, jit_compile = distribution.setup(FLAGS)
@@ -175,7 +184,7 @@ def main(_):
         FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock)
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 

@@ -18,6 +18,7 @@ from albert_tf import (AlbertConfig, AlbertPretrainer, cli, convert_checkpoint,
                        create_pretraining_data, export_checkpoints, export_hub, export_to_tfhub,
                        predict, run_classifier, run_pretraining, run_race, run_squad, train_vocab)
 from albert_tf.data.vocab import train_sentencepiece
+from albert_tf.training.run_lock import LOCK_NAME, RunLock
 from conftest import TINY, write_pretraining_records
 from tool_runner import assert_refused, digests, run_tool
 
@@ -317,6 +318,20 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_refused(world, tmp_path, caps
                    f"the vocabulary {world['spm']} has {world['vocab']} entries but the "
                    f"model's vocab_size is {world['vocab'] - 10}")
     assert not out.exists()
+
+
+def test_fine_tuning_into_a_live_pretraining_run_stops_before_writing(world, run_dir, capsys):
+    """The pretraining run still holds its directory: run_classifier names it and writes no
+    feature cache, checkpoint or result there."""
+    before = digests(run_dir)
+    with RunLock(run_dir, "run_pretraining"):
+        before_lock = {k: v for k, v in digests(run_dir).items() if not k.endswith(LOCK_NAME)}
+        assert before_lock == before
+        assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                                data_dir=world["glue"], output_dir=run_dir,
+                                init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                       f"--output_dir={run_dir} is in use by run_pretraining on host ")
+    assert digests(run_dir) == before
 
 
 @pytest.mark.parametrize("flag,value,message", [

@@ -19,6 +19,7 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
 
 import math
 import os
+import sys
 
 import keras
 import tensorflow as tf
@@ -29,6 +30,7 @@ from albert_tf.data.features import make_dataset, num_examples, real_outputs
 from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import refuse_foreign_checkpoints, resumable_checkpoints
+from albert_tf.training.run_lock import RunLock
 from albert_tf.training.stuck import StuckWatch
 
 
@@ -174,7 +176,7 @@ def _float32_copy(model, build):
 class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
-    def __init__(self, task, FLAGS):  # noqa: N803
+    def __init__(self, task, FLAGS, lock=None):  # noqa: N803
         from albert_tf.training.optimizers import finetuning_optimizer
         from albert_tf.training.trainer import Trainer
 
@@ -208,7 +210,7 @@ class _Run:
             FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
             gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
             steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-            keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+            keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock)
         self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
         self.best = {}
         level = (task.constant_loss(self.train_features)
@@ -298,16 +300,22 @@ class _Run:
 
 def run_finetuning(task, FLAGS):  # noqa: N803
     """Train, evaluate every checkpoint (keeping the best), predict and export, as the flags
-    say; returns the best eval results."""
-    from albert_tf.training.results import write_eval_results
-
+    say, holding --output_dir (one run per directory); returns the best eval results."""
     export_dir = getattr(FLAGS, "export_dir", None)
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
     if export_dir and not hasattr(task, "export"):
         raise ValueError(f"--export_dir: {task.name} has no export")
     check_flags(FLAGS)
-    run = _Run(task, FLAGS)
+    tool = f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]} ({task.name})"
+    with RunLock(FLAGS.output_dir, tool, chief=distribution.is_chief_task()) as lock:
+        return _run(task, FLAGS, export_dir, lock)
+
+
+def _run(task, FLAGS, export_dir, lock):  # noqa: N803
+    from albert_tf.training.results import write_eval_results
+
+    run = _Run(task, FLAGS, lock)
     try:
         if FLAGS.do_train:
             run.train()

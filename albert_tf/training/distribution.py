@@ -163,6 +163,19 @@ def setup(flags_values):
     return strategy, jit_compile
 
 
+def is_chief_task():
+    """Whether TF_CONFIG makes this process its job's chief (also without TF_CONFIG), before
+    any strategy exists: the task named "chief", else worker 0 of a cluster without one."""
+    config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+    task = config.get("task") or {}
+    if not task:
+        return True
+    if task.get("type") == "chief":
+        return True
+    return (task.get("type") == "worker" and int(task.get("index", 0)) == 0
+            and "chief" not in config.get("cluster", {}))
+
+
 def is_chief(strategy):
     """Whether this process writes checkpoints, summaries and results."""
     resolver = getattr(strategy, "cluster_resolver", None)

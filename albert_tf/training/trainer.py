@@ -39,8 +39,9 @@ class Trainer:
 
     def __init__(self, strategy, model_fn, optimizer_fn, output_dir, *, global_batch_size,
                  gradient_accumulation_steps=1, steps_per_execution=1, jit_compile=False,
-                 keep_checkpoint_max=5):
+                 keep_checkpoint_max=5, run_lock=None):
         self.strategy = strategy
+        self.run_lock = run_lock  # checked before each save (see training.run_lock)
         self.output_dir = output_dir
         self.global_batch_size = global_batch_size
         self.accumulation = int(gradient_accumulation_steps)
@@ -151,6 +152,8 @@ class Trainer:
 
     def save(self):
         """Saves the input position, then the checkpoint (whose index makes both trusted)."""
+        if self.run_lock is not None:
+            self.run_lock.verify()
         self._write_config()
         if self._input is not None:
             self._input.save(self.step)
