@@ -16,6 +16,8 @@ import traceback
 
 from absl import app, flags
 
+from albert_tf.outputs import DISK_FULL_ERRNOS
+
 USAGE = 2
 # What the library raises for a user's mistake; its message names the flag or the file.
 MISTAKES = (app.UsageError, flags.Error, ValueError, FileNotFoundError, FileExistsError,
@@ -62,6 +64,8 @@ def exit_status(error):
     status = getattr(error, "exit_status", None)  # the trainer's errors and Interrupted
     if status is not None:
         return status
+    if isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS:
+        return 1
     return USAGE if isinstance(error, MISTAKES) else None
 
 

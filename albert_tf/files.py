@@ -1,10 +1,49 @@
-"""Writing files safely and fingerprinting them."""
+"""Writing files safely, saying so plainly when the disk is full, and fingerprinting them."""
 
+import contextlib
 import hashlib
 import json
 import os
 
 import tensorflow as tf
+
+from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull
+
+
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
+
+
+def disk_full(error):
+    """Whether `error` (an OSError, or TensorFlow's error from a file op) is a full disk."""
+    if isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS:
+        return True
+    message = getattr(error, "message", None) if isinstance(error, tf.errors.OpError) else None
+    return bool(message) and any(t in message for t in _DISK_FULL_TEXT)
+
+
+def remove_matching(*patterns):
+    """Removes the files and directories the glob patterns match (temporary files)."""
+    for pattern in patterns:
+        for path in tf.io.gfile.glob(pattern):
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+
+
+@contextlib.contextmanager
+def writing(what, path, cleanup=(), intact=""):
+    """Running out of space inside the block becomes one DiskFull line naming `what` and
+    `path` (and `intact`: what is still whole), after the `cleanup` globs are removed."""
+    try:
+        yield
+    except Exception as e:
+        if not disk_full(e):
+            raise
+        remove_matching(*cleanup)
+        raise DiskFull(f"no space left on the device while writing {what} {path}"
+                       f"{'; ' + intact if intact else ''}. Free space, then rerun the same "
+                       f"command") from e
 
 
 def atomic_write_text(path, text):

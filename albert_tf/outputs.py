@@ -7,9 +7,19 @@ same kind is replaced only with --overwrite. Local paths are checked without Ten
 data builder does not load it); gs:// and other URLs through tf.io.gfile.
 """
 
+import errno
 import fnmatch
 import os
 import types
+
+
+# The errors of a write that ran out of space (a full disk, a user's quota).
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(RuntimeError):
+    """A write ran out of space; the message says what, where, and what is intact."""
+    exit_status = 1
 
 
 class OutputRefused(FileExistsError):

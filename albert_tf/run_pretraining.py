@@ -135,7 +135,7 @@ def _mask_id(config):
 
 def main(_):
     from albert_tf import AlbertConfig
-    from albert_tf.data.pipeline import expand_file_patterns
+    from albert_tf.data.pipeline import check_records, expand_file_patterns
 
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("at least one of --do_train and --do_eval must be true")
@@ -146,6 +146,9 @@ def main(_):
     if FLAGS.max_seq_length > config.max_position_embeddings:
         raise app.UsageError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
                              f"max_position_embeddings={config.max_position_embeddings}")
+    if FLAGS.dynamic_masking and not 0 < FLAGS.masked_lm_prob <= 1:
+        raise app.UsageError(f"--masked_lm_prob={FLAGS.masked_lm_prob} must be within (0, 1]: "
+                             f"0 masks no token, so the run would learn no MLM")
     mask_id = _mask_id(config)
     if FLAGS.dynamic_masking and not 0 <= mask_id < config.vocab_size:
         raise app.UsageError(f"--mask_token_id={mask_id} is outside the config's "
@@ -154,16 +157,6 @@ def main(_):
     inputs = [(flag, expand_file_patterns(patterns, flag)) for flag, patterns, used in (
         ("input_file", FLAGS.input_file, FLAGS.do_train),
         ("eval_input_file", eval_files, FLAGS.do_eval)) if used]
-    with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief_task()) as lock:
-        _train_and_evaluate(config, mask_id, inputs, eval_files, lock)
-
-
-def _train_and_evaluate(config, mask_id, inputs, eval_files, lock):
-    from albert_tf import AlbertPretrainer
-    from albert_tf.data.pipeline import check_records
-    from albert_tf.training.optimizers import create_optimizer
-    from albert_tf.training.trainer import Trainer
-
     keras.utils.set_random_seed(FLAGS.random_seed)
     # The strategy first: a multi-worker one must be set up before TensorFlow runs any op.
     strategy, jit_compile = distribution.setup(FLAGS)
@@ -173,6 +166,14 @@ def _train_and_evaluate(config, mask_id, inputs, eval_files, lock):
     for flag, files in inputs:
         check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                       config.vocab_size, flag)
+    with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief(strategy)) as lock:
+        _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock)
+
+
+def _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock):
+    from albert_tf import AlbertPretrainer
+    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.training.trainer import Trainer
 
     trainer = Trainer(
         strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),

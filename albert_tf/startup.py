@@ -42,8 +42,10 @@ def quiet_stderr():
     sys.stderr.flush()
     original = os.dup(2)
     read_end, write_end = os.pipe()
+    # Its own session: Ctrl-C at a terminal signals the whole foreground process group, and the
+    # filter must outlive the tool to pass on its last lines; it ends when the pipe closes.
     child = subprocess.Popen([sys.executable, "-c", _FILTER, *NOISE], stdin=read_end,
-                             stdout=original, close_fds=True)
+                             stdout=original, close_fds=True, start_new_session=True)
     os.close(read_end)
     os.dup2(write_end, 2)
     os.close(write_end)

@@ -4,18 +4,20 @@ Input: one sentence per line, blank lines between documents. Each input file is 
 processed on its own (memory bounded by one shard) into its own output file, written atomically.
 """
 
-import concurrent.futures
+import contextlib
 import dataclasses
 import glob
 import multiprocessing
 import os
 import random
+import signal
+import threading
 import time
 
 import numpy as np
 from absl import logging
 
-from albert_tf.outputs import check_output_files
+from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull, check_output_files
 from albert_tf.tokenization.loader import tokenizer_from_flags
 
 BATCH_SIZE = 2048  # instances masked and serialized together; fixed so output never depends on it
@@ -92,10 +94,11 @@ class BuildOptions:
             raise InputError(f"--ngram={self.ngram} must be >= 1")
         if self.dupe_factor < 1:
             raise InputError(f"--dupe_factor={self.dupe_factor} must be >= 1")
-        for name in ("masked_lm_prob", "short_seq_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise InputError(f"--{name}={value} must be within [0, 1]")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise InputError(f"--short_seq_prob={self.short_seq_prob} must be within [0, 1]")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise InputError(f"--masked_lm_prob={self.masked_lm_prob} must be within (0, 1]: "
+                             f"0 masks no token, so the records would teach no MLM")
 
 
 def _seed(*parts):
@@ -252,6 +255,68 @@ def _build_shard_star(args):
     return build_shard(*args)
 
 
+class Stopped(Exception):
+    """The build was stopped by SIGINT or SIGTERM; the exit status is 128 + the signal."""
+
+    def __init__(self, message, exit_status):
+        super().__init__(message)
+        self.exit_status = exit_status
+        self.signal_name = message
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped(signal.Signals(signum).name, 128 + signum)
+
+
+@contextlib.contextmanager
+def _signals_stop():
+    """SIGINT and SIGTERM raise Stopped in the main process. Its workers ignore SIGINT (Ctrl-C
+    reaches the whole process group): the main process terminates them itself."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _worker_start():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how the main process ends a worker
+
+
+def _run_jobs(jobs, workers):
+    """build_shard for every job, in `workers` processes; when the main process stops, its
+    workers are terminated at once rather than left to finish their shards."""
+    if workers == 1:
+        return [build_shard(*job) for job in jobs]
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start)
+    try:
+        results = pool.map_async(_build_shard_star, jobs, chunksize=1).get()
+        pool.close()
+        return results
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+def _remove_outputs(outputs, start):
+    """Removes every output file of the build and its temporary file; returns how many
+    shards had been finished since `start`."""
+    done = sum(all(os.path.exists(o) and os.path.getmtime(o) >= start for o in outs)
+               for outs in outputs)
+    for path in (o for outs in outputs for o in outs):
+        for name in (path, path + ".incomplete"):
+            if os.path.exists(name):
+                os.remove(name)
+    return done
+
+
 def build(input_file, output_file, options, num_workers=1, overwrite=False):
     """Checks the inputs, then builds every shard (in parallel with `num_workers` processes).
     Existing output files are replaced only when they are TFRecord files and `overwrite`."""
@@ -271,15 +336,24 @@ def build(input_file, output_file, options, num_workers=1, overwrite=False):
     if num_workers < 1:
         raise InputError(f"--num_workers={num_workers} must be >= 1")
     jobs = [(i, path, outs, options) for i, (path, outs) in enumerate(zip(inputs, outputs))]
-    logging.info("Building %d shard(s) with %d worker(s)", len(jobs), min(num_workers, len(jobs)))
+    workers = min(num_workers, len(jobs))
+    logging.info("Building %d shard(s) with %d worker(s)", len(jobs), workers)
     start = time.time()
-    if num_workers == 1 or len(jobs) == 1:
-        results = [build_shard(*job) for job in jobs]
-    else:
-        context = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(min(num_workers, len(jobs)),
-                                                    mp_context=context) as pool:
-            results = list(pool.map(_build_shard_star, jobs))
+    try:
+        with _signals_stop():
+            results = _run_jobs(jobs, workers)
+    except Stopped as stop:
+        done = _remove_outputs(outputs, start)
+        raise Stopped(f"stopped: {stop.signal_name} after {done} of {len(jobs)} shards; removed "
+                      f"this build's output files, so that no partial set is left. Rerun the "
+                      f"same command to build them", stop.exit_status) from None
+    except OSError as e:
+        if e.errno not in DISK_FULL_ERRNOS:
+            raise
+        _remove_outputs(outputs, start)
+        raise DiskFull(f"no space left on the device while writing {e.filename or 'the records'};"
+                       f" removed this build's output files, so that no partial set is left. "
+                       f"Free space, then rerun the same command") from None
     seconds = time.time() - start
     instances = sum(r[0] for r in results)
     text_mb = sum(r[1] for r in results) / 1e6

@@ -18,6 +18,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.files import writing
+
 SEQUENCE_KEYS = ("input_word_ids", "input_type_ids", "p_mask", "tag_ids", "tag_mask")
 HOST_PREFIX = "host_"
 CACHE_VERSION = 1
@@ -92,9 +94,10 @@ def cached_features(cache_dir, stem, settings, build_fn, path=None, flag=None):
     buffer = io.BytesIO()
     np.savez(buffer, **features, **{SETTINGS_KEY: np.array(json.dumps(
         {"version": CACHE_VERSION, **settings}, sort_keys=True, default=str))})
-    with tf.io.gfile.GFile(tmp, "wb") as f:
-        f.write(buffer.getvalue())
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    with writing(f"the feature {'file' if explicit else 'cache'}", path, [tmp]):
+        with tf.io.gfile.GFile(tmp, "wb") as f:
+            f.write(buffer.getvalue())
+        tf.io.gfile.rename(tmp, path, overwrite=True)
     logging.info("Wrote %d examples to feature %s %s", len(features["lengths"]),
                  "file" if explicit else "cache", path)
     return features

@@ -1,6 +1,7 @@
 """tf.data input pipelines: pretraining TFRecords → batches of model features."""
 
 import random
+import re
 
 import tensorflow as tf
 
@@ -25,10 +26,37 @@ def expand_file_patterns(patterns, flag="input_file"):
         matched = tf.io.gfile.glob(pattern.strip())
         if not matched:
             raise FileNotFoundError(f"--{flag}: no file matches {pattern!r}")
+        if matched != [pattern.strip()]:  # a glob: it must not take half a set
+            _check_whole_sets(sorted(matched), pattern.strip(), flag)
         files.extend(matched)
     if not files:
         raise ValueError(f"--{flag} is empty")
     return sorted(set(files))
+
+
+_SHARD = re.compile(r"^(.*)-(\d{5})-of-(\d{5})$")
+
+
+def _check_whole_sets(matched, pattern, flag):
+    """A glob that matches part of a `<name>-NNNNN-of-MMMMM` set (a build that was stopped or
+    is still running), or a file the builder has not finished, is refused."""
+    unfinished = [m for m in matched if m.endswith(".incomplete")]
+    if unfinished:
+        raise ValueError(f"--{flag}={pattern} matches {unfinished[0]}, a record file that "
+                         f"create_pretraining_data has not finished: is it still running?")
+    sets = {}
+    for path in matched:
+        m = _SHARD.match(path)
+        if m:
+            sets.setdefault((m.group(1), int(m.group(3))), set()).add(int(m.group(2)))
+    for (stem, total), found in sorted(sets.items()):
+        missing = sorted(set(range(total)) - found)
+        if missing:
+            raise ValueError(
+                f"--{flag}={pattern} matches {len(found)} of the {total} shards of "
+                f"{stem}-?????-of-{total:05d} (missing {', '.join(f'{i:05d}' for i in missing[:5])}"
+                f"{', …' if len(missing) > 5 else ''}): was the build stopped? Rebuild the set, "
+                f"or name the files to train on")
 
 
 def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size=None, flag=None):

@@ -4,6 +4,7 @@ The schema is the original `create_pretraining_data.py`'s, so records from eithe
 either trainer. Serializing and framing are done with numpy, without importing TensorFlow.
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -321,13 +322,25 @@ class AtomicTFRecordWriter:
             records = Batch.from_list(list(records))
         if len(records):
             data = frame_batch(records)
-            self._file.write(data.data)
+            with self._naming_the_file():
+                self._file.write(data.data)
             self.count += len(records)
             self.bytes += data.nbytes
 
     def close(self):
-        self._file.close()
+        with self._naming_the_file():
+            self._file.close()
         os.replace(self.tmp_path, self.path)
+
+    @contextlib.contextmanager
+    def _naming_the_file(self):
+        """A failed write (a full disk) names the output file it was for."""
+        try:
+            yield
+        except OSError as e:
+            if e.filename:
+                raise
+            raise OSError(e.errno, e.strerror, self.path) from None
 
     def abort(self):
         self._file.close()

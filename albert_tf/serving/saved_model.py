@@ -6,6 +6,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.files import writing
 from albert_tf.outputs import SAVED_MODEL_ENTRIES, check_output_dir
 from albert_tf.tokenization import SENTENCEPIECE, FullTokenizer, load_sp_model, vocabulary_kind
 
@@ -80,7 +81,10 @@ def save_atomically(root, export_dir, signatures):
     tmp = f"{export_dir}.tmp-{os.getpid()}"
     if tf.io.gfile.exists(tmp):
         tf.io.gfile.rmtree(tmp)
-    tf.saved_model.save(root, tmp, signatures=signatures)
+    with writing("the SavedModel export", export_dir, [tmp],
+                 intact="an earlier export there is unchanged" if tf.io.gfile.exists(export_dir)
+                 else ""):
+        tf.saved_model.save(root, tmp, signatures=signatures)
     old = None
     if tf.io.gfile.exists(export_dir):
         old = f"{export_dir}.old-{os.getpid()}"

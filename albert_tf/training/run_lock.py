@@ -31,7 +31,7 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.files import atomic_write_text
+from albert_tf.files import atomic_write_text, writing
 
 LOCK_NAME = "run.lock"
 HEARTBEAT_S, STALE_S, SETTLE_S = 60.0, 600.0, 3.0
@@ -106,9 +106,14 @@ class _LocalLock:
             logging.warning("%s was left by %s, which is no longer running; taking it over",
                             self.path, describe(previous))
         self.fd = fd
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(self.holder) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            with writing("the run lock", self.path):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(self.holder) + "\n").encode(), 0)
+                os.fsync(fd)
+        except BaseException:
+            self.release()
+            raise
 
     def verify(self):
         pass  # the kernel keeps it ours
@@ -163,7 +168,8 @@ class _RemoteLock:
             logging.warning("%s was last renewed %.0f s ago by %s: that run is taken for dead "
                             "(no renewal for %.0f s); taking it over", self.path, age,
                             describe(previous), self.stale_s)
-        self._write()
+        with writing("the run lock", self.path):
+            self._write()
         time.sleep(self.settle_s)
         current = self._read()
         if not current or current.get("token") != self.holder["token"]:

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
@@ -154,15 +155,29 @@ class Trainer:
         """Saves the input position, then the checkpoint (whose index makes both trusted)."""
         if self.run_lock is not None:
             self.run_lock.verify()
+        prefix = os.path.join(self.write_dir, f"{CHECKPOINT_NAME}-{self.step}")
+        last = tf.train.latest_checkpoint(self.output_dir)
+        temporary = [prefix + "_temp*", prefix + ".tmp*"]
+        if not tf.io.gfile.exists(prefix + ".index"):  # no data file without its index
+            temporary.append(prefix + ".data-*")
+        if self._input is not None:
+            temporary.append(os.path.join(self._input.directory, f"step-{self.step}*"))
+        with writing("checkpoint", prefix, temporary, intact=(
+                f"the last good checkpoint {last} is intact and the rerun resumes from it"
+                if last else "no checkpoint was saved before it, so the rerun starts at step 1")):
+            path = self._save_files()
+        if not self.chief:
+            return None
+        logging.info("Saved checkpoint %s", path)
+        return path
+
+    def _save_files(self):
         self._write_config()
         if self._input is not None:
             self._input.save(self.step)
         path = self.manager.save(checkpoint_number=self.step)
         if self._input is not None:
             self._input.prune(int(p.rsplit("-", 1)[1]) for p in self.manager.checkpoints)
-        if not self.chief:
-            return None
-        logging.info("Saved checkpoint %s", path)
         return path
 
     # ---- steps ---------------------------------------------------------------------------
