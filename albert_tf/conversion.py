@@ -11,12 +11,13 @@ from albert_tf.config import AlbertConfig
 from albert_tf.formats.checkpoints import (assign_weights, missing_allowed, model_arrays,
                                            read_checkpoint, write_checkpoint_index,
                                            write_tf1_checkpoint)
-from albert_tf.formats.resolve import resolve_checkpoint
+from albert_tf.formats.resolve import SourceError, resolve_checkpoint
+from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_dir,
                                check_output_files)
-from albert_tf.tokenization import FullTokenizer, vocabulary_file
+from albert_tf.tokenization import vocabulary_file
 
 
 def load_checked(input_path, config=None, model="auto", init_from_group0=False):
@@ -37,11 +38,32 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
     return net, in_fmt
 
 
+def carried_vocabulary(input_path, spm_model_file=None, vocab_file=None, do_lower_case=None):
+    """(vocabulary file or None, do_lower_case) for a conversion: the flags' (checked before
+    any work), else the one the input carries, as every tool finds it (beside a checkpoint, a
+    Hugging Face directory's, a KerasHub preset's asset); none is a warning that says so."""
+    named = vocabulary_file(spm_model_file, vocab_file)
+    try:
+        tokenizer = load_tokenizer(spm_model_file, do_lower_case, vocab_file=vocab_file,
+                                   model=None if named else input_path)
+    except SourceError as e:
+        if named:
+            raise
+        logging.warning("No vocabulary for the conversion (%s): the output carries no tokenizer, "
+                        "so tools that load one from it will ask for --spm_model_file or "
+                        "--vocab_file (and transformers' AutoTokenizer will not find one)", e)
+        return None, True if do_lower_case is None else do_lower_case
+    if not named:
+        logging.info("The vocabulary of --input: %s", tokenizer.asset_file)
+    return tokenizer.asset_file, tokenizer.do_lower_case
+
+
 def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_file=None,
-            init_from_group0=False, overwrite=False, vocab_file=None, do_lower_case=True):
+            init_from_group0=False, overwrite=False, vocab_file=None, do_lower_case=None):
     """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
 
     model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
+    The vocabulary (see `carried_vocabulary`) is written in the output's format.
     `output_dir` must be new, empty, or (with `overwrite`) an earlier conversion's output; it
     is never an input's directory or a run directory.
     """
@@ -49,12 +71,11 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
                      patterns=CONVERTED_ENTRIES, overwrite=overwrite,
                      inputs={"input": input_path, "albert_config_file": config,
                              "spm_model_file": spm_model_file, "vocab_file": vocab_file})
-    vocabulary = vocabulary_file(spm_model_file, vocab_file)
-    if vocabulary:  # a missing or unusable vocabulary stops the conversion before any work
-        FullTokenizer(vocab_file=vocabulary, do_lower_case=do_lower_case).special_ids()
+    vocabulary, do_lower_case = carried_vocabulary(input_path, spm_model_file, vocab_file,
+                                                   do_lower_case)
     net, in_fmt = load_checked(input_path, config, model, init_from_group0)
-    net.save_pretrained(output_dir, format=fmt, spm_model_file=spm_model_file,
-                        vocab_file=vocab_file, do_lower_case=do_lower_case)
+    net.save_pretrained(output_dir, format=fmt, vocab_file=vocabulary,
+                        do_lower_case=do_lower_case)
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
                  len(net.tf1_weights()), in_fmt, input_path)
     return net

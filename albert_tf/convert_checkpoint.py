@@ -29,13 +29,16 @@ def define_flags():
     flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                       "What to convert; auto keeps the MLM/SOP heads when the input has them.")
     flags.DEFINE_string("spm_model_file", None,
-                        "SentencePiece model to copy beside the output (hf: spiece.model and "
-                        "tokenizer_config.json; keras_hub: the preset's tokenizer).")
+                        "SentencePiece model to write with the output (hf: spiece.model and "
+                        "tokenizer_config.json; keras_hub: the preset's tokenizer). Default: "
+                        "the vocabulary --input carries (beside it, or its own tokenizer files).")
     flags.DEFINE_string("vocab_file", None,
-                        "WordPiece vocabulary (vocab_chinese.txt) to copy beside the output "
-                        "(hf: vocab.txt and tokenizer_config.json for BertTokenizer).")
-    flags.DEFINE_bool("do_lower_case", True,
-                      "The vocabulary's casing, written into the hf/keras_hub tokenizer files.")
+                        "WordPiece vocabulary (vocab_chinese.txt) to write with the output "
+                        "(hf: vocab.txt and tokenizer_config.json for BertTokenizer). Default: "
+                        "as for --spm_model_file.")
+    flags.DEFINE_bool("do_lower_case", None,
+                      "The vocabulary's casing, written into the hf/keras_hub tokenizer files. "
+                      "Default: the input's tokenizer_config.json, else true.")
     flags.DEFINE_bool("init_from_group0", False,
                       "Fill groups missing from the input from group 0.")
     flags.DEFINE_bool("overwrite", False,

@@ -1,10 +1,15 @@
-"""Trains a SentencePiece vocabulary with the original ALBERT settings.
+"""Trains a vocabulary in the original ALBERT layouts: SentencePiece (the English releases) or
+WordPiece (the Chinese releases, BERT-style).
 
     python -m albert_tf.train_vocab --input_file=corpus/*.txt --model_prefix=30k-clean \
         --vocab_size=30000
+    python -m albert_tf.train_vocab --model_type=wordpiece --input_file=zh/*.txt \
+        --model_prefix=vocab_chinese --vocab_size=21128
 
-Gives <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4, then the original user-defined symbols.
-The library behind it: `albert_tf.data.vocab`.
+SentencePiece gives <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4, then the original
+user-defined symbols (<model_prefix>.model, for --spm_model_file); WordPiece gives [PAD]=0,
+[unused1-99], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103 (<model_prefix>.txt, for
+--vocab_file). The library behind it: `albert_tf.data.vocab`.
 """
 
 from albert_tf.startup import quiet_stderr
@@ -17,7 +22,7 @@ import os
 from absl import flags, logging
 
 from albert_tf import cli
-from albert_tf.data.vocab import train_sentencepiece
+from albert_tf.data.vocab import train_sentencepiece, train_wordpiece
 
 FLAGS = flags.FLAGS
 
@@ -26,8 +31,12 @@ def define_flags():
     """The entry point's flags (defined on demand so that importing this module is free)."""
     flags.DEFINE_string("input_file", None,
                         "Text file(s), comma-separated globs, one sentence a line.")
+    flags.DEFINE_enum("model_type", "unigram", ["unigram", "wordpiece"],
+                      "unigram: a SentencePiece model, as the English releases; wordpiece: a "
+                      "WordPiece vocab.txt, as the Chinese releases (tensorflow-text's learner).")
     flags.DEFINE_string("model_prefix", None,
-                        "Writes <model_prefix>.model and <model_prefix>.vocab.")
+                        "Writes <model_prefix>.model and <model_prefix>.vocab (unigram) or "
+                        "<model_prefix>.txt (wordpiece).")
     flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.")
     flags.DEFINE_bool("do_lower_case", True,
                       "Lowercase the text (with the builder's preprocess_text) before training.")
@@ -40,6 +49,12 @@ def define_flags():
 
 
 def main(_):
+    if FLAGS.model_type == "wordpiece":
+        path = train_wordpiece(FLAGS.input_file, FLAGS.model_prefix, FLAGS.vocab_size,
+                               FLAGS.do_lower_case, FLAGS.overwrite)
+        logging.info("Wrote %s (%d entries): pass it as --vocab_file", path,
+                     sum(1 for _ in open(path, encoding="utf-8")))
+        return
     path = train_sentencepiece(
         FLAGS.input_file, FLAGS.model_prefix, FLAGS.vocab_size, FLAGS.do_lower_case,
         FLAGS.character_coverage, FLAGS.input_sentence_size, FLAGS.num_threads,

@@ -5,6 +5,7 @@ users run them (`--vocab_file=… --spm_model_file=` or the release directory al
 import json
 import os
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import tensorflow as tf
 import zh_release
 from albert_tf import (AlbertEncoder, convert_checkpoint, create_pretraining_data, export_hub,
                        export_to_tfhub, predict, run_classifier, run_pretraining, run_race,
-                       run_squad)
+                       run_squad, train_vocab)
 from albert_tf.tasks.squad_metrics import squad_v1
 from albert_tf.tokenization import FullTokenizer
 from conftest import assert_near_float32, assert_step_compiled, memoized_runs, run_main
@@ -359,10 +360,12 @@ def test_tf_hub_exports_tokenize_wordpiece_in_graph(zh, tmp_path, capsys):
 def test_conversions_carry_the_vocabulary(zh, tmp_path, capsys, caplog):
     import transformers
 
+    # No --vocab_file: the release's vocab_chinese.txt is found beside the checkpoint.
     out = tmp_path / "hf"
     assert run_tool(convert_checkpoint, capsys, input=zh["release"], output_dir=out,
-                    format="hf", vocab_file=zh["vocab"])[0] == 0
+                    format="hf")[0] == 0
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert type(hf_tokenizer).__name__.startswith("BertTokenizer")
     texts = zh_release.TRICKY + zh_release.sentences(30, seed=4)
     for text in texts:
         assert hf_tokenizer(text, add_special_tokens=False)["input_ids"] == (
@@ -389,6 +392,20 @@ def test_conversions_carry_the_vocabulary(zh, tmp_path, capsys, caplog):
     assert not (preset / "assets" / "tokenizer").exists()
     backbone = keras_hub.models.AlbertBackbone.from_preset(str(preset))
     assert backbone.vocabulary_size == len(zh["tokenizer"])
+
+    # A checkpoint with no vocabulary anywhere: converted, and the log says it carries none.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in os.listdir(zh["release"]):
+        if not name.startswith("vocab"):
+            shutil.copy(os.path.join(zh["release"], name), bare / name)
+    caplog.clear()
+    assert run_tool(convert_checkpoint, capsys, input=bare, output_dir=tmp_path / "bare_hf",
+                    format="hf")[0] == 0
+    assert "No vocabulary for the conversion (no vocabulary: pass --spm_model_file or " \
+           "--vocab_file" in caplog.text
+    assert "the output carries no tokenizer" in caplog.text
+    assert not (tmp_path / "bare_hf" / "vocab.txt").exists()
 
 
 def test_vocabulary_mistakes_are_one_line(zh, tmp_path, capsys):
@@ -424,9 +441,51 @@ def test_vocabulary_mistakes_are_one_line(zh, tmp_path, capsys):
     assert not (tmp_path / "ft").exists() and not (tmp_path / "pt").exists()
     # A conversion checks its vocabulary before it writes anything.
     (tmp_path / "small.txt").write_text("[PAD]\n[UNK]\n我\n", encoding="utf-8")
-    for vocab, message in ((tmp_path / "missing.txt", "WordPiece vocabulary not found"),
+    for vocab, message in ((tmp_path / "missing.txt", "missing.txt does not exist"),
                            (tmp_path / "small.txt", r"lacks [CLS], [SEP], [MASK]")):
         assert_refused(run_tool(convert_checkpoint, capsys, input=zh["release"],
                                 output_dir=tmp_path / "converted", format="tf1",
                                 vocab_file=vocab), message)
         assert not (tmp_path / "converted").exists()
+
+
+def test_a_wordpiece_vocabulary_trained_here_serves_every_tool(zh, tmp_path, capsys):
+    """train_vocab --model_type=wordpiece on Chinese text: the original layout (the specials at
+    the release's ids, each CJK character one token), then records, pretraining from scratch
+    and fine-tuning through --vocab_file."""
+    corpus = tmp_path / "corpus.txt"
+    zh_release.write_corpus(str(corpus), documents=40)
+    prefix = tmp_path / "vocab"
+    code, _, err = run_tool(train_vocab, capsys, model_type="wordpiece", input_file=corpus,
+                            model_prefix=prefix, vocab_size=3000)
+    assert code == 0, err[-2000:]
+    vocab = str(prefix) + ".txt"
+    tokenizer = FullTokenizer(vocab_file=vocab)
+    assert tokenizer.special_ids() == {"<pad>": 0, "<unk>": 100, "[CLS]": 101, "[SEP]": 102,
+                                       "[MASK]": 103}
+    text = corpus.read_text(encoding="utf-8")
+    characters = sorted({c for c in text if "\u4e00" <= c <= "\u9fff"})
+    assert tokenizer.tokenize("".join(characters)) == characters  # each one token, none [UNK]
+    assert all(len(t) == 1 for t in tokenizer.vocab if "\u4e00" <= t[0] <= "\u9fff")
+
+    records = tmp_path / "train.tfrecord"
+    assert run_tool(create_pretraining_data, capsys, input_file=corpus, output_file=records,
+                    vocab_file=vocab, spm_model_file="", max_seq_length=32,
+                    max_predictions_per_seq=5, dupe_factor=1)[0] == 0
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(zh_release.config_dict(len(tokenizer))))
+    pretrained = tmp_path / "pretrained"
+    assert run_tool(run_pretraining, capsys, albert_config_file=config, input_file=records,
+                    output_dir=pretrained, max_seq_length=32, max_predictions_per_seq=5,
+                    train_batch_size=8, num_train_steps=2, num_warmup_steps=1,
+                    save_checkpoints_steps=2, mixed_precision="none", jit_compile="false",
+                    vocab_file=vocab)[0] == 0
+    out = tmp_path / "classifier"
+    code, _, err = run_tool(run_classifier, capsys, "--do_train", "--do_eval", task_name="sst-2",
+                            data_dir=zh["glue"], output_dir=out, init_checkpoint=pretrained,
+                            vocab_file=vocab, spm_model_file="", max_seq_length=32,
+                            train_batch_size=8, train_step=2, warmup_step=1,
+                            save_checkpoints_steps=2, mixed_precision="none",
+                            jit_compile="false")
+    assert code == 0, err[-2000:]
+    assert "global_step = 2" in (out / "eval_results.txt").read_text()

@@ -1,6 +1,10 @@
-"""A SentencePiece vocabulary trained with the original ALBERT settings.
+"""Vocabularies trained from text in the original ALBERT layouts.
 
-It gives <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4, then the original user-defined symbols.
+SentencePiece (the English releases): <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4, then the
+original user-defined symbols. WordPiece (the Chinese releases, BERT-style): [PAD]=0,
+[unused1]..[unused99], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, then the learnt pieces,
+from tensorflow-text's WordPiece learner over the basic tokenizer's words (each CJK character
+one word, so one token).
 """
 
 import os
@@ -63,3 +67,38 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             raise InputError(f"--input_file={input_files} holds no text") from None
         raise
     return model_prefix + ".model"
+
+
+# The Chinese releases' (and BERT's) first 104 lines.
+WORDPIECE_RESERVED = (["[PAD]"] + [f"[unused{i}]" for i in range(1, 100)]
+                      + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+
+def train_wordpiece(input_files, model_prefix, vocab_size=21128, do_lower_case=True,
+                    overwrite=False):
+    """Learns `{model_prefix}.txt`, a WordPiece vocabulary in the original layout, from text
+    files (one sentence per line); returns its path. Replaced only with `overwrite`."""
+    # tensorflow-text's learner runs on tf.data; the SentencePiece path does without TensorFlow.
+    import tensorflow as tf
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+    from albert_tf.data.build_records import InputError, expand_globs, read_lines
+    from albert_tf.files import atomic_write_text
+
+    files = expand_globs(input_files)
+    path = model_prefix + ".txt"
+    check_output_files([path], "model_prefix", what="a WordPiece vocabulary",
+                       overwrite=overwrite, inputs={"input_file": files})
+    if vocab_size <= len(WORDPIECE_RESERVED):
+        raise InputError(f"--vocab_size={vocab_size} leaves no room for pieces after the "
+                         f"{len(WORDPIECE_RESERVED)} reserved tokens")
+    lines = [line for f in files for line in (x.strip() for x in read_lines(f)) if line]
+    if not lines:
+        raise InputError(f"--input_file={input_files} holds no text")
+    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+        tf.data.Dataset.from_tensor_slices(lines).batch(1024), vocab_size,
+        list(WORDPIECE_RESERVED), bert_tokenizer_params={"lower_case": do_lower_case},
+        learn_params={"max_unique_chars": vocab_size, "lower_thresh": 1})
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_write_text(path, "".join(token + "\n" for token in vocab))
+    return path
