@@ -21,7 +21,7 @@ from albert_tf.outputs import DISK_FULL_ERRNOS
 USAGE = 2
 # What the library raises for a user's mistake; its message names the flag or the file.
 MISTAKES = (app.UsageError, flags.Error, ValueError, FileNotFoundError, FileExistsError,
-            IsADirectoryError, NotADirectoryError)
+            IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 def run(main, required=(), argv=None):

@@ -71,7 +71,16 @@ class AlbertConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}")
-        if self.hidden_act not in ACTIVATIONS:
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range",
+                     "layer_norm_eps", "mlm_layer_norm_eps"):
+            value = getattr(self, name)
+            if value is None and name == "mlm_layer_norm_eps":
+                continue
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                quoted = " (a string: write the number without quotes)" if isinstance(
+                    value, str) else ""
+                raise ValueError(f"AlbertConfig.{name} must be a number, got {value!r}{quoted}")
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"AlbertConfig.hidden_act={self.hidden_act!r} is not supported; "
                              f"use one of {', '.join(ACTIVATIONS)}")
         if self.hidden_size % self.num_attention_heads:

@@ -46,6 +46,25 @@ def writing(what, path, cleanup=(), intact=""):
                        f"command") from e
 
 
+def make_output_dir(path, flag="output_dir"):
+    """Creates a tool's output directory (and its parents), with one-line errors for a path
+    that is a file or cannot be written."""
+    path = os.fspath(path)
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise NotADirectoryError(f"--{flag}={path} is a file, not a directory")
+    try:
+        tf.io.gfile.makedirs(path)
+    except (tf.errors.PermissionDeniedError, PermissionError):
+        raise PermissionError(f"--{flag}={path} cannot be created: permission denied "
+                              f"(a read-only location?)") from None
+    except (tf.errors.FailedPreconditionError, NotADirectoryError, FileExistsError):
+        raise NotADirectoryError(f"--{flag}={path} cannot be created: a file is in the way "
+                                 f"on its path") from None
+    if "://" not in path and not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(f"--{flag}={path} cannot be written: permission denied")
+    return path
+
+
 def atomic_write_text(path, text):
     """Writes `text` to `path` through a temporary name, so readers never see a half file."""
     _atomic_write(path, text, "w")

@@ -19,6 +19,7 @@ from absl import app, flags
 from albert_tf import cli
 from albert_tf.tasks.flags import POSITIVE, define_if_missing
 from albert_tf.training import distribution
+from albert_tf.training.checkpoint_files import check_run_kind
 from albert_tf.training.run_lock import RunLock
 
 FLAGS = flags.FLAGS
@@ -167,6 +168,7 @@ def main(_):
         check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                       config.vocab_size, flag)
     with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief(strategy)) as lock:
+        check_run_kind(FLAGS.output_dir, "pretraining")
         _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock)
 
 
@@ -185,7 +187,7 @@ def _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock
         FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock)
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock, run_kind="pretraining")
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 

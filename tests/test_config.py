@@ -95,3 +95,11 @@ def test_group_routing_is_the_originals():
     config = AlbertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2,
                           intermediate_size=8, num_hidden_layers=12, num_hidden_groups=3)
     assert [config.group_of_layer(i) for i in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
+
+
+def test_a_number_given_as_a_string_names_its_key(tmp_path):
+    path = tmp_path / "albert_config.json"
+    path.write_text(json.dumps({**ORIGINAL_BASE_V2, "hidden_dropout_prob": "0.1"}))
+    with pytest.raises(ValueError, match=r"AlbertConfig.hidden_dropout_prob must be a number, "
+                                         r"got '0.1' \(a string: write the number without"):
+        AlbertConfig.from_json_file(str(path))

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.pipeline import expand_file_patterns, pretraining_dataset
+from albert_tf.data.pipeline import check_record_lengths, expand_file_patterns, pretraining_dataset
 from conftest import write_pretraining_records
 
 
@@ -49,3 +49,15 @@ def test_wrong_lengths_and_globs_are_clear_errors(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(ValueError, match="holds no records"):
         pretraining_dataset(str(empty), 2, 16, 4)
+
+
+def test_compressed_records_get_a_hint(tmp_path):
+    plain = write_pretraining_records(tmp_path / "plain.tfrecord", 2)
+    packed = str(tmp_path / "train.tfrecord.gz")
+    with tf.io.TFRecordWriter(packed, options="GZIP") as writer:
+        for record in tf.data.TFRecordDataset(plain):
+            writer.write(record.numpy())
+    with pytest.raises(ValueError, match=r"train.tfrecord.gz is not a TFRecord file \(.*\): it "
+                                         r"is gzip-compressed.*decompress it first \(gunzip\)"):
+        check_record_lengths(packed, 16, 4)
+    check_record_lengths(plain, 16, 4)  # plain records pass

@@ -6,6 +6,7 @@ reruns run in this process, as `python -m` would run them (tool_runner)."""
 import importlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,3 +266,25 @@ def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint
         rf"{re.escape(files[1])} is corrupt after its first \d+ records \(corrupted record at "
         rf"\d+\)\. Training stopped after step \d+ without saving; last good checkpoint: "
         rf"{re.escape(last)}\. Replace or remove the file", str(err.value)), str(err.value)
+
+
+def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_path):
+    """The saved input position fits only the batches and files it was saved with: otherwise
+    the run goes on with the input restarted from its seed, and says why (it used to stop with
+    Incompatible shapes, or OutOfRange for good)."""
+    records = tmp_path / "records"
+    records.mkdir()
+    for path in data[2]:
+        shutil.copy(path, records)
+    mine = (str(records / "train-*.tfrecord"), data[1], None)
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "albert_tf.run_pretraining"]
+    run_ok(command + _flags(mine, out, num_train_steps=6))
+    log = run_ok(command + _flags(mine, out, num_train_steps=12, train_batch_size=4))
+    assert ("The input position at step 6 is not restored: it was saved for other batches "
+            "(--train_batch_size, --max_seq_length or the replicas changed)") in log
+    write_pretraining_records(records / "train-3.tfrecord", 40, seed=3)  # users add data
+    log = run_ok(command + _flags(mine, out, num_train_steps=18, train_batch_size=4))
+    assert ("The input position at step 12 is not restored: the input files changed since "
+            "(3 then, 4 now: 1 added, 0 gone)") in log
+    assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-18")

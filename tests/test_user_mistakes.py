@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 
 import pytest
 import tensorflow as tf
@@ -318,6 +319,70 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_refused(world, tmp_path, caps
                    f"the vocabulary {world['spm']} has {world['vocab']} entries but the "
                    f"model's vocab_size is {world['vocab'] - 10}")
     assert not out.exists()
+
+
+def test_an_output_dir_that_is_a_file_or_read_only_is_one_line(world, tmp_path, capsys,
+                                                               monkeypatch):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(world, afile)),
+                   f"--output_dir={afile} is a file, not a directory")
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=world["glue"], output_dir=afile / "run",
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"--output_dir={afile}/run cannot be created: a file is in the way")
+    assert afile.read_text() == "mine\n"
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs",
+                              str(read_only)], capture_output=True).returncode == 0
+    if not mounted:  # where the machine allows no mount: the file system's answer, injected
+        def denied(path):
+            raise tf.errors.PermissionDeniedError(None, None, f"{path}; Read-only file system")
+        monkeypatch.setattr(tf.io.gfile, "makedirs", denied)
+    try:
+        assert_refused(run_tool(run_pretraining, capsys,
+                                **pretrain_flags(world, read_only / "run")),
+                       f"--output_dir={read_only}/run cannot be created: permission denied")
+    finally:
+        if mounted:
+            subprocess.run(["umount", "--lazy", str(read_only)], check=True)
+
+
+def test_a_missing_predict_file_stops_fine_tuning_before_training(world, tmp_path, capsys):
+    glue = tmp_path / "glue"
+    shutil.copytree(world["glue"], glue)
+    (glue / "SST-2" / "test.tsv").unlink()
+    out = tmp_path / "out"
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", "--do_predict",
+                            task_name="sst-2", data_dir=glue, output_dir=out,
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"sst-2 test file not found: {glue}/SST-2/test.tsv")
+    assert not list(out.glob("model.ckpt-*")) and not list(out.glob("*.npz"))
+
+
+def test_export_hub_from_a_fine_tuning_directory_reads_its_best_checkpoint(world, run_dir,
+                                                                        tmp_path):
+    from tool_runner import run_tool_logged
+    run = tmp_path / "finetuned"
+    shutil.copytree(run_dir, run)
+    for path in glob.glob(str(run / "model.ckpt-2.*")):  # step 2 was the best, 4 the latest
+        shutil.copy(path, path.replace("model.ckpt-2", "model.ckpt-best"))
+    status, log = run_tool_logged(export_hub, export_type="encoder", init_checkpoint=run,
+                                  export_path=tmp_path / "hub", spm_model_file=world["spm"])
+    assert status == 0, log[-2000:]
+    assert f"Reading the albert_tf checkpoint {run}/model.ckpt-best" in log
+
+
+def test_a_tool_refuses_another_kind_of_run_before_writing_there(world, run_dir, capsys):
+    before = digests(run_dir)
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=world["glue"], output_dir=run_dir,
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"--output_dir={run_dir} holds the checkpoints of a pretraining run, and this "
+                   f"is fine-tuning of sst-2: give --output_dir a new directory (to start from "
+                   f"that run's weights, pass it as --init_checkpoint)")
+    assert digests(run_dir) == before
 
 
 def test_fine_tuning_into_a_live_pretraining_run_stops_before_writing(world, run_dir, capsys):

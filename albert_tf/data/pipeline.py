@@ -7,7 +7,8 @@ import tensorflow as tf
 
 from albert_tf.data.dynamic_masking import batch_seed, dynamic_mask, restore_original_tokens
 from albert_tf.data.pretraining import MaskingOptions
-from albert_tf.data.records import pretraining_feature_lengths, pretraining_feature_spec
+from albert_tf.data.records import (pretraining_feature_lengths, pretraining_feature_spec,
+                                    short_tf_message)
 
 # Record feature names (the original schema) → the model's input names (the TF-Hub names).
 RECORD_TO_MODEL = {"input_ids": "input_word_ids", "input_mask": "input_mask",
@@ -70,13 +71,27 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size=Non
                              f"{vocab_size}: were the records built with another vocabulary?")
 
 
+def compression_hint(path):
+    """A hint when `path` is a compressed file (gzip or zlib) rather than plain TFRecords."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        head = f.read(2)
+    if head == b"\x1f\x8b":
+        return (": it is gzip-compressed, and pretraining reads plain TFRecords as the builder "
+                "and the original write them; decompress it first (gunzip)")
+    if len(head) == 2 and head[0] == 0x78 and (head[0] * 256 + head[1]) % 31 == 0:
+        return (": it looks zlib-compressed, and pretraining reads plain TFRecords as the "
+                "builder and the original write them; decompress it first")
+    return ""
+
+
 def check_record_lengths(path, max_seq_length, max_predictions_per_seq):
     """Reads the first record of `path`, checks its lengths against the flags; returns it."""
     expected = pretraining_feature_lengths(max_seq_length, max_predictions_per_seq)
     try:
         raw = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.DataLossError as e:
-        raise ValueError(f"{path} is not a TFRecord file ({e.message})") from None
+        raise ValueError(f"{path} is not a TFRecord file ({short_tf_message(e.message)})"
+                         f"{compression_hint(path)}") from None
     if raw is None:
         raise ValueError(f"{path} holds no records")
     example = tf.train.Example.FromString(raw.numpy())

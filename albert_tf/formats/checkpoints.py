@@ -32,6 +32,7 @@ _TF1_IGNORED = re.compile(r"(^global_step$|/(adam|lamb)_[mv]$|/Adam(_1)?$|^beta[
 def read_checkpoint(path):
     """(arrays {TF1 name: np.ndarray}, config path or None, format) for any supported path."""
     fmt, location, config = resolve_checkpoint(path)
+    logging.info("Reading the %s checkpoint %s", fmt, location)
     if fmt == "hf":
         arrays = hf.hf_to_tf1(hf.read_hf_state(location))
     elif fmt == "keras_hub":

@@ -20,12 +20,14 @@ def _exists(path):
 
 
 def _find_tf_prefix(directory):
-    """The checkpoint prefix inside a directory: latest in `checkpoint`, else model.ckpt-best, else
-    the highest-numbered *.index."""
+    """The checkpoint prefix inside a directory: model.ckpt-best (a release's, or the best of a
+    run that evaluated), else the latest in `checkpoint`, else the highest-numbered *.index."""
+    if _exists(os.path.join(directory, "model.ckpt-best.index")):
+        return os.path.join(directory, "model.ckpt-best")
     latest = tf.train.latest_checkpoint(directory)
     if latest:
         return latest
-    for prefix in ("model.ckpt-best", "variables/variables", "model.ckpt"):
+    for prefix in ("variables/variables", "model.ckpt"):
         if _exists(os.path.join(directory, prefix + ".index")):
             return os.path.join(directory, prefix)
     indexes = tf.io.gfile.glob(os.path.join(directory, "*.index"))

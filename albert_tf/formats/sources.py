@@ -19,15 +19,10 @@ def _import_tensorflow_text():
 
 
 def _checkpoint_location(path):
-    """(path for read_checkpoint, directory beside it): a directory holding model.ckpt-best
-    (a fine-tuning run's best checkpoint) uses it rather than the latest checkpoint."""
+    """(path for read_checkpoint, directory beside it); in a directory read_checkpoint takes
+    model.ckpt-best (a fine-tuning run's best) before the latest checkpoint."""
     path = os.fspath(path).rstrip("/")
-    if tf.io.gfile.isdir(path):
-        best = os.path.join(path, "model.ckpt-best")
-        if tf.io.gfile.exists(best + ".index"):
-            return best, path
-        return path, path
-    return path, os.path.dirname(path) or "."
+    return path, (path if tf.io.gfile.isdir(path) else os.path.dirname(path) or ".")
 
 
 class ModelSource:

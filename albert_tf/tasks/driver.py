@@ -27,9 +27,11 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
+from albert_tf.files import make_output_dir
 from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
-from albert_tf.training.checkpoint_files import refuse_foreign_checkpoints, resumable_checkpoints
+from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
+                                                 resumable_checkpoints)
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.stuck import StuckWatch
 
@@ -76,7 +78,7 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
     tokenizer = load_tokenizer(
         FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
         model=carrier, vocab_size=vocab_size, vocab_file=FLAGS.vocab_file)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    make_output_dir(FLAGS.output_dir)
     return tokenizer
 
 
@@ -210,7 +212,8 @@ class _Run:
             FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
             gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
             steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-            keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock)
+            keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock,
+            run_kind=run_kind(task))
         self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
         self.best = {}
         level = (task.constant_loss(self.train_features)
@@ -298,6 +301,10 @@ class _Run:
         self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir)
 
 
+def run_kind(task):
+    return f"fine-tuning of {task.name}"
+
+
 def run_finetuning(task, FLAGS):  # noqa: N803
     """Train, evaluate every checkpoint (keeping the best), predict and export, as the flags
     say, holding --output_dir (one run per directory); returns the best eval results."""
@@ -307,8 +314,13 @@ def run_finetuning(task, FLAGS):  # noqa: N803
     if export_dir and not hasattr(task, "export"):
         raise ValueError(f"--export_dir: {task.name} has no export")
     check_flags(FLAGS)
+    if hasattr(task, "check_inputs"):  # a mistyped file stops the run now, not after training
+        task.check_inputs([split for split, wanted in (
+            ("train", FLAGS.do_train), ("dev", FLAGS.do_eval), ("test", FLAGS.do_predict))
+            if wanted])
     tool = f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]} ({task.name})"
     with RunLock(FLAGS.output_dir, tool, chief=distribution.is_chief_task()) as lock:
+        check_run_kind(FLAGS.output_dir, run_kind(task))  # a live run's holder is named first
         return _run(task, FLAGS, export_dir, lock)
 
 

@@ -94,12 +94,22 @@ class GlueTask:
         return AlbertClassifier(encoder, self.task.num_labels, self.classifier_dropout,
                                 regression=self.task.is_regression)
 
-    def features(self, split, task=None):
+    def check_inputs(self, splits):
+        """The data files of `splits` (train, dev, test) exist (before any training)."""
+        for split in splits:
+            self._split_path(split, self.task)
+
+    def _split_path(self, split, task):
         from albert_tf.data import glue
-        task = task or self.task
         path = glue.split_path(self.data_dir, task, split)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{task.name} {split} file not found: {path}")
+        return path
+
+    def features(self, split, task=None):
+        from albert_tf.data import glue
+        task = task or self.task
+        path = self._split_path(split, task)
         settings = dict(task=task.name, split=split, file=file_digest(path),
                         max_seq_length=self.max_seq_length,
                         tokenizer=self.tokenizer.digest(),

@@ -103,6 +103,11 @@ class NerTask:
                      len(features["lengths"]), self.max_seq_length)
         return features
 
+    def check_inputs(self, splits):
+        """The data files of `splits` exist (before any training); predicting reads dev too."""
+        for split in set(splits) | ({"dev"} if "test" in splits else set()):
+            conll.split_file(self.data_dir, split)
+
     def train_features(self):
         return self.features("train")
 

@@ -65,11 +65,7 @@ class SquadTask:
         from albert_tf.data import squad
         if (path, is_training) in self._features:
             return self._features[path, is_training]
-        feature_file = self.feature_files[is_training]
-        have_data = bool(path) and os.path.isfile(path)
-        if not have_data and not (feature_file and tf.io.gfile.exists(feature_file)):
-            flag = "train_file" if is_training else "predict_file"
-            raise FileNotFoundError(f"--{flag}={path} does not exist")
+        have_data = self._check_source(path, is_training)
         settings = dict(task=self.name, is_training=is_training,
                         file=file_digest(path) if have_data else None,
                         max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
@@ -82,10 +78,27 @@ class SquadTask:
             lambda: squad.convert_questions(self.questions(path, is_training), self.tokenizer,
                                             self.max_seq_length, self.doc_stride,
                                             self.max_query_length, is_training),
-            path=feature_file,
+            path=self.feature_files[is_training],
             flag="train_feature_file" if is_training else "predict_feature_file")
         self._features[path, is_training] = features
         return features
+
+    def _check_source(self, path, is_training):
+        """Whether the data file is there; without it the feature file must be."""
+        feature_file = self.feature_files[is_training]
+        have_data = bool(path) and os.path.isfile(path)
+        if not have_data and not (feature_file and tf.io.gfile.exists(feature_file)):
+            flag = "train_file" if is_training else "predict_file"
+            raise FileNotFoundError(f"--{flag}={path} does not exist")
+        return have_data
+
+    def check_inputs(self, splits):
+        """The files of `splits` (train; dev and test read --predict_file) exist (before any
+        training)."""
+        for split in splits:
+            is_training = split == "train"
+            self._check_source(self.train_file if is_training else self.predict_file,
+                               is_training)
 
     def train_features(self):
         return self.features(self.train_file, True)

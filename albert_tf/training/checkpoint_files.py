@@ -1,6 +1,7 @@
 """The run's checkpoint files in output_dir: which can resume a run, whether the run's config
 matches, and dropout's random state saved with them."""
 
+import json
 import os
 import re
 
@@ -9,8 +10,10 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data.records import short_tf_message
+from albert_tf.files import write_json
 
 CHECKPOINT_NAME = "model.ckpt"
+RUN_FILE = "run.json"  # which kind of run the directory's checkpoints belong to
 
 # What reading a damaged checkpoint raises: missing or truncated files, failed checksums.
 UNREADABLE = (tf.errors.OpError, IndexError, OSError)
@@ -59,6 +62,30 @@ def check_run_config(output_dir, config):
             f"the config differs from the one the run in --output_dir={output_dir} was "
             f"started with, in {', '.join(changed)}. Resume with {path}, or give "
             f"--output_dir a new directory to train another model")
+
+
+def check_run_kind(output_dir, kind):
+    """A run's directory is resumed only by a run of its kind (`run.json`, written with the
+    first checkpoint: "pretraining", "fine-tuning of sst-2", ...), refused before anything is
+    written there."""
+    path = os.path.join(output_dir, RUN_FILE)
+    if not tf.io.gfile.exists(path):
+        return
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            theirs = json.load(f).get("kind")
+    except (ValueError, AttributeError, tf.errors.OpError):
+        return
+    if theirs and theirs != kind:
+        raise ValueError(f"--output_dir={output_dir} holds the checkpoints of a {theirs} run, "
+                         f"and this is {kind}: give --output_dir a new directory (to start "
+                         f"from that run's weights, pass it as --init_checkpoint)")
+
+
+def record_run_kind(output_dir, kind):
+    path = os.path.join(output_dir, RUN_FILE)
+    if kind and not tf.io.gfile.exists(path):
+        write_json(path, {"kind": kind})
 
 
 def refuse_foreign_checkpoints(output_dir):

@@ -8,10 +8,13 @@ model checkpoint of the same step, which is what makes the pair trusted. On a TP
 distributed iterator stays (the TPU infeed needs it) and the input restarts from its seed.
 """
 
+import json
 import os
 
 import tensorflow as tf
 from absl import logging
+
+from albert_tf.files import write_json
 
 STATE_DIR = "input_state"
 
@@ -48,6 +51,11 @@ class TrainingInput:
         with tf.device("/cpu:0"):
             self.iterator = iter(dataset_fn(context))
         self._checkpoint = tf.train.Checkpoint(iterator=self.iterator)
+        # What a saved position belongs to: restored into another batch shape or file list, an
+        # iterator fails later (Incompatible shapes, OutOfRange) instead of now.
+        self.signature = {"batches": repr(self.iterator.element_spec),
+                          "input_files": [os.fspath(f) for f in
+                                          getattr(dataset_fn, "input_files", ())]}
 
     def next(self):
         """The next batch of every replica (call inside the training tf.function)."""
@@ -63,6 +71,8 @@ class TrainingInput:
     def save(self, step):
         """Writes the position after `step` (before the model checkpoint of that step)."""
         if self.resumable:
+            tf.io.gfile.makedirs(self.directory)
+            write_json(self._prefix(step) + ".json", self.signature)
             self._checkpoint.write(self._prefix(step))
 
     def restore(self, step):
@@ -74,6 +84,8 @@ class TrainingInput:
         why = None
         if not tf.io.gfile.exists(prefix + ".index"):
             why = "none was saved with it (a TPU run, or a checkpoint from an older albert_tf)"
+        elif self._changed(prefix):
+            why = self._changed(prefix)
         else:
             try:
                 self._checkpoint.read(prefix).assert_consumed()
@@ -85,6 +97,23 @@ class TrainingInput:
             return False
         logging.info("Resumed the input position of step %d from %s", step, prefix)
         return True
+
+    def _changed(self, prefix):
+        """Why the input saved at `prefix` is not this one (None when it is, or unknown)."""
+        try:
+            with tf.io.gfile.GFile(prefix + ".json") as f:
+                saved = json.load(f)
+        except (tf.errors.NotFoundError, ValueError):
+            return None
+        if saved.get("batches") != self.signature["batches"]:
+            return ("it was saved for other batches (--train_batch_size, --max_seq_length or "
+                    "the replicas changed)")
+        before, now = saved.get("input_files", []), self.signature["input_files"]
+        if before != now:
+            added, gone = len(set(now) - set(before)), len(set(before) - set(now))
+            return (f"the input files changed since ({len(before)} then, {len(now)} now: "
+                    f"{added} added, {gone} gone)")
+        return None
 
     def prune(self, keep_steps):
         """Deletes the states of steps whose checkpoints are gone."""

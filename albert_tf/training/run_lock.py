@@ -31,7 +31,7 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.files import atomic_write_text, writing
+from albert_tf.files import atomic_write_text, make_output_dir, writing
 
 LOCK_NAME = "run.lock"
 HEARTBEAT_S, STALE_S, SETTLE_S = 60.0, 600.0, 3.0
@@ -227,7 +227,7 @@ class RunLock:
 
     def __enter__(self):
         if self.chief:
-            tf.io.gfile.makedirs(self.output_dir)
+            make_output_dir(self.output_dir)
             self._lock.acquire()
         return self
 

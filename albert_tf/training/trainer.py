@@ -22,8 +22,8 @@ from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
-    CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, refuse_foreign_checkpoints,
-    resumable_checkpoints, unreadable_reason)
+    CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, record_run_kind,
+    refuse_foreign_checkpoints, resumable_checkpoints, unreadable_reason)
 from albert_tf.training.distribution import check_batch_sizes, is_chief
 from albert_tf.training.failures import (
     COLLECTIVE_FAILURES, CorruptInputError, Interrupted, NonFiniteLossError, StopRequest,
@@ -40,9 +40,10 @@ class Trainer:
 
     def __init__(self, strategy, model_fn, optimizer_fn, output_dir, *, global_batch_size,
                  gradient_accumulation_steps=1, steps_per_execution=1, jit_compile=False,
-                 keep_checkpoint_max=5, run_lock=None):
+                 keep_checkpoint_max=5, run_lock=None, run_kind=None):
         self.strategy = strategy
         self.run_lock = run_lock  # checked before each save (see training.run_lock)
+        self.run_kind = run_kind  # recorded with the first checkpoint (checkpoint_files)
         self.output_dir = output_dir
         self.global_batch_size = global_batch_size
         self.accumulation = int(gradient_accumulation_steps)
@@ -149,6 +150,7 @@ class Trainer:
         output_dir is itself a from_pretrained source."""
         if self.chief and not self._config_written:
             self.model.config.to_json_file(os.path.join(self.output_dir, "albert_config.json"))
+            record_run_kind(self.output_dir, self.run_kind)
             self._config_written = True
 
     def save(self):
