@@ -107,8 +107,8 @@ def test_two_pretraining_runs_started_together_into_one_directory(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "albert_tf.run_pretraining", f"--albert_config_file={config}",
                f"--input_file={records}", f"--output_dir={out}", "--max_seq_length=16",
-               "--max_predictions_per_seq=4", "--train_batch_size=8", "--num_train_steps=150",
-               "--num_warmup_steps=2", "--save_checkpoints_steps=50", "--log_steps=50",
+               "--max_predictions_per_seq=4", "--train_batch_size=8", "--num_train_steps=60",
+               "--num_warmup_steps=2", "--save_checkpoints_steps=20", "--log_steps=20",
                "--mixed_precision=none", "--jit_compile=false"]
     procs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -120,5 +120,5 @@ def test_two_pretraining_runs_started_together_into_one_directory(tmp_path):
                            f"run_pretraining on host {socket.gethostname()} (process {winner},")
     assert "Traceback" not in err and "Training steps" not in err
     assert sorted(p.name for p in out.glob("model.ckpt-*.index")) == [
-        "model.ckpt-100.index", "model.ckpt-150.index", "model.ckpt-50.index"]
+        "model.ckpt-20.index", "model.ckpt-40.index", "model.ckpt-60.index"]
     assert not (out / LOCK_NAME).exists()

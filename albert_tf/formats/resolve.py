@@ -20,14 +20,12 @@ def _exists(path):
 
 
 def _find_tf_prefix(directory):
-    """The checkpoint prefix inside a directory: model.ckpt-best (a release's, or the best of a
-    run that evaluated), else the latest in `checkpoint`, else the highest-numbered *.index."""
-    if _exists(os.path.join(directory, "model.ckpt-best.index")):
-        return os.path.join(directory, "model.ckpt-best")
+    """The checkpoint prefix inside a directory: latest in `checkpoint`, else model.ckpt-best, else
+    the highest-numbered *.index."""
     latest = tf.train.latest_checkpoint(directory)
     if latest:
         return latest
-    for prefix in ("variables/variables", "model.ckpt"):
+    for prefix in ("model.ckpt-best", "variables/variables", "model.ckpt"):
         if _exists(os.path.join(directory, prefix + ".index")):
             return os.path.join(directory, prefix)
     indexes = tf.io.gfile.glob(os.path.join(directory, "*.index"))
@@ -38,6 +36,17 @@ def _find_tf_prefix(directory):
         m = re.search(r"-(\d+)\.index$", path)
         return int(m.group(1)) if m else -1
     return max(indexes, key=step)[: -len(".index")]
+
+
+def best_of(path):
+    """What predict and export read from a path: in a directory holding model.ckpt-best (a
+    fine-tuning run's best, or a release's), that checkpoint; else the path itself (whose
+    latest checkpoint resolve_checkpoint takes)."""
+    path = os.fspath(path).rstrip("/")
+    best = os.path.join(path, "model.ckpt-best")
+    if tf.io.gfile.isdir(path) and _exists(best + ".index"):
+        return best
+    return path
 
 
 def resolve_checkpoint(path):

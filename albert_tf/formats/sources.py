@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.formats.checkpoints import assign_weights, missing_allowed, read_checkpoint
-from albert_tf.formats.resolve import SourceError, is_saved_model
+from albert_tf.formats.resolve import SourceError, best_of, is_saved_model
 
 
 def _import_tensorflow_text():
@@ -19,10 +19,9 @@ def _import_tensorflow_text():
 
 
 def _checkpoint_location(path):
-    """(path for read_checkpoint, directory beside it); in a directory read_checkpoint takes
-    model.ckpt-best (a fine-tuning run's best) before the latest checkpoint."""
+    """(path for read_checkpoint: a directory's model.ckpt-best first, directory beside it)."""
     path = os.fspath(path).rstrip("/")
-    return path, (path if tf.io.gfile.isdir(path) else os.path.dirname(path) or ".")
+    return best_of(path), (path if tf.io.gfile.isdir(path) else os.path.dirname(path) or ".")
 
 
 class ModelSource:
