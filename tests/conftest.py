@@ -6,6 +6,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # compiled faster (the tests' models are tiny; their compile time is what the suite waits for).
 # Subprocesses of the tests inherit it.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# Under pytest-xdist each worker (and the tools it starts) gets its share of the cores for
+# TensorFlow's op threads, instead of every worker spreading over all of them.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(
+        1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -21,10 +26,13 @@ def pytest_configure(config):
 # loadfile` hands each worker the next file in collection order when it is free: the longest
 # first, so that the suite does not end on one worker running a long file while the other idles.
 LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker.py",
-                 "test_chinese_release.py", "test_run_squad.py", "test_run_ner.py",
-                 "test_original_commands.py", "test_demo.py", "test_run_race.py",
-                 "test_keras_fit.py", "test_export.py", "test_run_classifier.py",
-                 "test_predict.py", "test_export_finetuned.py")
+                 "test_run_squad.py", "test_chinese_release.py", "test_keras_fit.py",
+                 "test_export.py", "test_finetuning_update.py", "test_demo.py",
+                 "test_predict.py", "test_run_classifier.py", "test_run_race.py",
+                 "test_export_finetuned.py", "test_run_ner.py", "test_original_commands.py",
+                 "test_classifier.py", "test_attention.py", "test_run_lock.py",
+                 "test_interrupts.py", "test_notebook.py", "test_keras_hub.py",
+                 "test_user_mistakes.py", "test_disk_full.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
