@@ -17,6 +17,7 @@ import traceback
 from absl import app, flags
 
 from albert_tf.outputs import DISK_FULL_ERRNOS
+from albert_tf.startup import ready
 
 USAGE = 2
 # What the library raises for a user's mistake; its message names the flag or the file.
@@ -32,6 +33,7 @@ def run(main, required=(), argv=None):
     name = os.path.splitext(os.path.basename(argv[0]))[0]
     if required:
         flags.mark_flags_as_required(list(required))
+    ready()
     app.run(guarded(main, name), argv=argv,
             flags_parser=functools.partial(_parse_flags, name))
 

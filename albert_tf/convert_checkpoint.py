@@ -4,10 +4,10 @@ presets and ours.
   python -m albert_tf.convert_checkpoint --input=albert_base --output_dir=albert_base_hf --format=hf
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import flags
 

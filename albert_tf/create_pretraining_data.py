@@ -7,10 +7,10 @@
 The library behind it: `albert_tf.data.build_records`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import flags
 

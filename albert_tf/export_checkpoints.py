@@ -8,10 +8,10 @@ Reads any checkpoint `from_pretrained` reads (ours, the original TF1, Hugging Fa
 written one loads in the original code, in `from_pretrained` and in `--init_checkpoint`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 import os
 

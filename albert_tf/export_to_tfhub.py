@@ -9,10 +9,10 @@ the directory holds albert_config.json, the vocabulary (30k-clean.model, or the 
 releases' vocab_chinese.txt) and the checkpoint.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import flags
 

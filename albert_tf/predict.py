@@ -20,10 +20,10 @@ The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `
 (load once, call on lists of texts) and `albert_tf.serving.predict(task, model, texts, ...)`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import app, flags, logging
 

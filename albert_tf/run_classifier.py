@@ -10,10 +10,10 @@ which --do_predict uses to write test_results.tsv and submit_results.tsv.
 The library behind it: `albert_tf.tasks.GlueTask` and `albert_tf.tasks.run_finetuning`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import app, flags
 

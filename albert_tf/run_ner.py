@@ -15,10 +15,10 @@ model.ckpt-best, which --do_predict uses to write dev_predictions.txt and test_p
 The library behind it: `albert_tf.tasks.NerTask` and `albert_tf.tasks.run_finetuning`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import flags
 

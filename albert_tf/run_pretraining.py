@@ -8,10 +8,10 @@ Rerunning the same command after a crash resumes from the last checkpoint in --o
 The library behind it: `albert_tf.training.trainer.Trainer`, `albert_tf.data.pipeline`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 import keras
 from absl import app, flags

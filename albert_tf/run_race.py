@@ -11,10 +11,10 @@ all); the best becomes model.ckpt-best, which --do_predict scores on test (no TP
 The library behind it: `albert_tf.tasks.RaceTask` and `albert_tf.tasks.run_finetuning`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import app, flags
 

@@ -12,10 +12,10 @@ paragraphs (--threshold_dev_fraction) and then reported on the other paragraphs 
 The library behind it: `albert_tf.tasks.SquadTask` and `albert_tf.tasks.run_finetuning`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from absl import app, flags
 

@@ -3,10 +3,10 @@ module being the version (no --version_2_with_negative needed). Every flag of ru
 applies.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 from albert_tf import run_squad
 

@@ -1,15 +1,17 @@
-"""The command-line tools' stderr without TensorFlow's known harmless noise.
+"""What every command-line tool does first, before TensorFlow loads: Ctrl-C while it starts
+ends with its one line, and its stderr goes without TensorFlow's known harmless noise.
 
 TensorFlow's CUDA build prints on a machine without a GPU, before any of its logging can be
 configured, that it found no CUDA driver and an `E`-level "failed call to cuInit"; on CPUs its
 oneDNN ops log an `E`-level line when they meet int64 tensors (the tokenizer's). Healthy, yet
-they read like faults. `quiet_stderr()`, called first thing by each tool run as a program,
+they read like faults. `quiet_stderr()` (part of `start_tool()`)
 passes the process's stderr through a small filter process that drops exactly the lines below
 and forwards everything else, in order, also after a crash. ALBERT_TF_STDERR=all keeps them.
 """
 
 import atexit
 import os
+import signal
 import subprocess
 import sys
 
@@ -33,6 +35,27 @@ for line in sys.stdin.buffer:
         out.write(line)
         out.flush()
 """
+
+
+def start_tool():
+    """Called first thing by each tool run as a program."""
+    signal.signal(signal.SIGINT, _stopped_while_starting)
+    quiet_stderr()
+
+
+def _stopped_while_starting(signum, frame):
+    """Ctrl-C during the imports (seconds, mostly TensorFlow's): before cli.run hands SIGINT
+    back to Python, no flag is parsed and nothing written, so the tool just ends."""
+    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    os.write(2, f"{name}: stopped: {signal.Signals(signum).name} while starting; nothing was "
+                f"written\n".encode())
+    os._exit(128 + signum)
+
+
+def ready():
+    """Python's own SIGINT handling (KeyboardInterrupt, the trainer's handlers) from here on."""
+    if signal.getsignal(signal.SIGINT) is _stopped_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def quiet_stderr():

@@ -12,10 +12,10 @@ user-defined symbols (<model_prefix>.model, for --spm_model_file); WordPiece giv
 --vocab_file). The library behind it: `albert_tf.data.vocab`.
 """
 
-from albert_tf.startup import quiet_stderr
+from albert_tf.startup import start_tool
 
 if __name__ == "__main__":
-    quiet_stderr()  # before TensorFlow loads
+    start_tool()  # before TensorFlow loads
 
 import os
 

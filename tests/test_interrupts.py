@@ -123,3 +123,32 @@ def test_ctrl_c_stops_pretraining_with_its_line_and_a_checkpoint(tmp_path):
     assert "Traceback" not in err and not left
     assert not (out / "run.lock").exists()
     assert not [p for p in out.rglob("*") if "_temp" in p.name or ".tmp-" in p.name]
+
+
+def _children(pid):
+    """Process ids whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.parametrize("tool", ["run_classifier", "export_hub"])
+def test_ctrl_c_while_a_tool_starts_is_its_line(tool, tmp_path):
+    """Ctrl-C during the seconds TensorFlow takes to import (start_tool's stderr filter is up,
+    the tool's own code not yet): status 130, one line, no KeyboardInterrupt traceback."""
+    proc = _start([f"albert_tf.{tool}", f"--output_dir={tmp_path}/out"], ROOT)
+    _wait_for(lambda: _children(proc.pid), proc, timeout=60)
+    status, err, left = _ctrl_c(proc)
+    assert status == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == (f"{tool}: stopped: SIGINT while starting; nothing "
+                                            f"was written"), err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and not left
+    assert not (tmp_path / "out").exists()
