@@ -183,9 +183,13 @@ def run_transformers(task_name, lr, seed, args, tokenizer):
         else:
             model = transformers.AlbertForSequenceClassification.from_pretrained(
                 path, num_labels=task.task.num_labels)
-        no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+        # As transformers' Trainer: no decay for biases and LayerNorm modules (by type: ALBERT's
+        # full_layer_layer_norm has no "LayerNorm" in its name).
+        norms = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
+                 for p in m.parameters()}
+        no_decay = [p for n, p in model.named_parameters() if "bias" in n or id(p) in norms]
         decay = [p for n, p in model.named_parameters()
-                 if not ("bias" in n or "LayerNorm" in n)]
+                 if not ("bias" in n or id(p) in norms)]
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                                        {"params": no_decay, "weight_decay": 0.0}],
                                       lr=lr, eps=1e-8)

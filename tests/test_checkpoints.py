@@ -238,3 +238,37 @@ def test_pytorch_bin_and_bare_albert_model(hf_albert, batch, tmp_path):
     encoder = AlbertEncoder.from_pretrained(str(tmp_path / "bare"))
     np.testing.assert_allclose(encoder(batch)["sequence_output"], expected["sequence_output"],
                                atol=1e-4)
+
+
+def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
+    """A transformers AlbertForSequenceClassification / AlbertForQuestionAnswering directory
+    (a model fine-tuned with transformers) is read with its head: the same logits as torch."""
+    import torch
+    import transformers
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.squad import AlbertSquad
+
+    torch.manual_seed(1)
+    kwargs = {k: torch.tensor(batch[k], dtype=torch.long)
+              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    kwargs = dict(input_ids=kwargs["input_word_ids"], attention_mask=kwargs["input_mask"],
+                  token_type_ids=kwargs["input_type_ids"])
+    for name, cls in (("classifier", transformers.AlbertForSequenceClassification),
+                      ("squad", transformers.AlbertForQuestionAnswering)):
+        labels = 3 if name == "classifier" else 2  # QA: start and end
+        model = cls(transformers.AlbertConfig(**TINY, num_labels=labels)).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0.0, 0.3)
+            expected = model(**kwargs)
+        model.save_pretrained(str(tmp_path / name))
+        if name == "classifier":
+            ours = AlbertClassifier.from_pretrained(str(tmp_path / name), num_labels=3)
+            np.testing.assert_allclose(ours(batch)["logits"], expected.logits.numpy(),
+                                       atol=1e-4, rtol=0)
+            continue
+        out = AlbertSquad.from_pretrained(str(tmp_path / name))(batch)
+        real = batch["input_mask"] == 1
+        for key in ("start_logits", "end_logits"):
+            np.testing.assert_allclose(np.asarray(out[key])[real],
+                                       getattr(expected, key).numpy()[real], atol=1e-4, rtol=0)

@@ -49,7 +49,15 @@ _HF_RULES += [
     ("predictions.bias", "cls/predictions/output_bias", False),
     ("sop_classifier.classifier.weight", "cls/seq_relationship/output_weights", False),
     ("sop_classifier.classifier.bias", "cls/seq_relationship/output_bias", False),
+    # Fine-tuned heads, both [outputs, hidden]: AlbertFor{SequenceClassification,MultipleChoice}
+    # as the original run_classifier / run_race head, AlbertForQuestionAnswering as its SQuAD
+    # v1 head (start logits first, then end logits, in both).
+    ("classifier.weight", "output_weights", False),
+    ("classifier.bias", "output_bias", False),
+    ("qa_outputs.weight", "cls/squad/output_weights", False),
+    ("qa_outputs.bias", "cls/squad/output_bias", False),
 ]
+_HF_SCOPES = ("albert.", "predictions.", "sop_classifier.", "classifier.", "qa_outputs.")
 # Tied copies and buffers that transformers may store; they carry no weights of their own.
 _HF_IGNORED = re.compile(r"(^predictions\.decoder\.|position_ids$)")
 
@@ -75,8 +83,7 @@ def hf_to_tf1(state):
     """Hugging Face state dict (numpy arrays) → {TF1 name: array}. Unknown keys are an error."""
     out, unknown = {}, []
     for key, value in state.items():
-        name = key if key.startswith(("albert.", "predictions.", "sop_classifier.")) else (
-            "albert." + key)
+        name = key if key.startswith(_HF_SCOPES) else "albert." + key
         if _HF_IGNORED.search(name):
             continue
         target, transpose = _rename(name, _HF_TO_TF1)

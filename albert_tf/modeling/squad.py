@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf.formats.checkpoints import assign_weights, read_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.task_model import TaskModel, example_weights
+from albert_tf.modeling.task_model import UNUSED_POOLER, TaskModel, example_weights
 
 V1_HEAD = ("cls/squad/",)
 V2_HEAD = ("start_logits/", "end_logits/", "answer_class/")
@@ -93,13 +93,13 @@ class AlbertSquad(TaskModel):
 
     def load_checkpoint(self, path, init_from_group0=False, allow_missing=()):
         """Like PretrainedMixin's, ignoring the pretraining heads under cls/ and leaving an
-        absent SQuAD head at its initial values."""
+        absent SQuAD head (and pooler) at its initial values."""
         arrays, _, fmt = read_checkpoint(path)
         arrays = {k: v for k, v in arrays.items()
                   if not k.startswith("cls/") or k.startswith("cls/squad/")}
+        allowed = tuple(allow_missing) + self.head_names + UNUSED_POOLER
         return assign_weights(self, arrays, source=f"{fmt} checkpoint {path}",
-                              init_from_group0=init_from_group0,
-                              allow_missing=tuple(allow_missing) + self.head_names)
+                              init_from_group0=init_from_group0, allow_missing=allowed)
 
     def tf1_weights(self):
         out = dict(self.encoder.tf1_weights())

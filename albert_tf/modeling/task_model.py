@@ -9,6 +9,10 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.training.optimizers import finetuning_optimizer
 
+# The pooler, which token and span heads do not use: transformers' AlbertForTokenClassification
+# and AlbertForQuestionAnswering files have none.
+UNUSED_POOLER = ("bert/pooler/",)
+
 
 class TaskModel(PretrainedMixin, keras.Model):
     """An encoder plus a task head. `encoder` is an AlbertConfig (or its dict; a new

@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.task_model import TaskModel, example_weights
+from albert_tf.modeling.task_model import UNUSED_POOLER, TaskModel, example_weights
 
 HEAD_NAMES = ("token_classifier/",)
 
@@ -36,7 +36,7 @@ class AlbertTokenClassifier(TaskModel):
     def from_pretrained(cls, path, config=None, num_labels=2, **kwargs):
         """Encoder (and head, when the checkpoint has one of this shape) from any checkpoint."""
         return super().from_pretrained(path, config=config, num_labels=num_labels,
-                                       allow_missing=HEAD_NAMES, **kwargs)
+                                       allow_missing=HEAD_NAMES + UNUSED_POOLER, **kwargs)
 
     def get_config(self):
         return {"encoder": self.config.to_dict(), "num_labels": self.num_labels,
