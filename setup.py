@@ -2,6 +2,12 @@
 
 from setuptools import find_packages, setup
 
+# create_pretraining_data --runner=... (the shards are framed by our own writer, so Beam's
+# WriteToTFRecord and the CRC package it needs are not used). Beam pins protobuf<7, and
+# sentencepiece 0.2.3's model protobuf needs protobuf 7 (without it transformers' AutoTokenizer
+# cannot read a spiece.model): sentencepiece 0.2.2 serves both.
+BEAM = ["apache-beam>=2.77,<3", "sentencepiece>=0.2,<0.2.3"]
+
 setup(
     name="albert_tf",
     version="0.1.0",
@@ -23,7 +29,9 @@ setup(
         "safetensors>=0.4",
     ],
     extras_require={
+        "beam": BEAM,
         "test": [
+            *BEAM,
             "pytest>=8",
             # The suite runs its test files on every core (scripts/test.sh).
             "pytest-xdist>=3.5",

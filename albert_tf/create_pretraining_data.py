@@ -4,7 +4,12 @@
         --output_file=out/train.tfrecord --spm_model_file=30k-clean.model \
         --max_seq_length=512 --dupe_factor=40 --num_workers=4
 
-The library behind it: `albert_tf.data.build_records`.
+On Apache Beam (`pip install albert_tf[beam]`), with Beam's own pipeline options passed through:
+
+    python -m albert_tf.create_pretraining_data ... --runner=DirectRunner \
+        --direct_running_mode=multi_processing --direct_num_workers=2
+
+The library behind it: `albert_tf.data.build_records` (`albert_tf.data.beam_builder`).
 """
 
 from albert_tf.startup import start_tool
@@ -12,12 +17,15 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
+import sys
+
 from absl import flags
 
 from albert_tf import cli
 from albert_tf.data.build_records import BuildOptions, build
 
 FLAGS = flags.FLAGS
+_PIPELINE_ARGS = []  # the command line's Beam pipeline options, with --runner
 
 
 def define_flags():
@@ -48,7 +56,12 @@ def define_flags():
     flags.DEFINE_integer("dupe_factor", 40, "Passes over the data, each with different masks.")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
     flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-    flags.DEFINE_integer("num_workers", 1, "Processes building input shards in parallel.")
+    flags.DEFINE_integer("num_workers", 1, "Processes building input shards in parallel; with "
+                         "--runner, Beam's --num_workers (Dataflow's initial workers).")
+    flags.DEFINE_string("runner", None,
+                        "Build on Apache Beam with this runner (DirectRunner, DataflowRunner, "
+                        "FlinkRunner, SparkRunner, ...); Beam's pipeline options (--key=value) "
+                        "are passed through. Unset: the local builder.")
     flags.DEFINE_bool("overwrite", False,
                       "Replace existing TFRecord files at --output_file (nothing else is ever "
                       "replaced).")
@@ -65,11 +78,40 @@ def main(_):
         ngram=FLAGS.ngram, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob)
-    build(FLAGS.input_file, FLAGS.output_file, options, FLAGS.num_workers, FLAGS.overwrite)
+    if FLAGS.runner is None:
+        build(FLAGS.input_file, FLAGS.output_file, options, FLAGS.num_workers, FLAGS.overwrite)
+        return
+    try:
+        from albert_tf.data import beam_builder  # optional: the [beam] extra
+    except ImportError as e:
+        raise ValueError(f"--runner={FLAGS.runner} needs Apache Beam: pip install "
+                         f"'albert_tf[beam]' ({e})") from None
+    pipeline_args = [f"--runner={FLAGS.runner}", *_PIPELINE_ARGS]
+    if FLAGS["num_workers"].present:
+        pipeline_args.append(f"--num_workers={FLAGS.num_workers}")
+    beam_builder.build(FLAGS.input_file, FLAGS.output_file, options, pipeline_args,
+                       FLAGS.overwrite)
+
+
+def split_pipeline_args(argv):
+    """(our arguments, Beam's): with --runner, the --options no flag of ours names (a value
+    given as the next argument travels with its option) go to Beam."""
+    if not any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
+        return argv, []
+    ours, theirs, target = argv[:1], [], None
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            name = arg.lstrip("-").split("=", 1)[0]
+            known = name in FLAGS or (name.startswith("no") and name[2:] in FLAGS)
+            target = ours if known else theirs
+        (target if target is not None else ours).append(arg)
+    return ours, theirs
 
 
 def run(argv=None):
     define_flags()
+    argv, pipeline_args = split_pipeline_args(sys.argv if argv is None else argv)
+    _PIPELINE_ARGS[:] = pipeline_args
     cli.run(main, ["input_file", "output_file"], argv)
 
 

@@ -25,6 +25,13 @@ NOISE = (
     "oneDNN supports DT_INT64 only on platforms with AVX-512",
     "Unable to register cuDNN factory", "Unable to register cuFFT factory",
     "Unable to register cuBLAS factory", "computation placer already registered",
+    # Apache Beam (create_pretraining_data --runner=...): its optional Google Cloud clients, and
+    # the local SDK worker processes' start and end, logged before they read any option.
+    "apitools not found, and bigquery client libraries",
+    "No module named google.cloud.bigquery_storage_v1", "No semi_persistent_directory found",
+    "INFO:apache_beam.runners.worker.", "INFO:__main__:Python sdk harness",
+    "INFO:__main__:Logging handler created", "INFO:__main__:semi_persistent_directory",
+    "INFO:__main__:Pipeline_options",
 )
 _FILTER = """
 import sys

@@ -317,22 +317,30 @@ def _remove_outputs(outputs, start):
     return done
 
 
-def build(input_file, output_file, options, num_workers=1, overwrite=False):
-    """Checks the inputs, then builds every shard (in parallel with `num_workers` processes).
-    Existing output files are replaced only when they are TFRecord files and `overwrite`."""
+def check_build(input_file, output_file, options, overwrite=False, match=expand_globs,
+                check_outputs=check_output_files):
+    """The checks before any shard is built (flags, vocabulary, inputs, outputs); returns the
+    input files and their output files. Existing outputs are replaced only with `overwrite`,
+    and only when they are TFRecord files."""
     from albert_tf.data.records import is_tfrecord_file
 
     options.validate()
     tokenizer_and_special_ids(options)
-    inputs = expand_globs(input_file)
+    inputs = match(input_file)
     for path in inputs:
-        if os.path.getsize(path) == 0:
+        if "://" not in path and os.path.getsize(path) == 0:
             raise InputError(f"Input file {path} is empty")
     outputs = output_paths(inputs, output_file)
-    check_output_files([o for outs in outputs for o in outs], "output_file",
-                       what="a TFRecord file", overwrite=overwrite, is_kind=is_tfrecord_file,
-                       inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
-                               "vocab_file": options.vocab_file})
+    check_outputs([o for outs in outputs for o in outs], "output_file", what="a TFRecord file",
+                  overwrite=overwrite, is_kind=is_tfrecord_file,
+                  inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
+                          "vocab_file": options.vocab_file})
+    return inputs, outputs
+
+
+def build(input_file, output_file, options, num_workers=1, overwrite=False):
+    """Checks the inputs, then builds every shard (in parallel with `num_workers` processes)."""
+    inputs, outputs = check_build(input_file, output_file, options, overwrite)
     if num_workers < 1:
         raise InputError(f"--num_workers={num_workers} must be >= 1")
     jobs = [(i, path, outs, options) for i, (path, outs) in enumerate(zip(inputs, outputs))]

@@ -1,0 +1,171 @@
+"""create_pretraining_data on Apache Beam: the local builder's bytes whatever the running mode
+and the number of workers; a failed shard leaves no partial file; inputs and outputs on
+another filesystem (Beam's FileSystems) are staged through the worker."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.localfilesystem import LocalFileSystem
+
+from albert_tf import create_pretraining_data
+from albert_tf.data import beam_builder, build_records, pipeline
+from albert_tf.data.records import is_tfrecord_file
+from albert_tf.data.vocab import train_sentencepiece
+from tool_runner import run_tool
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class FakeRemote(LocalFileSystem):
+    """`fakefs://<local path>`: a filesystem that only Beam knows (TensorFlow does not)."""
+    PREFIX = "fakefs://"
+
+    @classmethod
+    def scheme(cls):
+        return "fakefs"
+
+    def _local(self, path):  # (the base class calls these methods with local paths too)
+        return path[len(self.PREFIX):] if path.startswith(self.PREFIX) else path
+
+    def match(self, patterns, limits=None):
+        results = super().match([self._local(p) for p in patterns], limits)
+        for result in results:
+            result.metadata_list = [FileMetadata(self.PREFIX + m.path, m.size_in_bytes)
+                                    for m in result.metadata_list]
+        return results
+
+    def open(self, path, *args, **kwargs):
+        return super().open(self._local(path), *args, **kwargs)
+
+    def create(self, path, *args, **kwargs):
+        return super().create(self._local(path), *args, **kwargs)
+
+    def exists(self, path):
+        return super().exists(self._local(path))
+
+    def delete(self, paths):
+        return super().delete([self._local(p) for p in paths])
+
+    def rename(self, sources, targets):
+        return super().rename([self._local(p) for p in sources],
+                              [self._local(p) for p in targets])
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Persuasion in three shards (paragraphs are documents) and a SentencePiece model."""
+    root = tmp_path_factory.mktemp("beam")
+    with open(os.path.join(ROOT, "data", "corpus", "persuasion.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[:2400]
+    for i in range(3):
+        (root / f"part-{i}.txt").write_text("\n".join(lines[i * 800:(i + 1) * 800]) + "\n",
+                                            encoding="utf-8")
+    spm = train_sentencepiece(str(root / "part-0.txt"), str(root / "spm"), 400,
+                              hard_vocab_limit=False)
+    return root, spm
+
+
+def _digests(directory):
+    return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+            for name in sorted(os.listdir(directory))}
+
+
+def _options(spm):
+    return build_records.BuildOptions(spm_model_file=spm, max_seq_length=64, dupe_factor=2)
+
+
+def test_beam_writes_the_local_builder_s_bytes_in_every_mode(corpus, tmp_path):
+    root, spm = corpus
+    inputs = f"{root}/part-*.txt"
+    build_records.build(inputs, str(tmp_path / "local" / "train.tfrecord"), _options(spm))
+    expected = _digests(tmp_path / "local")
+    assert list(expected) == [f"train.tfrecord-0000{i}-of-00003" for i in range(3)]
+
+    beam_builder.build(inputs, str(tmp_path / "in_memory" / "train.tfrecord"), _options(spm),
+                       ["--runner=DirectRunner"])
+    assert _digests(tmp_path / "in_memory") == expected
+    # The command line, Beam's options passed through: two worker processes.
+    proc = subprocess.run(
+        [sys.executable, "-m", "albert_tf.create_pretraining_data", f"--input_file={inputs}",
+         f"--output_file={tmp_path / 'processes' / 'train.tfrecord'}",
+         f"--spm_model_file={spm}", "--max_seq_length=64", "--dupe_factor=2",
+         "--runner=DirectRunner", "--direct_running_mode=multi_processing",
+         "--direct_num_workers=2"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("DirectRunner: Beam's in-process FnApiRunner, direct_running_mode=multi_processing, "
+            "direct_num_workers=2") in proc.stderr
+    assert "Prism" not in proc.stderr and "Traceback" not in proc.stderr
+    assert _digests(tmp_path / "processes") == expected
+
+
+def test_a_failed_shard_leaves_complete_files_only_and_trainers_refuse_the_set(
+        corpus, tmp_path, capsys):
+    root, spm = corpus
+    shards = tmp_path / "in"
+    shards.mkdir()
+    for i in range(3):
+        (shards / f"part-{i}.txt").write_bytes((root / f"part-{i}.txt").read_bytes())
+    (shards / "part-1.txt").write_bytes(b"a line\n\xff\n")
+    out = tmp_path / "out"
+    status, last, err = run_tool(create_pretraining_data, capsys,
+                                 input_file=f"{shards}/part-*.txt",
+                                 output_file=out / "train.tfrecord", spm_model_file=spm,
+                                 max_seq_length=64, dupe_factor=1, runner="DirectRunner")
+    assert status == 2, err[-3000:]
+    assert last.startswith(f"create_pretraining_data: error: {shards}/part-1.txt:2: not valid "
+                           f"UTF-8"), last
+    assert "Traceback" not in err
+    names = sorted(os.listdir(out))
+    assert not [n for n in names if n.endswith(".incomplete")]
+    assert "train.tfrecord-00001-of-00003" not in names
+    assert all(is_tfrecord_file(str(out / n)) for n in names)
+    with pytest.raises(ValueError, match=r"matches \d of the 3 shards .*missing 00001"):
+        pipeline.expand_file_patterns(f"{out}/train.tfrecord-*")
+
+
+def test_inputs_and_outputs_on_a_filesystem_only_beam_knows(corpus, tmp_path):
+    root, spm = corpus
+    (tmp_path / "remote").mkdir()
+    for i in range(3):
+        (tmp_path / "remote" / f"part-{i}.txt").write_bytes((root / f"part-{i}.txt").read_bytes())
+    remote = f"{FakeRemote.PREFIX}{tmp_path}/remote"
+    written = beam_builder.build(f"{remote}/part-*.txt", f"{remote}/out/train.tfrecord",
+                                 _options(spm), ["--runner=DirectRunner"])
+    assert written == [f"{remote}/out/train.tfrecord-0000{i}-of-00003" for i in range(3)]
+    build_records.build(f"{root}/part-*.txt", str(tmp_path / "local" / "train.tfrecord"),
+                        _options(spm))
+    assert _digests(tmp_path / "remote" / "out") == _digests(tmp_path / "local")
+    with pytest.raises(FileExistsError, match="exists; pass --overwrite"):
+        beam_builder.build(f"{remote}/part-*.txt", f"{remote}/out/train.tfrecord",
+                           _options(spm), ["--runner=DirectRunner"])
+
+
+def test_pipeline_options_pass_through_and_without_beam_one_line(corpus, tmp_path, capsys,
+                                                                  monkeypatch):
+    create_pretraining_data.define_flags()
+    argv = ["create_pretraining_data", "--input_file=a", "--runner=DataflowRunner",
+            "--project", "p", "--region=europe-west4", "--nodo_whole_word_mask",
+            "--temp_location=gs://b/tmp", "--dupe_factor", "2"]
+    ours, theirs = create_pretraining_data.split_pipeline_args(argv)
+    assert ours == ["create_pretraining_data", "--input_file=a", "--runner=DataflowRunner",
+                    "--nodo_whole_word_mask", "--dupe_factor", "2"]
+    assert theirs == ["--project", "p", "--region=europe-west4", "--temp_location=gs://b/tmp"]
+    # Without --runner nothing is taken aside: absl names an unknown flag.
+    assert create_pretraining_data.split_pipeline_args(argv[:2] + argv[3:5]) == (
+        argv[:2] + argv[3:5], [])
+
+    root, spm = corpus
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    monkeypatch.delitem(sys.modules, "albert_tf.data.beam_builder")
+    monkeypatch.delattr(sys.modules["albert_tf.data"], "beam_builder")
+    status, last, _ = run_tool(create_pretraining_data, capsys, input_file=f"{root}/part-0.txt",
+                               output_file=tmp_path / "x.tfrecord", spm_model_file=spm,
+                               runner="DirectRunner")
+    assert status == 2
+    assert last.startswith("create_pretraining_data: error: --runner=DirectRunner needs Apache "
+                           "Beam: pip install 'albert_tf[beam]'"), last
+    assert not (tmp_path / "x.tfrecord").exists()
