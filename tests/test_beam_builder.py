@@ -15,7 +15,7 @@ from albert_tf import create_pretraining_data
 from albert_tf.data import beam_builder, build_records, pipeline
 from albert_tf.data.records import is_tfrecord_file
 from albert_tf.data.vocab import train_sentencepiece
-from tool_runner import run_tool
+from tool_runner import own_flags, run_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -146,17 +146,18 @@ def test_inputs_and_outputs_on_a_filesystem_only_beam_knows(corpus, tmp_path):
 
 def test_pipeline_options_pass_through_and_without_beam_one_line(corpus, tmp_path, capsys,
                                                                   monkeypatch):
-    create_pretraining_data.define_flags()
     argv = ["create_pretraining_data", "--input_file=a", "--runner=DataflowRunner",
             "--project", "p", "--region=europe-west4", "--nodo_whole_word_mask",
             "--temp_location=gs://b/tmp", "--dupe_factor", "2"]
-    ours, theirs = create_pretraining_data.split_pipeline_args(argv)
+    with own_flags():
+        create_pretraining_data.define_flags()
+        ours, theirs = create_pretraining_data.split_pipeline_args(argv)
+        # Without --runner nothing is taken aside: absl names an unknown flag.
+        no_runner = create_pretraining_data.split_pipeline_args(argv[:2] + argv[3:5])
     assert ours == ["create_pretraining_data", "--input_file=a", "--runner=DataflowRunner",
                     "--nodo_whole_word_mask", "--dupe_factor", "2"]
     assert theirs == ["--project", "p", "--region=europe-west4", "--temp_location=gs://b/tmp"]
-    # Without --runner nothing is taken aside: absl names an unknown flag.
-    assert create_pretraining_data.split_pipeline_args(argv[:2] + argv[3:5]) == (
-        argv[:2] + argv[3:5], [])
+    assert no_runner == (argv[:2] + argv[3:5], [])
 
     root, spm = corpus
     monkeypatch.setitem(sys.modules, "apache_beam", None)

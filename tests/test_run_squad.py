@@ -182,7 +182,7 @@ def test_cache_keyed_by_sequence_length_and_stride(assets, tmp_path):
     tokenizer = FullTokenizer(assets["spm"], True)
 
     def features(**kw):
-        settings = dict(max_seq_length=40, doc_stride=16, max_query_length=12)
+        settings = dict(max_seq_length=28, doc_stride=16, max_query_length=12)
         settings.update(kw)
         task = SquadTask(tokenizer, train, dev, str(tmp_path), version_2=True,
                                    **settings)
@@ -195,7 +195,7 @@ def test_cache_keyed_by_sequence_length_and_stride(assets, tmp_path):
     caches = [n for n in os.listdir(tmp_path) if re.fullmatch(r"squad_v2_predict-\w{16}\.npz", n)]
     assert len(caches) == 3
     assert len(longer["lengths"]) < len(base["lengths"]) < len(stride["lengths"])
-    assert longer["lengths"].max() > 40
+    assert longer["lengths"].max() > 28
 
 
 def test_feature_files_are_written_once_read_back_and_checked(assets, tmp_path):

@@ -63,7 +63,8 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             raise InputError(f"--vocab_size={vocab_size} is more than this corpus gives: at most "
                              f"{most.group(1)} pieces. Lower --vocab_size, add text, or pass "
                              f"--nohard_vocab_limit") from None
-        if "!sentences_.empty()" in str(e) or "(all_chars_count) > (0)" in str(e):
+        if any(m in str(e) for m in ("!sentences_.empty()", "(all_chars_count) > (0)",
+                                     "!required_chars_.empty()")):  # by sentencepiece version
             raise InputError(f"--input_file={input_files} holds no text") from None
         raise
     return model_prefix + ".model"
