@@ -170,3 +170,63 @@ def test_pipeline_options_pass_through_and_without_beam_one_line(corpus, tmp_pat
     assert last.startswith("create_pretraining_data: error: --runner=DirectRunner needs Apache "
                            "Beam: pip install 'albert_tf[beam]'"), last
     assert not (tmp_path / "x.tfrecord").exists()
+
+
+def test_bad_inputs_and_the_user_s_files_are_one_line_and_untouched(corpus, tmp_path, capsys):
+    root, spm = corpus
+    common = dict(spm_model_file=spm, max_seq_length=64, dupe_factor=1, runner="DirectRunner")
+    out = tmp_path / "out"
+    status, last, _ = run_tool(create_pretraining_data, capsys,
+                               input_file=f"{root}/part-0.txt,{root}/missing-*.txt",
+                               output_file=out / "train.tfrecord", **common)
+    assert (status, last) == (2, f"create_pretraining_data: error: No input file matches "
+                                 f"'{root}/missing-*.txt'")
+    (tmp_path / "empty.txt").write_text("")
+    status, last, _ = run_tool(create_pretraining_data, capsys,
+                               input_file=f"{root}/part-0.txt,{tmp_path}/empty.txt",
+                               output_file=out / "train.tfrecord", **common)
+    assert (status, last) == (2, f"create_pretraining_data: error: Input file "
+                                 f"{tmp_path}/empty.txt is empty")
+    assert not out.exists()
+    out.mkdir()
+    mine = out / "train.tfrecord-00001-of-00003"
+    mine.write_text("the user's notes\n")
+    status, last, _ = run_tool(create_pretraining_data, capsys, input_file=f"{root}/part-*.txt",
+                               output_file=out / "train.tfrecord", overwrite=True, **common)
+    assert status == 2 and last == (f"create_pretraining_data: error: --output_file: {mine} "
+                                    f"exists and is not a TFRecord file; give --output_file a "
+                                    f"new path"), last
+    assert os.listdir(out) == [mine.name] and mine.read_text() == "the user's notes\n"
+
+
+def test_a_retried_shard_writes_the_same_bytes_once(corpus, tmp_path, monkeypatch):
+    """A bundle that fails in the middle of a shard and the runner's retry of it: one
+    complete file with the bytes of a run without failure, no temporary file left, also where
+    a killed worker left its partial `.incomplete` file behind."""
+    root, spm = corpus
+    options = _options(spm)
+    expected = tmp_path / "expected.tfrecord"
+    count = build_records.build_shard(2, str(root / "part-2.txt"), [str(expected)], options)[0]
+    write_batch = build_records._write_batch
+    attempts = []
+
+    def failing_once(writers, batch, total):
+        total = write_batch(writers, batch, total)
+        if not attempts:
+            attempts.append(total)
+            raise ConnectionError("worker lost")
+        return total
+
+    monkeypatch.setattr(build_records, "_write_batch", failing_once)
+    dofn = beam_builder.BuildShard(options)
+    dofn.setup()
+    output = tmp_path / "out" / "train.tfrecord-00002-of-00003"
+    job = (2, str(root / "part-2.txt"), [str(output)])
+    with pytest.raises(ConnectionError):
+        list(dofn.process(job))
+    assert attempts and not output.exists()
+    (tmp_path / "out" / (output.name + ".incomplete")).write_bytes(b"partial" * 1000)
+    assert list(dofn.process(job)) == [(2, count)]
+    dofn.teardown()
+    assert output.read_bytes() == expected.read_bytes()
+    assert os.listdir(output.parent) == [output.name]
