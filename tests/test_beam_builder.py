@@ -230,3 +230,22 @@ def test_a_retried_shard_writes_the_same_bytes_once(corpus, tmp_path, monkeypatc
     dofn.teardown()
     assert output.read_bytes() == expected.read_bytes()
     assert os.listdir(output.parent) == [output.name]
+
+
+def test_a_failing_filesystem_is_one_line_with_status_1(corpus, tmp_path, capsys, monkeypatch):
+    from apache_beam.io.filesystem import BeamIOError
+    from apache_beam.io.filesystems import FileSystems
+
+    def refused(patterns, *args, **kwargs):
+        raise BeamIOError("Match operation failed", {patterns[0]: PermissionError("403 denied")})
+
+    monkeypatch.setattr(FileSystems, "match", refused)
+    root, spm = corpus
+    status, last, err = run_tool(create_pretraining_data, capsys,
+                                 input_file="fakefs:///bucket/part-*.txt",
+                                 output_file=tmp_path / "train.tfrecord", spm_model_file=spm,
+                                 runner="DirectRunner")
+    assert status == 1 and "Traceback" not in err
+    assert last.startswith("create_pretraining_data: error: Match operation failed with "
+                           "exceptions {'fakefs:///bucket/part-*.txt': PermissionError('403 "
+                           "denied')}"), last

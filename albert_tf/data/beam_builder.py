@@ -18,6 +18,7 @@ import time
 
 import apache_beam as beam
 from absl import logging
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
@@ -27,6 +28,11 @@ from albert_tf.data import build_records
 from albert_tf.outputs import OutputRefused, check_output_files
 
 COUNTERS = ("shards", "instances", "text_bytes")
+
+
+class FilesystemFailure(RuntimeError):
+    """A filesystem Beam reads or writes failed (permissions, a lost bucket): status 1."""
+    exit_status = 1
 
 
 def is_remote(path):
@@ -132,6 +138,14 @@ def _runner(options):
 def build(input_file, output_file, options, pipeline_args, overwrite=False):
     """The local builder's checks, then every shard built by the Beam pipeline that
     `pipeline_args` (--runner=… and Beam's own options) describe. Returns the output files."""
+    try:
+        return _build(input_file, output_file, options, pipeline_args, overwrite)
+    except BeamIOError as e:
+        raise FilesystemFailure(f"{' '.join(str(e).split())}; the shards already complete are "
+                                f"whole, the others absent") from None
+
+
+def _build(input_file, output_file, options, pipeline_args, overwrite):
     inputs, outputs = build_records.check_build(input_file, output_file, options, overwrite,
                                                 match_inputs, check_outputs)
     pipeline_options = PipelineOptions(pipeline_args)
