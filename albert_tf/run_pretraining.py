@@ -118,10 +118,10 @@ def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None, mask
     return fn
 
 
-def _mask_id(config):
-    """--mask_token_id, or the [MASK] of --spm_model_file / --vocab_file when they are given
-    (a given id that differs from the vocabulary's is an error; the vocabulary may not be
-    larger than vocab_size)."""
+def _tokenizer_and_mask_id(config):
+    """The tokenizer of --spm_model_file / --vocab_file (None without them) and --mask_token_id
+    or that vocabulary's [MASK] (a given id that differs from the vocabulary's is an error; the
+    vocabulary may not be larger than vocab_size)."""
     if FLAGS.spm_model_file or FLAGS.vocab_file:
         from albert_tf.formats.tokenizers import load_tokenizer
         tokenizer = load_tokenizer(FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
@@ -130,8 +130,8 @@ def _mask_id(config):
         if FLAGS["mask_token_id"].present and FLAGS.mask_token_id != mask_id:
             raise app.UsageError(f"--mask_token_id={FLAGS.mask_token_id} but [MASK] is "
                                  f"{mask_id} in {tokenizer.asset_file}")
-        return mask_id
-    return FLAGS.mask_token_id
+        return tokenizer, mask_id
+    return None, FLAGS.mask_token_id
 
 
 def main(_):
@@ -150,7 +150,7 @@ def main(_):
     if FLAGS.dynamic_masking and not 0 < FLAGS.masked_lm_prob <= 1:
         raise app.UsageError(f"--masked_lm_prob={FLAGS.masked_lm_prob} must be within (0, 1]: "
                              f"0 masks no token, so the run would learn no MLM")
-    mask_id = _mask_id(config)
+    tokenizer, mask_id = _tokenizer_and_mask_id(config)
     if FLAGS.dynamic_masking and not 0 <= mask_id < config.vocab_size:
         raise app.UsageError(f"--mask_token_id={mask_id} is outside the config's "
                              f"vocab_size={config.vocab_size}")
@@ -169,10 +169,11 @@ def main(_):
                       config.vocab_size, flag)
     with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief(strategy)) as lock:
         check_run_kind(FLAGS.output_dir, "pretraining")
-        _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock)
+        _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile,
+                            lock)
 
 
-def _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock):
+def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile, lock):
     from albert_tf import AlbertPretrainer
     from albert_tf.training.optimizers import create_optimizer
     from albert_tf.training.trainer import Trainer
@@ -187,7 +188,8 @@ def _train_and_evaluate(config, mask_id, eval_files, strategy, jit_compile, lock
         FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock, run_kind="pretraining")
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock, run_kind="pretraining",
+        tokenizer=tokenizer)
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 

@@ -1,5 +1,6 @@
 """run_classifier end to end on a tiny learnable task in the CoLA and MRPC file formats."""
 
+import json
 import os
 import random
 import re
@@ -122,10 +123,14 @@ def test_train_eval_predict_cola(assets, tmp_path):
     np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-4)
     assert [str(i) for i in probabilities.argmax(1)] == [r[1] for r in rows]
 
-    # Predict only, in a new run: reads model.ckpt-best and gives the same submission.
+    # The run keeps its vocabulary: predict, export_hub and convert_checkpoint find it there.
+    assert (out / "spm.model").read_bytes() == open(assets["spm"], "rb").read()
+    assert json.loads((out / "tokenizer_config.json").read_text()) == {"do_lower_case": True}
+    # Predict only, in a new run without --spm_model_file: reads model.ckpt-best and the kept
+    # vocabulary, and gives the same submission.
     os.remove(out / "submit_results.tsv")
-    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
-        spm_model_file=assets["spm"], do_predict=True, predict_batch_size=7)
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out, do_predict=True,
+        predict_batch_size=7)
     assert (out / "submit_results.tsv").read_text().splitlines() == submit
 
 

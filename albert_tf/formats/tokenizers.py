@@ -1,15 +1,18 @@
 """The one tokenizer loader: the vocabulary (SentencePiece model or WordPiece vocab) and the
 lower-casing that go with a model."""
 
+import fnmatch
 import json
 import os
 
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.files import atomic_write_bytes, write_json
 from albert_tf.formats import keras_hub
 from albert_tf.formats.resolve import SourceError, is_saved_model, vocabularies_beside
 from albert_tf.formats.sources import ModelSource
+from albert_tf.tokenization import SENTENCEPIECE
 from albert_tf.tokenization.loader import REQUIRED, open_vocabulary, tokenizer_from_flags
 
 
@@ -107,3 +110,21 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
         logging.warning(message)
     logging.info("Tokenizer %s (%s, do_lower_case=%s)", where, tokenizer.kind, do_lower_case)
     return tokenizer
+
+
+def keep_vocabulary(directory, tokenizer):
+    """Copies the tokenizer's vocabulary into a run directory, with its lower-casing in a
+    tokenizer_config.json, so that predict, export_hub and convert_checkpoint find it beside
+    the run's checkpoints; nothing when the directory has a vocabulary already."""
+    source = tokenizer.asset_file
+    if not source or vocabularies_beside(directory):
+        return
+    name = os.path.basename(source)
+    if tokenizer.kind == SENTENCEPIECE:
+        name = name if name.endswith(".model") else "spiece.model"
+    elif not fnmatch.fnmatch(name, "vocab*.txt"):
+        name = "vocab.txt"
+    with tf.io.gfile.GFile(source, "rb") as f:
+        atomic_write_bytes(os.path.join(directory, name), f.read())
+    write_json(os.path.join(directory, "tokenizer_config.json"),
+               {"do_lower_case": bool(tokenizer.do_lower_case)})

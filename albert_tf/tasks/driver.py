@@ -57,9 +57,10 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
 
 def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object)
     """The scripts' common start: warn of flags they ignore, create --output_dir, and return
-    the tokenizer from --spm_model_file / --vocab_file, the hub module's asset or the vocabulary
-    beside --init_checkpoint."""
+    the tokenizer from --spm_model_file / --vocab_file, the hub module's asset, the vocabulary
+    beside --init_checkpoint or the one an earlier run kept in --output_dir."""
     from albert_tf.formats.hub import resolve_hub_handle
+    from albert_tf.formats.resolve import vocabularies_beside
     from albert_tf.formats.tokenizers import load_tokenizer
 
     for name in ignored_flags:
@@ -72,9 +73,12 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
     # The tokenizer may not give ids the model has no embedding for.
     vocab_size = None if hub else encoder_config(
         FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.output_dir).vocab_size
-    carrier = None  # without a vocabulary flag: the hub module's, or the release's beside it
-    if not explicit:
+    carrier = None  # without a vocabulary flag: the hub module's, the release's beside
+    if not explicit:  # --init_checkpoint, or the one an earlier run kept in --output_dir
         carrier = resolve_hub_handle(hub) if hub else FLAGS.init_checkpoint
+        if not carrier and tf.io.gfile.isdir(FLAGS.output_dir) and vocabularies_beside(
+                FLAGS.output_dir):
+            carrier = FLAGS.output_dir
     tokenizer = load_tokenizer(
         FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
         model=carrier, vocab_size=vocab_size, vocab_file=FLAGS.vocab_file)
@@ -213,7 +217,7 @@ class _Run:
             gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
             steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
             keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock,
-            run_kind=run_kind(task))
+            run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None))
         self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
         self.best = {}
         level = (task.constant_loss(self.train_features)

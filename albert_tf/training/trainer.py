@@ -20,6 +20,7 @@ from absl import logging
 
 from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
+from albert_tf.formats.tokenizers import keep_vocabulary
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
     CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, record_run_kind,
@@ -40,10 +41,11 @@ class Trainer:
 
     def __init__(self, strategy, model_fn, optimizer_fn, output_dir, *, global_batch_size,
                  gradient_accumulation_steps=1, steps_per_execution=1, jit_compile=False,
-                 keep_checkpoint_max=5, run_lock=None, run_kind=None):
+                 keep_checkpoint_max=5, run_lock=None, run_kind=None, tokenizer=None):
         self.strategy = strategy
         self.run_lock = run_lock  # checked before each save (see training.run_lock)
         self.run_kind = run_kind  # recorded with the first checkpoint (checkpoint_files)
+        self.tokenizer = tokenizer  # its vocabulary is kept with the first checkpoint
         self.output_dir = output_dir
         self.global_batch_size = global_batch_size
         self.accumulation = int(gradient_accumulation_steps)
@@ -146,10 +148,12 @@ class Trainer:
             f"{'; '.join(failures)}. Move them away to start from step 1, or restore them")
 
     def _write_config(self):
-        """albert_config.json beside the checkpoints (written with the first one), so that
-        output_dir is itself a from_pretrained source."""
+        """albert_config.json and the vocabulary beside the checkpoints (written with the first
+        one), so that output_dir is itself a from_pretrained and load_tokenizer source."""
         if self.chief and not self._config_written:
             self.model.config.to_json_file(os.path.join(self.output_dir, "albert_config.json"))
+            if self.tokenizer is not None:
+                keep_vocabulary(self.output_dir, self.tokenizer)
             record_run_kind(self.output_dir, self.run_kind)
             self._config_written = True
 
