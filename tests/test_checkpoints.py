@@ -272,3 +272,26 @@ def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
         for key in ("start_logits", "end_logits"):
             np.testing.assert_allclose(np.asarray(out[key])[real],
                                        getattr(expected, key).numpy()[real], atol=1e-4, rtol=0)
+
+
+def test_a_head_of_another_shape_is_left_at_its_initial_values(tmp_path, caplog):
+    """MNLI's fine-tuned model (3 labels) before RTE (2 labels), as the paper did: the encoder
+    is loaded, the head keeps its initialisation, and the log says why."""
+    from albert_tf.modeling.classifier import HEAD_NAMES, AlbertClassifier
+
+    mnli = AlbertClassifier(AlbertConfig(**TINY), num_labels=3)
+    mnli.save_pretrained(str(tmp_path))
+    rte = AlbertClassifier(AlbertConfig(**TINY), num_labels=2)
+    initial = rte.output_weights.numpy().copy()
+    rte.load_checkpoint(str(tmp_path), allow_missing=HEAD_NAMES, allow_reshaped=HEAD_NAMES)
+    np.testing.assert_array_equal(rte.output_weights.numpy(), initial)
+    for ours, theirs in zip(rte.encoder.weights, mnli.encoder.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert "its head has another shape, so this model's keeps its initial values: " \
+           "output_weights: checkpoint (3, 16) vs model (2, 16); output_bias: checkpoint " \
+           "(3,) vs model (2,)" in caplog.text
+    # Unless asked (as the fine-tuning scripts' warm start asks), another shape is an error:
+    # from_pretrained(num_labels=2) of this checkpoint (tests/test_classifier.py).
+    with pytest.raises(ValueError, match="output_weights: checkpoint"):
+        AlbertClassifier(AlbertConfig(**TINY), num_labels=2).load_checkpoint(
+            str(tmp_path), allow_missing=HEAD_NAMES)

@@ -72,13 +72,15 @@ def _group0_name(name):
 
 
 def assign_weights(model, arrays, source="checkpoint", init_from_group0=False,
-                   allow_missing=()):
+                   allow_missing=(), allow_reshaped=()):
     """Checks every tensor against the model, then assigns them all; never a partial load.
 
-    allow_missing: name prefixes that may be absent (left at their initial values, logged).
+    allow_missing: name prefixes that may be absent; allow_reshaped: name prefixes that may
+    have another shape (a task head for another number of labels: MNLI's before RTE). Both
+    are left at their initial values, logged.
     """
     expected = model.tf1_weights()
-    values, missing, bad_shapes = {}, [], []
+    values, missing, bad_shapes, other_heads = {}, [], [], []
     for name, variable in expected.items():
         value = arrays.get(name)
         if value is None and init_from_group0:
@@ -88,8 +90,11 @@ def assign_weights(model, arrays, source="checkpoint", init_from_group0=False,
                 missing.append(name)
             continue
         if tuple(value.shape) != tuple(variable.shape):
-            bad_shapes.append(f"{name}: checkpoint {tuple(value.shape)} vs model "
-                              f"{tuple(variable.shape)}")
+            shapes = f"{name}: checkpoint {tuple(value.shape)} vs model {tuple(variable.shape)}"
+            if name.startswith(tuple(allow_reshaped)):
+                other_heads.append(shapes)
+                continue
+            bad_shapes.append(shapes)
         values[name] = value
     owned_scopes = {name.split("/")[0] for name in expected}
     unexpected = sorted(n for n in arrays if n.split("/")[0] in owned_scopes and n not in expected
@@ -106,7 +111,11 @@ def assign_weights(model, arrays, source="checkpoint", init_from_group0=False,
                         + ", ".join(unexpected[:4]))
     if problems:
         raise ValueError(f"{source} does not fit the model config: " + "; ".join(problems))
-    skipped = [n for n in expected if n not in values]
+    if other_heads:
+        logging.warning("%s: its head has another shape, so this model's keeps its initial "
+                        "values: %s", source, "; ".join(other_heads))
+    skipped = [n for n in expected if n not in values and n not in
+               {h.split(":")[0] for h in other_heads}]
     if skipped:
         logging.warning("%s: %d tensors not in the checkpoint keep their initial values: %s",
                         source, len(skipped), ", ".join(skipped))
@@ -223,12 +232,14 @@ class PretrainedMixin:
                        allow_missing=missing_allowed(fmt, allow_missing))
         return model
 
-    def load_checkpoint(self, path, init_from_group0=False, allow_missing=()):
+    def load_checkpoint(self, path, init_from_group0=False, allow_missing=(),
+                        allow_reshaped=()):
         """Loads weights from any supported checkpoint into this (already built) model."""
         arrays, _, fmt = read_checkpoint(path)
         return assign_weights(self, arrays, source=f"{fmt} checkpoint {path}",
                               init_from_group0=init_from_group0,
-                              allow_missing=missing_allowed(fmt, allow_missing))
+                              allow_missing=missing_allowed(fmt, allow_missing),
+                              allow_reshaped=allow_reshaped)
 
     def save_pretrained(self, directory, format="albert_tf", spm_model_file=None,
                         vocab_file=None, do_lower_case=True):

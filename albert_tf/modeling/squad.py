@@ -91,7 +91,8 @@ class AlbertSquad(TaskModel):
         model.load_checkpoint(path)
         return model
 
-    def load_checkpoint(self, path, init_from_group0=False, allow_missing=()):
+    def load_checkpoint(self, path, init_from_group0=False, allow_missing=(),
+                        allow_reshaped=()):
         """Like PretrainedMixin's, ignoring the pretraining heads under cls/ and leaving an
         absent SQuAD head (and pooler) at its initial values."""
         arrays, _, fmt = read_checkpoint(path)
@@ -99,7 +100,8 @@ class AlbertSquad(TaskModel):
                   if not k.startswith("cls/") or k.startswith("cls/squad/")}
         allowed = tuple(allow_missing) + self.head_names + UNUSED_POOLER
         return assign_weights(self, arrays, source=f"{fmt} checkpoint {path}",
-                              init_from_group0=init_from_group0, allow_missing=allowed)
+                              init_from_group0=init_from_group0, allow_missing=allowed,
+                              allow_reshaped=allow_reshaped)
 
     def tf1_weights(self):
         out = dict(self.encoder.tf1_weights())

@@ -98,7 +98,7 @@ class Trainer:
             checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
 
     def restore_or_initialize(self, init_checkpoint=None, init_from_group0=False,
-                              allow_missing=()):
+                              allow_missing=(), allow_reshaped=()):
         """Resumes from the newest intact checkpoint in output_dir, else loads `init_checkpoint`.
 
         A missing, truncated or corrupt newest checkpoint (or a missing `checkpoint` index) is
@@ -116,7 +116,8 @@ class Trainer:
         refuse_foreign_checkpoints(self.output_dir)
         if init_checkpoint:
             self.model.load_checkpoint(init_checkpoint, init_from_group0=init_from_group0,
-                                       allow_missing=allow_missing)
+                                       allow_missing=allow_missing,
+                                       allow_reshaped=allow_reshaped)
             logging.info("Initialised weights from %s", init_checkpoint)
         return None
 
