@@ -98,13 +98,14 @@ def split_pipeline_args(argv):
     given as the next argument travels with its option) go to Beam."""
     if not any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
         return argv, []
-    ours, theirs, target = argv[:1], [], None
+    ours, theirs = argv[:1], []
+    target = ours
     for arg in argv[1:]:
         if arg.startswith("-"):
             name = arg.lstrip("-").split("=", 1)[0]
             known = name in FLAGS or (name.startswith("no") and name[2:] in FLAGS)
             target = ours if known else theirs
-        (target if target is not None else ours).append(arg)
+        target.append(arg)
     return ours, theirs
 
 

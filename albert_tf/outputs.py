@@ -106,15 +106,18 @@ def check_output_dir(path, flag, *, what, patterns, overwrite=False, inputs=None
                         f"{_flag(flag)}a new or empty directory")
 
 
-def check_output_files(paths, flag, *, what, overwrite=False, inputs=None, is_kind=None):
+def check_output_files(paths, flag, *, what, overwrite=False, inputs=None, is_kind=None,
+                       remote_fs=None):
     """The same for file outputs: an existing file is replaced only with `overwrite`, and only
-    when `is_kind(path)` says it is an earlier output of this kind."""
+    when `is_kind(path)` says it is an earlier output of this kind. `remote_fs` (`exists`,
+    `isdir`) looks at URLs instead of tf.io.gfile (Beam's filesystems)."""
     for path in paths:
         path = os.fspath(path)
         check_not_input(path, flag, inputs or {})
-        if not _fs(path).exists(path):
+        fs = remote_fs if remote_fs is not None and "://" in path else _fs(path)
+        if not fs.exists(path):
             continue
-        if _fs(path).isdir(path):
+        if fs.isdir(path):
             raise OutputRefused(f"--{flag}: {path} is a directory; give a file path")
         if is_kind is not None and not is_kind(path):
             raise OutputRefused(f"--{flag}: {path} exists and is not {what}; give --{flag} a "

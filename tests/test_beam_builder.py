@@ -187,6 +187,18 @@ def test_bad_inputs_and_the_user_s_files_are_one_line_and_untouched(corpus, tmp_
                                output_file=out / "train.tfrecord", **common)
     assert (status, last) == (2, f"create_pretraining_data: error: Input file "
                                  f"{tmp_path}/empty.txt is empty")
+    # Beam's own options: a mistyped name (Beam itself only warns) and a bad value.
+    for option, message in (
+            ("--direct_num_workrs=2", "neither create_pretraining_data nor Beam knows "
+                                      "--direct_num_workrs=2 (did you mean --direct_num_workers?)"),
+            ("--direct_running_mode=sideways", "Beam pipeline options: argument "
+                                               "--direct_running_mode: invalid choice: 'sideways' "
+                                               "(choose from 'in_memory', 'multi_threading', "
+                                               "'multi_processing')")):
+        status, last, _ = run_tool(create_pretraining_data, capsys, option,
+                                   input_file=f"{root}/part-*.txt",
+                                   output_file=out / "train.tfrecord", **common)
+        assert (status, last) == (2, f"create_pretraining_data: error: {message}"), last
     assert not out.exists()
     out.mkdir()
     mine = out / "train.tfrecord-00001-of-00003"

@@ -126,6 +126,18 @@ def test_train_eval_predict_cola(assets, tmp_path):
     # The run keeps its vocabulary: predict, export_hub and convert_checkpoint find it there.
     assert (out / "spm.model").read_bytes() == open(assets["spm"], "rb").read()
     assert json.loads((out / "tokenizer_config.json").read_text()) == {"do_lower_case": True}
+    # ... and never over a file it did not write.
+    from albert_tf.formats.tokenizers import keep_vocabulary
+    from albert_tf.tokenization import FullTokenizer
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "tokenizer_config.json").write_text("the user's\n")
+    keep_vocabulary(str(mine), FullTokenizer(assets["spm"], True))
+    assert (mine / "tokenizer_config.json").read_text() == "the user's\n"
+    assert (mine / "spm.model").exists()
+    (mine / "spm.model").write_bytes(b"the user's model")
+    keep_vocabulary(str(mine), FullTokenizer(assets["spm"], True))
+    assert (mine / "spm.model").read_bytes() == b"the user's model"
     # Predict only, in a new run without --spm_model_file: reads model.ckpt-best and the kept
     # vocabulary, and gives the same submission.
     os.remove(out / "submit_results.tsv")

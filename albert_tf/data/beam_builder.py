@@ -10,11 +10,13 @@ has (gs://, hdfs://, s3://): remote inputs and vocabularies are copied to the wo
 """
 
 import dataclasses
+import difflib
 import logging as std_logging
 import os
 import shutil
 import tempfile
 import time
+import types
 
 import apache_beam as beam
 from absl import logging
@@ -22,10 +24,10 @@ from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options import pipeline_options as beam_options
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from albert_tf.data import build_records
-from albert_tf.outputs import OutputRefused, check_output_files
 
 COUNTERS = ("shards", "instances", "text_bytes")
 
@@ -53,15 +55,8 @@ def match_inputs(patterns):
     return files
 
 
-def check_outputs(paths, flag, *, overwrite, **kwargs):
-    """check_output_files for local outputs; a remote one that exists is replaced only with
-    --overwrite."""
-    local = [p for p in paths if not is_remote(p)]
-    check_output_files(local, flag, overwrite=overwrite, **kwargs)
-    for path in paths:
-        if is_remote(path) and FileSystems.exists(path) and not overwrite:
-            raise OutputRefused(f"--{flag}: {path} exists; pass --overwrite to replace it, or "
-                                f"give --{flag} a new path")
+# What outputs.check_output_files asks of a remote path (an object store has no directories).
+BEAM_FS = types.SimpleNamespace(exists=FileSystems.exists, isdir=lambda path: False)
 
 
 def _copy(source, target):
@@ -74,7 +69,7 @@ def _upload(local, final):
     temporary = final + ".incomplete"
     with open(local, "rb") as src, FileSystems.create(temporary) as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
-    if FileSystems.exists(final):  # a retried bundle: the same bytes again
+    if FileSystems.exists(final):  # a retry: the same bytes again (HDFS renames over no file)
         FileSystems.delete([final])
     FileSystems.rename([temporary], [final])
 
@@ -123,6 +118,27 @@ class BuildShard(beam.DoFn):
         shutil.rmtree(self._staging, ignore_errors=True)
 
 
+class _OptionsParser(beam_options._BeamArgumentParser):  # Beam's, with its value providers
+    def error(self, message):  # argparse would print its usage and exit
+        raise ValueError(f"Beam pipeline options: {message}")
+
+
+def check_pipeline_args(args):
+    """Beam's own parsing, as one line: a bad value always; an option Beam does not know (Beam
+    only warns) with the DirectRunner, where no job server takes options of its own."""
+    parser = _OptionsParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)
+    known, unknown = parser.parse_known_args(args)
+    unknown = [a for a in unknown if a.startswith("-")]
+    if unknown and known.runner == "DirectRunner":
+        names = [o for action in parser._actions for o in action.option_strings]
+        hints = [difflib.get_close_matches(a.split("=", 1)[0], names, 1) for a in unknown]
+        hint = "".join(f" (did you mean {h[0]}?)" for h in hints[:1] if h)
+        raise ValueError(f"neither create_pretraining_data nor Beam knows "
+                         f"{', '.join(unknown)}{hint}")
+
+
 def _runner(options):
     """DirectRunner as Beam's in-process FnApiRunner, which honours direct_running_mode and
     direct_num_workers; Beam's own DirectRunner first tries to download its Prism runner."""
@@ -146,8 +162,9 @@ def build(input_file, output_file, options, pipeline_args, overwrite=False):
 
 
 def _build(input_file, output_file, options, pipeline_args, overwrite):
+    check_pipeline_args(pipeline_args)
     inputs, outputs = build_records.check_build(input_file, output_file, options, overwrite,
-                                                match_inputs, check_outputs)
+                                                match_inputs, BEAM_FS)
     pipeline_options = PipelineOptions(pipeline_args)
     jobs = [(i, path, outs) for i, (path, outs) in enumerate(zip(inputs, outputs))]
     logging.info("Building %d shard(s) on Apache Beam (%s)", len(jobs), " ".join(pipeline_args))

@@ -318,10 +318,11 @@ def _remove_outputs(outputs, start):
 
 
 def check_build(input_file, output_file, options, overwrite=False, match=expand_globs,
-                check_outputs=check_output_files):
+                remote_fs=None):
     """The checks before any shard is built (flags, vocabulary, inputs, outputs); returns the
     input files and their output files. Existing outputs are replaced only with `overwrite`,
-    and only when they are TFRecord files."""
+    and (local ones) only when they are TFRecord files. `match` expands --input_file and
+    `remote_fs` looks at URLs (Beam's filesystems; default tf.io.gfile)."""
     from albert_tf.data.records import is_tfrecord_file
 
     options.validate()
@@ -331,10 +332,11 @@ def check_build(input_file, output_file, options, overwrite=False, match=expand_
         if "://" not in path and os.path.getsize(path) == 0:
             raise InputError(f"Input file {path} is empty")
     outputs = output_paths(inputs, output_file)
-    check_outputs([o for outs in outputs for o in outs], "output_file", what="a TFRecord file",
-                  overwrite=overwrite, is_kind=is_tfrecord_file,
-                  inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
-                          "vocab_file": options.vocab_file})
+    check_output_files([o for outs in outputs for o in outs], "output_file",
+                       what="a TFRecord file", overwrite=overwrite, remote_fs=remote_fs,
+                       is_kind=lambda path: "://" in path or is_tfrecord_file(path),
+                       inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
+                               "vocab_file": options.vocab_file})
     return inputs, outputs
 
 

@@ -80,7 +80,7 @@ def assign_weights(model, arrays, source="checkpoint", init_from_group0=False,
     are left at their initial values, logged.
     """
     expected = model.tf1_weights()
-    values, missing, bad_shapes, other_heads = {}, [], [], []
+    values, missing, bad_shapes, reshaped = {}, [], [], {}
     for name, variable in expected.items():
         value = arrays.get(name)
         if value is None and init_from_group0:
@@ -92,7 +92,7 @@ def assign_weights(model, arrays, source="checkpoint", init_from_group0=False,
         if tuple(value.shape) != tuple(variable.shape):
             shapes = f"{name}: checkpoint {tuple(value.shape)} vs model {tuple(variable.shape)}"
             if name.startswith(tuple(allow_reshaped)):
-                other_heads.append(shapes)
+                reshaped[name] = shapes
                 continue
             bad_shapes.append(shapes)
         values[name] = value
@@ -111,11 +111,10 @@ def assign_weights(model, arrays, source="checkpoint", init_from_group0=False,
                         + ", ".join(unexpected[:4]))
     if problems:
         raise ValueError(f"{source} does not fit the model config: " + "; ".join(problems))
-    if other_heads:
+    if reshaped:
         logging.warning("%s: its head has another shape, so this model's keeps its initial "
-                        "values: %s", source, "; ".join(other_heads))
-    skipped = [n for n in expected if n not in values and n not in
-               {h.split(":")[0] for h in other_heads}]
+                        "values: %s", source, "; ".join(reshaped.values()))
+    skipped = [n for n in expected if n not in values and n not in reshaped]
     if skipped:
         logging.warning("%s: %d tensors not in the checkpoint keep their initial values: %s",
                         source, len(skipped), ", ".join(skipped))

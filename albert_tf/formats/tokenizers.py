@@ -115,7 +115,8 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
 def keep_vocabulary(directory, tokenizer):
     """Copies the tokenizer's vocabulary into a run directory, with its lower-casing in a
     tokenizer_config.json, so that predict, export_hub and convert_checkpoint find it beside
-    the run's checkpoints; nothing when the directory has a vocabulary already."""
+    the run's checkpoints; nothing when the directory has a vocabulary already, and a
+    tokenizer_config.json found there is not replaced."""
     source = tokenizer.asset_file
     if not source or vocabularies_beside(directory):
         return
@@ -126,5 +127,6 @@ def keep_vocabulary(directory, tokenizer):
         name = "vocab.txt"
     with tf.io.gfile.GFile(source, "rb") as f:
         atomic_write_bytes(os.path.join(directory, name), f.read())
-    write_json(os.path.join(directory, "tokenizer_config.json"),
-               {"do_lower_case": bool(tokenizer.do_lower_case)})
+    config = os.path.join(directory, "tokenizer_config.json")
+    if not tf.io.gfile.exists(config):
+        write_json(config, {"do_lower_case": bool(tokenizer.do_lower_case)})

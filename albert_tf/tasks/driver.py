@@ -76,8 +76,7 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
     carrier = None  # without a vocabulary flag: the hub module's, the release's beside
     if not explicit:  # --init_checkpoint, or the one an earlier run kept in --output_dir
         carrier = resolve_hub_handle(hub) if hub else FLAGS.init_checkpoint
-        if not carrier and tf.io.gfile.isdir(FLAGS.output_dir) and vocabularies_beside(
-                FLAGS.output_dir):
+        if not carrier and vocabularies_beside(FLAGS.output_dir):
             carrier = FLAGS.output_dir
     tokenizer = load_tokenizer(
         FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
