@@ -91,6 +91,13 @@ def define_flags():
             "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
     _define(I, "mask_token_id", 4, "With --dynamic_masking: the id of [MASK] (default: the "
             "vocabulary's, when --spm_model_file or --vocab_file is given; else 4).")
+    _define(S, "data_service_address", None,
+            "host:port of a tf.data service dispatcher (python -m albert_tf.data_service): its "
+            "workers read and mask the training batches, the same batches as in-process.")
+    _define(F, "data_service_timeout", 600.0,
+            "With --data_service_address: seconds to wait for every worker at the start, and "
+            "for a training step before the run stops with the service named.",
+            validator=POSITIVE)
     _define(S, "spm_model_file", None, "Optional SentencePiece model of the records: checked against "
             "vocab_size; with --dynamic_masking its [MASK] id is used.")
     _define(S, "vocab_file", None, "Optional WordPiece vocabulary of the records (the Chinese "
@@ -105,16 +112,21 @@ define_flags()
 def _dataset_fn(patterns, global_batch, is_training, flag, vocab_size=None, mask_id=None):
     from albert_tf.data.pipeline import expand_file_patterns, pretraining_dataset
 
-    def fn(input_context):
+    service = FLAGS.data_service_address if is_training else None
+
+    def fn(input_context, start_batch=0):
         return pretraining_dataset(
             patterns, input_context.get_per_replica_batch_size(global_batch),
             FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, is_training=is_training,
             input_context=input_context, seed=FLAGS.random_seed, flag=flag,
             dynamic_masking=FLAGS.dynamic_masking, vocab_size=vocab_size,
             masked_lm_prob=FLAGS.masked_lm_prob, ngram=FLAGS.ngram,
-            favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=mask_id)
+            favor_shorter_ngram=FLAGS.favor_shorter_ngram, mask_id=mask_id,
+            data_service=service, start_batch=start_batch,
+            data_service_timeout=FLAGS.data_service_timeout)
     # Named if a record is corrupt or holds ids outside the vocabulary.
     fn.input_files, fn.vocab_size = expand_file_patterns(patterns, flag), vocab_size
+    fn.data_service, fn.data_service_timeout = service, FLAGS.data_service_timeout
     return fn
 
 
@@ -137,6 +149,7 @@ def _tokenizer_and_mask_id(config):
 def main(_):
     from albert_tf import AlbertConfig
     from albert_tf.data.pipeline import check_records, expand_file_patterns
+    from albert_tf.data.service import check_dispatcher
 
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("at least one of --do_train and --do_eval must be true")
@@ -158,6 +171,8 @@ def main(_):
     inputs = [(flag, expand_file_patterns(patterns, flag)) for flag, patterns, used in (
         ("input_file", FLAGS.input_file, FLAGS.do_train),
         ("eval_input_file", eval_files, FLAGS.do_eval)) if used]
+    if FLAGS.data_service_address and FLAGS.do_train:
+        check_dispatcher(FLAGS.data_service_address)
     keras.utils.set_random_seed(FLAGS.random_seed)
     # The strategy first: a multi-worker one must be set up before TensorFlow runs any op.
     strategy, jit_compile = distribution.setup(FLAGS)

@@ -212,18 +212,24 @@ def float32_policy_after_each_test():
     keras.mixed_precision.set_global_policy("float32")
 
 
+def free_ports(count):
+    """`count` TCP ports free on 127.0.0.1 (the usual race: another process may take one)."""
+    import socket
+    socks = [socket.socket() for _ in range(count)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
 def start_local_workers(argv, cwd, count=2, stdout=None):
     """`count` processes of `argv` forming one multi-worker job on 127.0.0.1 (TF_CONFIG), with
     stderr captured as text."""
     import json
-    import socket
     import subprocess
-    socks = [socket.socket() for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    workers = [f"127.0.0.1:{s.getsockname()[1]}" for s in socks]
-    for s in socks:
-        s.close()
+    workers = [f"127.0.0.1:{port}" for port in free_ports(count)]
     procs = []
     for index in range(count):
         env = dict(os.environ, TF_CONFIG=json.dumps(

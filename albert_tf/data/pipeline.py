@@ -9,6 +9,7 @@ from albert_tf.data.dynamic_masking import batch_seed, dynamic_mask, restore_ori
 from albert_tf.data.pretraining import MaskingOptions
 from albert_tf.data.records import (pretraining_feature_lengths, pretraining_feature_spec,
                                     short_tf_message)
+from albert_tf.data.service import read_from_service, shard_for_workers
 
 # Record feature names (the original schema) → the model's input names (the TF-Hub names).
 RECORD_TO_MODEL = {"input_ids": "input_word_ids", "input_mask": "input_mask",
@@ -115,14 +116,20 @@ def check_record_lengths(path, max_seq_length, max_predictions_per_seq):
 def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training=True, input_context=None, seed=None, shuffle_buffer=1000,
                         flag="input_file", dynamic_masking=False, vocab_size=None,
-                        masked_lm_prob=0.15, ngram=3, favor_shorter_ngram=True, mask_id=4):
+                        masked_lm_prob=0.15, ngram=3, favor_shorter_ngram=True, mask_id=4,
+                        data_service=None, start_batch=0, data_service_timeout=600):
     """Batches of pretraining features under the model's input names, int32 ids.
 
     Training: files are sharded per input pipeline (worker), shuffled, read interleaved,
     repeated, shuffled again and batched with drop_remainder; eval reads each record once.
     With `dynamic_masking` every batch gets new masks (the original n-gram rule, keyed by
-    `seed`, the worker and the batch index) instead of the records' static ones.
+    `seed`, the worker and the batch index) instead of the records' static ones. With
+    `data_service` (a dispatcher's host:port; training only) the parsing and masking run on
+    tf.data service workers, starting at batch `start_batch` (see `data.service`), waiting up
+    to `data_service_timeout` seconds for the workers.
     """
+    if data_service and not is_training:
+        raise ValueError("tf.data service feeds training only; evaluation reads in-process")
     files = expand_file_patterns(input_patterns, flag)
     spec = _record_spec(files[0], max_seq_length, max_predictions_per_seq, dynamic_masking)
     if dynamic_masking:
@@ -161,6 +168,15 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
         return dynamic_mask(batch, batch_seed(seed, index, step), options)
 
     ds = ds.batch(batch_size, drop_remainder=True)
+    if data_service:
+        ds = shard_for_workers(ds.enumerate().skip(start_batch))
+        make = parse_and_mask if dynamic_masking else (lambda step, serialized: parse(serialized))
+        ds = ds.map(lambda step, serialized: (step, make(step, serialized)),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+        return read_from_service(ds, data_service, start_batch, data_service_timeout)
+    if start_batch:
+        raise ValueError("start_batch needs data_service (in-process inputs resume from their "
+                         "saved position)")
     if dynamic_masking:
         ds = ds.enumerate().map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE)
     else:

@@ -2,14 +2,18 @@
 one line and an exit status, the stop request a signal makes, and the messages naming the input
 file or the worker at fault."""
 
+import os
 import re
 import signal
+import sys
 import threading
+import time
 
 import tensorflow as tf
 
 from albert_tf.data.pipeline import OUT_OF_VOCABULARY, find_out_of_vocabulary
 from albert_tf.data.records import find_corrupt_record, short_tf_message
+from albert_tf.data.service import OUT_OF_ORDER
 
 
 class NonFiniteLossError(RuntimeError):
@@ -24,6 +28,11 @@ class CorruptInputError(RuntimeError):
 
 class WorkerLostError(RuntimeError):
     """Another worker of a multi-worker job died; the collectives were aborted."""
+    exit_status = 1
+
+
+class InputServiceError(RuntimeError):
+    """A tf.data service worker was lost (or missing) while training."""
     exit_status = 1
 
 
@@ -61,6 +70,56 @@ class StopRequest:
             signal.signal(sig, handler)
 
 
+def service_gap_message(error, address, step, last_checkpoint):
+    """The line for the trainer's order check failing (data.service), or None for another
+    error."""
+    found = re.search(OUT_OF_ORDER + r" (\d+) where batch (\d+) was due", error.message or "")
+    if not found:
+        return None
+    return (f"the tf.data service at {address} sent batch {found[1]} where batch {found[2]} was "
+            f"due: one of its workers was lost, restarted or is not serving. Training stopped "
+            f"after step {step} without saving; last checkpoint: {last_checkpoint or 'none'}. "
+            f"Start every worker of the dispatcher's --worker_addresses, then rerun the same "
+            f"command to {rerun_to(last_checkpoint)}.")
+
+
+class Watchdog:
+    """Ends the process with `message()` as its one line (status 1) when the code inside
+    `with watchdog:` runs longer than `timeout` seconds (None: never): a tf.data service whose
+    workers are all gone leaves the trainer waiting for a batch forever, inside a TensorFlow op
+    that nothing can interrupt."""
+
+    def __init__(self, timeout, message, expire=None):
+        self.timeout, self.message = timeout, message
+        self.expire = expire or _exit_with
+        self._since, self._done = None, threading.Event()
+        if timeout:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def __enter__(self):
+        self._since = time.monotonic()
+
+    def __exit__(self, *error):
+        self._since = None
+
+    def stop(self):
+        self._done.set()
+
+    def _watch(self):
+        while not self._done.wait(min(self.timeout, 5.0)):
+            since = self._since
+            if since is not None and time.monotonic() - since > self.timeout:
+                self.expire(self.message())
+                return
+
+
+def _exit_with(message):
+    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    sys.stdout.flush()
+    os.write(2, f"{name}: error: {message}\n".encode())
+    os._exit(1)
+
+
 def bad_record(error):
     """A record that cannot be read, or that holds ids outside the vocabulary."""
     return (isinstance(error, tf.errors.DataLossError)
@@ -81,12 +140,16 @@ def corrupt_where(error, dataset_fn, kind):
             else f"{kind} record is corrupt ({short_tf_message(error.message)})")
 
 
+def rerun_to(last_checkpoint):
+    """What rerunning the same command does."""
+    return "resume from that checkpoint" if last_checkpoint else "start again"
+
+
 def corrupt_input_message(error, dataset_fn, step, last_checkpoint):
     where = corrupt_where(error, dataset_fn, "a training")
-    then = ("resume from that checkpoint" if last_checkpoint else "start again")
     return (f"{where}. Training stopped after step {step} without saving; last good "
             f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
-            f"same command to {then}.")
+            f"same command to {rerun_to(last_checkpoint)}.")
 
 
 def failure_detail(error):

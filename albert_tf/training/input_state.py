@@ -6,6 +6,8 @@ can (shuffle buffers, interleave positions and the batch counter of dynamic mask
 Each worker keeps its state under output_dir/input_state/worker-<i>/, written before the
 model checkpoint of the same step, which is what makes the pair trusted. On a TPU the
 distributed iterator stays (the TPU infeed needs it) and the input restarts from its seed.
+Batches from tf.data service (data.service) need no state: a resumed run asks the service for
+a new job that starts at the batch after its checkpoint.
 """
 
 import json
@@ -39,6 +41,9 @@ class TrainingInput:
     def __init__(self, strategy, dataset_fn, output_dir):
         self.strategy = strategy
         self.resumable = not isinstance(strategy, tf.distribute.TPUStrategy)
+        # Batches from tf.data service resume by starting a new job at the right batch
+        # (data.service): no iterator state to save.
+        self.served = self.resumable and bool(getattr(dataset_fn, "data_service", None))
         index, count = worker_index_and_count(strategy)
         self.directory = os.path.join(output_dir, STATE_DIR, f"worker-{index}")
         if not self.resumable:
@@ -48,14 +53,20 @@ class TrainingInput:
         context = tf.distribute.InputContext(num_input_pipelines=count,
                                              input_pipeline_id=index,
                                              num_replicas_in_sync=strategy.num_replicas_in_sync)
-        with tf.device("/cpu:0"):
-            self.iterator = iter(dataset_fn(context))
+        self._dataset_fn, self._context = dataset_fn, context
+        if self.served:
+            return
+        self._start()
         self._checkpoint = tf.train.Checkpoint(iterator=self.iterator)
         # What a saved position belongs to: restored into another batch shape or file list, an
         # iterator fails later (Incompatible shapes, OutOfRange) instead of now.
         self.signature = {"batches": repr(self.iterator.element_spec),
                           "input_files": [os.fspath(f) for f in
                                           getattr(dataset_fn, "input_files", ())]}
+
+    def _start(self, **kwargs):
+        with tf.device("/cpu:0"):
+            self.iterator = iter(self._dataset_fn(self._context, **kwargs))
 
     def next(self):
         """The next batch of every replica (call inside the training tf.function)."""
@@ -70,7 +81,7 @@ class TrainingInput:
 
     def save(self, step):
         """Writes the position after `step` (before the model checkpoint of that step)."""
-        if self.resumable:
+        if self.resumable and not self.served:
             tf.io.gfile.makedirs(self.directory)
             write_json(self._prefix(step) + ".json", self.signature)
             self._checkpoint.write(self._prefix(step))
@@ -78,6 +89,11 @@ class TrainingInput:
     def restore(self, step):
         """Puts the input where it was after `step`; False (with a warning) when the state of
         that step is missing or does not fit this input pipeline."""
+        if self.served:
+            first = step * self.local_replicas
+            self._start(start_batch=first)
+            logging.info("Training batches come from the tf.data service, from batch %d", first)
+            return step > 0
         if not self.resumable or step == 0:
             return False
         prefix = self._prefix(step)
@@ -117,7 +133,7 @@ class TrainingInput:
 
     def prune(self, keep_steps):
         """Deletes the states of steps whose checkpoints are gone."""
-        if not self.resumable or not tf.io.gfile.isdir(self.directory):
+        if not self.resumable or self.served or not tf.io.gfile.isdir(self.directory):
             return
         keep = {f"step-{s}" for s in keep_steps}
         for name in tf.io.gfile.listdir(self.directory):

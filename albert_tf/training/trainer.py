@@ -27,8 +27,9 @@ from albert_tf.training.checkpoint_files import (
     refuse_foreign_checkpoints, resumable_checkpoints, unreadable_reason)
 from albert_tf.training.distribution import check_batch_sizes, is_chief
 from albert_tf.training.failures import (
-    COLLECTIVE_FAILURES, CorruptInputError, Interrupted, NonFiniteLossError, StopRequest,
-    WorkerLostError, bad_record, corrupt_input_message, corrupt_where, failure_detail)
+    COLLECTIVE_FAILURES, CorruptInputError, InputServiceError, Interrupted, NonFiniteLossError,
+    StopRequest, Watchdog, WorkerLostError, bad_record, corrupt_input_message, corrupt_where,
+    failure_detail, rerun_to, service_gap_message)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
 from albert_tf.training.optimizers import ReplicaLossScaleOptimizer, current_learning_rate
 from albert_tf.training.progress import Progress
@@ -276,6 +277,7 @@ class Trainer:
                      self._compiled())
         progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = StopRequest()
+        watchdog = self._service_watchdog(dataset_fn)
         stopping, saved_at = False, None
         try:
             while self.step < num_train_steps and not stopping:
@@ -283,7 +285,8 @@ class Trainer:
                 boundaries = [num_train_steps, (step // save_checkpoints_steps + 1)
                               * save_checkpoints_steps, (step // log_steps + 1) * log_steps]
                 chunk = min(self.steps_per_execution, min(boundaries) - step)
-                progress.add(self._run_chunk(iterator, chunk, last_saved), chunk)
+                with watchdog:
+                    progress.add(self._run_chunk(iterator, chunk, last_saved), chunk)
                 step = self.step
                 if step % log_steps == 0 or step >= num_train_steps:
                     metrics = progress.log(step, self.model.metrics_from_sums,
@@ -297,10 +300,14 @@ class Trainer:
                         on_checkpoint(path, step)
                 stopping = self._any_worker(stop.requested)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            last = tf.train.latest_checkpoint(self.output_dir)
+            gap = service_gap_message(e, getattr(dataset_fn, "data_service", None), self.step,
+                                      last)
+            if gap:
+                raise InputServiceError(gap) from e
             if not bad_record(e):
                 raise
-            raise CorruptInputError(corrupt_input_message(
-                e, dataset_fn, self.step, tf.train.latest_checkpoint(self.output_dir))) from e
+            raise CorruptInputError(corrupt_input_message(e, dataset_fn, self.step, last)) from e
         except COLLECTIVE_FAILURES as e:
             if self.num_workers == 1:
                 raise
@@ -311,6 +318,7 @@ class Trainer:
                 f"worker with the same command to resume from it.") from e
         finally:
             stop.restore()
+            watchdog.stop()
         if stopping and self.step < num_train_steps:
             if saved_at != self.step:
                 self.save()
@@ -322,6 +330,20 @@ class Trainer:
                               f"ran. Rerun the same command to resume from {saved}",
                               stop.signum or signal.SIGTERM)
         return self.step
+
+    def _service_watchdog(self, dataset_fn):
+        """Stops a run fed by tf.data service whose steps stop coming (its workers gone)."""
+        address = getattr(dataset_fn, "data_service", None)
+        timeout = getattr(dataset_fn, "data_service_timeout", None)
+
+        def message():
+            last = tf.train.latest_checkpoint(self.output_dir)
+            return (f"no training step finished in {timeout:.0f} s (after step {self.step}) "
+                    f"while the batches come from the tf.data service at {address}: its workers "
+                    f"are gone or stalled (or a step compiles for longer: raise "
+                    f"--data_service_timeout). Last checkpoint: {last or 'none'}. Start the "
+                    f"workers, then rerun the same command to {rerun_to(last)}.")
+        return Watchdog(timeout if address else None, message)
 
     def _any_worker(self, requested):
         """Whether any worker was asked to stop: every worker takes the same decision at the

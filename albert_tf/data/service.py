@@ -1,0 +1,141 @@
+"""Pretraining batches made by tf.data service workers: the record reading and masking leave the
+trainer's host.
+
+The policy is static sharding (`ShardingPolicy.HINT`) over the dispatcher's fixed worker list:
+worker k of N reads the same file order as the in-process pipeline (serialized records, cheap),
+keeps the batches whose index is k mod N and parses and masks only those, seeded by the batch
+index as in-process. The trainer is the one consumer of a coordinated job: it reads the workers
+in rounds, one batch from each, puts each round in index order and so receives batches 0, 1,
+2, … as in-process: the same batches, masks included, as a run without the service. Before the
+job starts the trainer waits until every worker of the list serves. Each batch carries its index
+and the trainer checks it: a worker lost or restarted shows up as a gap, which stops the run
+instead of training quietly on part of the data. A resumed run starts a new job at the batch
+after its checkpoint (the workers skip what came before without masking it).
+"""
+
+import socket
+import threading
+import time
+import uuid
+
+import tensorflow as tf
+
+SERVICE = tf.data.experimental.service
+# In the error the trainer's order check raises (training.failures turns it into one line).
+OUT_OF_ORDER = "tf.data service sent batch"
+
+
+class ServiceUnavailable(ConnectionError):
+    """The dispatcher does not answer, or its workers do not all serve."""
+    exit_status = 1  # the command-line tools' status for it (albert_tf.cli)
+
+
+def split_address(address, flag="data_service_address"):
+    """'[grpc://]host:port' → ('host', port); a clear error for anything else."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--{flag}={address} is not host:port (e.g. localhost:5050)")
+    return host.strip("[]"), int(port)
+
+
+def check_dispatcher(address, timeout=10.0):
+    """Raises ServiceUnavailable, naming the address, when nothing answers there: without it the
+    first batch would wait forever."""
+    host, port = split_address(address)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ServiceUnavailable(
+            f"no tf.data service dispatcher answers at {address} ({e.strerror or e}); start "
+            f"one with python -m albert_tf.data_service --dispatcher_port={port} "
+            f"--worker_addresses=...") from None
+
+
+def shard_for_workers(batches):
+    """Keeps, on worker k of N, the batches with index k mod N (`batches` yields (index,
+    batch)); in-process, where nothing rewrites the hint, it is an error by design."""
+    return batches.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT)
+
+
+def _rounds(dataset, address):
+    """`dataset` (infinite) served in rounds: one element from each worker, in turn."""
+    return dataset.apply(SERVICE.distribute(
+        processing_mode=SERVICE.ShardingPolicy.HINT,
+        service=address if "://" in address else f"grpc://{address}",
+        job_name=f"albert_tf-{uuid.uuid4().hex}", consumer_index=0, num_consumers=1))
+
+
+def wait_for_workers(address, timeout):
+    """The number of workers in the dispatcher's list, once all of them serve; ServiceUnavailable
+    after `timeout` seconds. Each worker answers its shard index and the shard count; a round
+    of probes with every index in it means every worker is there."""
+    hint = tf.data.experimental.SHARD_HINT
+    probe = (tf.data.Dataset.range(2**40).shard(hint, hint).take(2).batch(2)
+             .map(lambda pair: tf.stack([pair[0], pair[1] - pair[0]])).repeat())
+    found, error, stop = {}, [], threading.Event()
+
+    def poll():
+        try:
+            while not stop.is_set():
+                answers = iter(_rounds(probe, address))
+                index, count = (int(v) for v in next(answers))
+                indices = {index} | {int(next(answers)[0]) for _ in range(count - 1)}
+                found.update(count=count, serving=len(indices))
+                if len(indices) == count:
+                    return
+                time.sleep(0.5)
+        except tf.errors.OpError as e:
+            error.append(e)
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    stop.set()
+    if error:
+        raise ServiceUnavailable(f"the tf.data service at {address} failed: "
+                              f"{error[0].message.splitlines()[0]}")
+    if thread.is_alive():
+        serving = (f"{found['serving']} of its {found['count']} workers serve"
+                   if found else "no worker serves")
+        raise ServiceUnavailable(
+            f"the tf.data service at {address}: {serving} after {timeout:.0f} s; start every "
+            f"worker of the dispatcher's --worker_addresses (python -m albert_tf.data_service "
+            f"--dispatcher_address={address} --worker_port=...)")
+    return found["count"]
+
+
+def read_from_service(batches, address, first_index, timeout):
+    """Sends `batches` ((index, batch) pairs, sharded by `shard_for_workers`) to the service at
+    `address`; the trainer's side yields the batches, checked to come in index order from
+    `first_index`. Waits up to `timeout` seconds for the workers."""
+    check_dispatcher(address)
+    workers = wait_for_workers(address, timeout)
+
+    def in_order(indices, rounds):
+        order = tf.argsort(indices)
+        return tf.nest.map_structure(lambda t: tf.gather(t, order), (indices, rounds))
+    served = _rounds(batches, address).batch(workers).map(in_order).unbatch()
+
+    def check(count, element):
+        index, batch = element
+        due = count + first_index
+        with tf.control_dependencies([tf.debugging.Assert(tf.equal(index, due), [
+                tf.strings.format(OUT_OF_ORDER + " {} where batch {} was due", (index, due))])]):
+            return tf.nest.map_structure(tf.identity, batch)
+    return served.enumerate().map(check).prefetch(tf.data.AUTOTUNE)
+
+
+def start_dispatcher(port, worker_addresses, work_dir=None):
+    """A dispatcher for static sharding over `worker_addresses` (a worker's position in the
+    list is its shard), running in this process."""
+    return SERVICE.DispatchServer(SERVICE.DispatcherConfig(
+        port=port, worker_addresses=list(worker_addresses), work_dir=work_dir,
+        fault_tolerant_mode=bool(work_dir)))
+
+
+def start_worker(dispatcher_address, port, worker_address):
+    """A worker of the dispatcher at `dispatcher_address`, running in this process;
+    `worker_address` as the dispatcher's list spells it."""
+    return SERVICE.WorkerServer(SERVICE.WorkerConfig(
+        dispatcher_address=dispatcher_address.split("://")[-1], worker_address=worker_address,
+        port=port))

@@ -1,0 +1,191 @@
+"""Pretraining fed by tf.data service (docs/pretraining.md, "Input on tf.data service"): one
+dispatcher and two workers on localhost (in this process), trainers in this process or killed
+ones in their own. The batches are the in-process pipeline's, so a run fed by the service ends
+with the state of a run without it, and a killed one resumes exactly; a lost worker, a missing
+one or an unreachable dispatcher is one line."""
+
+import contextlib
+import gc
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import data_service, run_pretraining
+from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.service import (read_from_service, shard_for_workers, start_dispatcher,
+                                    start_worker, wait_for_workers)
+from albert_tf.training.failures import Watchdog
+from conftest import free_ports
+from test_resume import (ROOT, _flags, assert_same_state, data,  # noqa: F401 (data: a fixture)
+                         kill_after_checkpoint, run_ok)
+from tool_runner import assert_refused, run_tool
+
+pytestmark = pytest.mark.slow
+PRETRAIN = [sys.executable, "-m", "albert_tf.run_pretraining"]
+
+
+@contextlib.contextmanager
+def local_service(workers=2, started=None):
+    """(dispatcher address, running workers) on localhost, in this process: `workers` listed,
+    the first `started` of them running."""
+    port, *ports = free_ports(1 + workers)
+    addresses = [f"localhost:{p}" for p in ports]
+    dispatcher = start_dispatcher(port, addresses)
+    running = [start_worker(f"localhost:{port}", p, a)
+               for p, a in list(zip(ports, addresses))[:started]]
+    try:
+        yield f"localhost:{port}", running
+    finally:
+        gc.collect()  # the iterators of finished runs: a worker's stop waits for their calls
+        for server in [*running, dispatcher]:
+            server._stop()
+
+
+@pytest.fixture(scope="module")
+def service():
+    with local_service() as (address, _):
+        yield address
+
+
+@pytest.mark.parametrize("dynamic_masking", [True, False])
+def test_the_service_sends_the_in_process_batches(data, service, dynamic_masking):  # noqa: F811
+    """Batch for batch, masks included, from the start and from a later batch (a resume)."""
+    options = dict(input_patterns=data[0], batch_size=4, max_seq_length=16,
+                   max_predictions_per_seq=4, seed=7, dynamic_masking=dynamic_masking,
+                   vocab_size=60)
+    local = list(pretraining_dataset(**options).take(16))
+    for start in (0, 5):
+        served = list(pretraining_dataset(**options, data_service=service,
+                                          start_batch=start).take(16 - start))
+        assert len(served) == 16 - start
+        for expected, got in zip(local[start:], served):
+            assert sorted(got) == sorted(expected)
+            for name in expected:
+                np.testing.assert_array_equal(got[name].numpy(), expected[name].numpy(), name)
+
+
+def test_a_run_fed_by_the_service_is_the_in_process_run(data, service, tmp_path):  # noqa: F811
+    """float32, dynamic masking: the same weights, slots and random state at the end."""
+    extra = dict(dynamic_masking="true", num_train_steps=24)
+    run_ok(PRETRAIN + _flags(data, tmp_path / "local", **extra))
+    log = run_ok(PRETRAIN + _flags(data, tmp_path / "served", data_service_address=service,
+                                   **extra))
+    assert "Training batches come from the tf.data service, from batch 0" in log
+    assert_same_state(tmp_path / "local", tmp_path / "served", atol=0)
+
+
+def test_a_run_fed_by_the_service_killed_and_rerun_is_the_same_run(
+        data, service, tmp_path):  # noqa: F811
+    """mixed_bfloat16 (what `auto` picks on TPUs, recent GPUs and AMX CPUs): SIGKILLed after a
+    checkpoint, rerun with the same command, it ends as the uninterrupted in-process run."""
+    extra = dict(dynamic_masking="true", mixed_precision="bfloat16", num_train_steps=24)
+    run_ok(PRETRAIN + _flags(data, tmp_path / "local", **extra))
+    served = PRETRAIN + _flags(data, tmp_path / "killed", data_service_address=service, **extra)
+    killed = kill_after_checkpoint(served, tmp_path / "killed", 6)
+    assert 6 <= killed < 24
+    log = run_ok(served)
+    assert f"Training batches come from the tf.data service, from batch {killed}" in log
+    assert_same_state(tmp_path / "local", tmp_path / "killed")
+
+
+def test_a_lost_worker_stops_the_run_with_one_line(data, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "run"
+    with local_service() as (address, workers):
+        def lose_a_worker():
+            while not tf.train.latest_checkpoint(str(out)):
+                time.sleep(0.05)
+            workers.pop()._stop()
+        threading.Thread(target=lose_a_worker, daemon=True).start()
+        result = run_tool(run_pretraining, capsys, *_flags(
+            data, out, data_service_address=address, num_train_steps=100000, log_steps=1000))
+    assert_refused(result, f"the tf.data service at {address} sent batch ", status=1)
+    last = result[1]
+    assert "was due: one of its workers was lost, restarted or is not serving" in last
+    assert f"last checkpoint: {out}/model.ckpt-" in last and "to resume from that" in last
+
+
+def test_an_unreachable_dispatcher_or_a_missing_worker_is_one_line(
+        data, tmp_path, capsys):  # noqa: F811
+    (nobody,) = free_ports(1)
+    result = run_tool(run_pretraining, capsys, *_flags(
+        data, tmp_path / "a", data_service_address=f"localhost:{nobody}"))
+    assert_refused(result, f"no tf.data service dispatcher answers at localhost:{nobody} "
+                           f"(Connection refused); start one with python -m "
+                           f"albert_tf.data_service --dispatcher_port={nobody}", status=1)
+    assert not (tmp_path / "a").exists()
+    assert_refused(run_tool(run_pretraining, capsys, *_flags(
+        data, tmp_path / "a", data_service_address="localhost")),
+        "--data_service_address=localhost is not host:port")
+
+    with local_service(workers=2, started=1) as (address, _):
+        result = run_tool(run_pretraining, capsys, *_flags(
+            data, tmp_path / "b", data_service_address=address, data_service_timeout=2))
+    assert_refused(result, f"the tf.data service at {address}: 1 of its 2 workers serve after "
+                           f"2 s; start every worker", status=1)
+    assert tf.train.latest_checkpoint(str(tmp_path / "b")) is None
+
+
+def test_the_watchdog_ends_only_a_wait_longer_than_its_timeout():
+    expired = []
+    watchdog = Watchdog(0.2, lambda: "no step", expire=expired.append)
+    try:
+        time.sleep(0.5)  # outside `with` nothing is watched (saving, evaluating)
+        with watchdog:
+            time.sleep(0.1)
+        assert expired == []
+        with watchdog:
+            deadline = time.monotonic() + 5
+            while not expired and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert expired == ["no step"]
+    finally:
+        watchdog.stop()
+
+
+def test_the_entry_point_serves_until_stopped(capsys):
+    port, worker_port = free_ports(2)
+    tool = [sys.executable, "-m", "albert_tf.data_service"]
+    procs = [subprocess.Popen(tool + args, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for args in ([f"--dispatcher_port={port}",
+                           f"--worker_addresses=localhost:{worker_port}"],
+                          [f"--dispatcher_address=localhost:{port}",
+                           f"--worker_port={worker_port}"])]
+    try:
+        address = f"localhost:{port}"
+        deadline = time.monotonic() + 60
+        while procs[0].poll() is None and time.monotonic() < deadline:
+            try:
+                assert wait_for_workers(address, 1) == 1
+                break
+            except ConnectionError:
+                continue
+        numbers = shard_for_workers(tf.data.Dataset.range(10**6).repeat().map(lambda i: (i, 3 * i)))
+        assert [int(v) for v in read_from_service(numbers, address, 0, 30).take(5)] == [
+            0, 3, 6, 9, 12]
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+    for proc, role in zip(procs, ("dispatcher on port", "worker")):
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+        assert f"tf.data service {role}" in err
+        assert "\ndata_service: stopped on SIGTERM\n" in err and "Traceback" not in err, err
+
+    for flags, message in [
+            ({}, "give --dispatcher_port (a dispatcher) or --dispatcher_address with "
+                 "--worker_port (a worker)"),
+            (dict(dispatcher_port=5050), "--worker_addresses is required with --dispatcher_port"),
+            (dict(dispatcher_port=70000, worker_addresses="a:1"), "--dispatcher_port=70000 is "
+                                                                   "not a port"),
+            (dict(dispatcher_port=5050, worker_addresses="a:1,b"), "--worker_addresses=b is not "
+                                                                    "host:port"),
+            (dict(dispatcher_address="localhost:5050"), "--worker_port is required"),
+            (dict(dispatcher_port=5050, dispatcher_address="localhost:5050"), "give "
+                                                                               "--dispatcher_port")]:
+        assert_refused(run_tool(data_service, capsys, **flags), message)
