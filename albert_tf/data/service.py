@@ -5,11 +5,12 @@ The policy is static sharding (`ShardingPolicy.HINT`) over the dispatcher's fixe
 worker k of N reads the same file order as the in-process pipeline (serialized records, cheap),
 keeps the batches whose index is k mod N and parses and masks only those, seeded by the batch
 index as in-process. The trainer is the one consumer of a coordinated job: it reads the workers
-in rounds, one batch from each, puts each round in index order and so receives batches 0, 1,
+in rounds, one batch from each (a busy worker may miss a round and send its batch in a later
+one), puts the batches back in index order with a small window and so receives batches 0, 1,
 2, … as in-process: the same batches, masks included, as a run without the service. Before the
-job starts the trainer waits until every worker of the list serves. Each batch carries its index
-and the trainer checks it: a worker lost or restarted shows up as a gap, which stops the run
-instead of training quietly on part of the data. A resumed run starts a new job at the batch
+job starts the trainer waits until every worker of the list serves. A worker lost or restarted
+leaves a gap that the window cannot close, which stops the run instead of training quietly on
+part of the data. A resumed run starts a new job at the batch
 after its checkpoint (the workers skip what came before without masking it).
 """
 
@@ -106,23 +107,46 @@ def wait_for_workers(address, timeout):
 
 def read_from_service(batches, address, first_index, timeout):
     """Sends `batches` ((index, batch) pairs, sharded by `shard_for_workers`) to the service at
-    `address`; the trainer's side yields the batches, checked to come in index order from
-    `first_index`. Waits up to `timeout` seconds for the workers."""
+    `address`; the trainer's side yields the batches in index order from `first_index`. Waits
+    up to `timeout` seconds for the workers."""
     check_dispatcher(address)
     workers = wait_for_workers(address, timeout)
+    return in_index_order(_rounds(batches, address), first_index,
+                          LATE_ROUNDS * workers).prefetch(tf.data.AUTOTUNE)
 
-    def in_order(indices, rounds):
-        order = tf.argsort(indices)
-        return tf.nest.map_structure(lambda t: tf.gather(t, order), (indices, rounds))
-    served = _rounds(batches, address).batch(workers).map(in_order).unbatch()
 
-    def check(count, element):
-        index, batch = element
-        due = count + first_index
-        with tf.control_dependencies([tf.debugging.Assert(tf.equal(index, due), [
-                tf.strings.format(OUT_OF_ORDER + " {} where batch {} was due", (index, due))])]):
-            return tf.nest.map_structure(tf.identity, batch)
-    return served.enumerate().map(check).prefetch(tf.data.AUTOTUNE)
+# A worker that misses a round (busy when the trainer asked) sends its batch in a later one.
+LATE_ROUNDS = 4
+
+
+def in_index_order(pairs, first_index, window):
+    """The batches of `pairs` ((index, batch), each index once, none more than `window` places
+    early) in index order from `first_index`. An index that is early by more, or comes twice,
+    is a batch lost or repeated: an error with OUT_OF_ORDER in its message."""
+    spec = pairs.element_spec[1]
+    empty = tf.nest.map_structure(lambda s: tf.zeros([window, *s.shape], s.dtype), spec)
+    positions = tf.range(window, dtype=tf.int64)
+
+    def step(state, pair):
+        due, held, slots = state
+        index, batch = pair
+        slot = index % window
+        fits = (index >= due) & (index < due + window) & ~tf.gather(held, slot)
+        check = tf.debugging.Assert(fits, [tf.strings.format(
+            OUT_OF_ORDER + " {} where batch {} was due", (index, due))])
+        with tf.control_dependencies([check]):
+            slots = tf.nest.map_structure(
+                lambda stack, t: tf.tensor_scatter_nd_update(stack, [[slot]], t[None]),
+                slots, batch)
+            held = tf.tensor_scatter_nd_update(held, [[slot]], [True])
+        in_turn = (due + positions) % window                       # slots from the due one on
+        ready = tf.gather(held, in_turn)
+        count = tf.argmin(tf.concat([tf.cast(ready, tf.int32), [0]], 0), output_type=tf.int64)
+        out = tf.nest.map_structure(lambda stack: tf.gather(stack, in_turn[:count]), slots)
+        held = tf.scatter_nd(in_turn[:, None], ready & (positions >= count), [window])
+        return (due + count, held, slots), out
+    start = (tf.constant(first_index, tf.int64), tf.zeros([window], tf.bool), empty)
+    return pairs.scan(start, step).unbatch()
 
 
 def start_dispatcher(port, worker_addresses, work_dir=None):
