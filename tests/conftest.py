@@ -36,6 +36,34 @@ LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker
                  "test_user_mistakes.py", "test_disk_full.py")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """With ALBERT_TF_TEST_RUSAGE=<file>, appends each test's wall time, this process's CPU time,
+    its waited-for children's CPU time, major page faults and involuntary context switches: a
+    test far slower in the suite than alone either waited or computed, and this tells which."""
+    path = os.environ.get("ALBERT_TF_TEST_RUSAGE")
+    if not path:
+        return (yield)
+    import resource
+    import time
+    before = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                    resource.RUSAGE_CHILDREN)]
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        wall = time.monotonic() - start
+        own, kids = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                         resource.RUSAGE_CHILDREN)]
+        cpu = [a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime
+               for a, b in zip((own, kids), before)]
+        with open(path, "a") as f:
+            f.write(f"{item.nodeid}\t{os.environ.get('PYTEST_XDIST_WORKER', '-')}\t"
+                    f"{wall:.2f}\t{cpu[0]:.2f}\t{cpu[1]:.2f}\t"
+                    f"{own.ru_majflt - before[0].ru_majflt}\t"
+                    f"{own.ru_nivcsw - before[0].ru_nivcsw}\n")
+
+
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
