@@ -7,6 +7,9 @@ from setuptools import find_packages, setup
 # sentencepiece 0.2.3's model protobuf needs protobuf 7 (without it transformers' AutoTokenizer
 # cannot read a spiece.model): sentencepiece 0.2.2 serves both.
 BEAM = ["apache-beam>=2.77,<3", "sentencepiece>=0.2,<0.2.3"]
+# LiteRT, the runtime TFLite became (TensorFlow 2.21 deprecates tf.lite.Interpreter): runs the
+# exported .tflite files as phones and small CPUs do.
+LITERT = ["ai-edge-litert>=2.3,<3"]
 
 setup(
     name="albert_tf",
@@ -30,8 +33,10 @@ setup(
     ],
     extras_require={
         "beam": BEAM,
+        "litert": LITERT,
         "test": [
             *BEAM,
+            *LITERT,
             "pytest>=8",
             # The suite runs its test files on every core (scripts/test.sh).
             "pytest-xdist>=3.5",

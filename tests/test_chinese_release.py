@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
 
 import zh_release
 from albert_tf import (AlbertEncoder, convert_checkpoint, create_pretraining_data, export_hub,
@@ -164,7 +165,7 @@ def test_the_export_serves_chinese_strings_as_the_checkpoint_predicts(zh, classi
     probabilities = np.array([r["probabilities"] for r in rows])
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5)
     # The TFLite flatbuffer beside it, on ids from FullTokenizer.
-    interpreter = tf.lite.Interpreter(model_path=str(export / "classifier.tflite"))
+    interpreter = Interpreter(model_path=str(export / "classifier.tflite"))
     runner = interpreter.get_signature_runner()
     ids = [zh["tokenizer"].special_ids()["[CLS]"]] + zh["tokenizer"].encode(texts[0]) + [
         zh["tokenizer"].special_ids()["[SEP]"]]

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, export_hub
 from albert_tf.data.glue import truncate_pair
@@ -266,7 +267,7 @@ def test_saved_model_cli(hub_dir, pretrainer, tmp_path):
 
 def test_tflite_conversion(hub_dir, pretrainer):
     flatbuffer = finetuned.convert_to_tflite(hub_dir, seq_length=10)
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    interpreter = Interpreter(model_content=flatbuffer)
     runner = interpreter.get_signature_runner()
     for seed in (6, 7):
         x = _inputs(seed, batch=1, seq=10)

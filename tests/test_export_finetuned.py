@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
 from absl import flags
 
 import test_run_classifier as rc
@@ -63,7 +64,7 @@ def _serve_without_our_package(export_dir, texts):
 
 def _tflite(path, input_word_ids, input_mask, input_type_ids):
     """Runs a TFLite model example by example on [1, seq] ids; outputs stacked."""
-    interpreter = tf.lite.Interpreter(model_path=str(path))
+    interpreter = Interpreter(model_path=str(path))
     runner = interpreter.get_signature_runner()
     rows = [runner(input_word_ids=input_word_ids[i:i + 1], input_mask=input_mask[i:i + 1],
                    input_type_ids=input_type_ids[i:i + 1]) for i in range(len(input_word_ids))]
