@@ -40,12 +40,21 @@ LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker
 def pytest_runtest_call(item):
     """With ALBERT_TF_TEST_RUSAGE=<file>, appends each test's wall time, this process's CPU time,
     its waited-for children's CPU time, major page faults and involuntary context switches: a
-    test far slower in the suite than alone either waited or computed, and this tells which."""
+    test far slower in the suite than alone either waited or computed, and this tells which.
+    With ALBERT_TF_TEST_STACKS_AFTER=<seconds> too, every thread's stack goes to <file>.stacks
+    when a test runs longer: where it waits."""
     path = os.environ.get("ALBERT_TF_TEST_RUSAGE")
     if not path:
         return (yield)
+    import faulthandler
     import resource
     import time
+    after = float(os.environ.get("ALBERT_TF_TEST_STACKS_AFTER", 0))
+    stacks = open(f"{path}.stacks", "a") if after else None
+    if stacks:
+        stacks.write(f"\n== {item.nodeid} {os.environ.get('PYTEST_XDIST_WORKER', '-')}\n")
+        stacks.flush()
+        faulthandler.dump_traceback_later(after, file=stacks)
     before = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                     resource.RUSAGE_CHILDREN)]
     start = time.monotonic()
@@ -53,6 +62,9 @@ def pytest_runtest_call(item):
         return (yield)
     finally:
         wall = time.monotonic() - start
+        if stacks:
+            faulthandler.cancel_dump_traceback_later()
+            stacks.close()
         own, kids = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                          resource.RUSAGE_CHILDREN)]
         cpu = [a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime
