@@ -82,8 +82,8 @@ def wait_for_workers(address, timeout):
                 answers = iter(_rounds(probe, address))
                 index, count = (int(v) for v in next(answers))
                 indices = {index} | {int(next(answers)[0]) for _ in range(count - 1)}
-                found.update(count=count, serving=len(indices))
-                if len(indices) == count:
+                found.update(count=count, serving=len(indices), ready=len(indices) == count)
+                if found["ready"]:
                     return
                 time.sleep(0.5)
         except tf.errors.OpError as e:
@@ -94,8 +94,8 @@ def wait_for_workers(address, timeout):
     stop.set()
     if error:
         raise ServiceUnavailable(f"the tf.data service at {address} failed: "
-                              f"{error[0].message.splitlines()[0]}")
-    if thread.is_alive():
+                                 f"{error[0].message.splitlines()[0]}")
+    if not found.get("ready"):
         serving = (f"{found['serving']} of its {found['count']} workers serve"
                    if found else "no worker serves")
         raise ServiceUnavailable(
