@@ -47,8 +47,9 @@ class FakeRemote(LocalFileSystem):
     def exists(self, path):
         return super().exists(self._local(path))
 
-    def delete(self, paths):
-        return super().delete([self._local(p) for p in paths])
+    def delete(self, paths):  # (the base class's delete globs through match, which prefixes)
+        for path in paths:
+            os.remove(self._local(path))
 
     def rename(self, sources, targets):
         return super().rename([self._local(p) for p in sources],
@@ -142,6 +143,9 @@ def test_inputs_and_outputs_on_a_filesystem_only_beam_knows(corpus, tmp_path):
     with pytest.raises(FileExistsError, match="exists; pass --overwrite"):
         beam_builder.build(f"{remote}/part-*.txt", f"{remote}/out/train.tfrecord",
                            _options(spm), ["--runner=DirectRunner"])
+    beam_builder.build(f"{remote}/part-*.txt", f"{remote}/out/train.tfrecord", _options(spm),
+                       ["--runner=DirectRunner"], overwrite=True)  # its own records: replaced
+    assert _digests(tmp_path / "remote" / "out") == _digests(tmp_path / "local")
 
 
 def test_pipeline_options_pass_through_and_without_beam_one_line(corpus, tmp_path, capsys,
@@ -208,6 +212,14 @@ def test_bad_inputs_and_the_user_s_files_are_one_line_and_untouched(corpus, tmp_
     assert status == 2 and last == (f"create_pretraining_data: error: --output_file: {mine} "
                                     f"exists and is not a TFRecord file; give --output_file a "
                                     f"new path"), last
+    assert os.listdir(out) == [mine.name] and mine.read_text() == "the user's notes\n"
+    # The same on a filesystem only Beam knows: its file is read to see it is not TFRecords.
+    status, last, _ = run_tool(create_pretraining_data, capsys, input_file=f"{root}/part-*.txt",
+                               output_file=f"fakefs://{out}/train.tfrecord", overwrite=True,
+                               **common)
+    assert status == 2 and last == (f"create_pretraining_data: error: --output_file: "
+                                    f"fakefs://{mine} exists and is not a TFRecord file; give "
+                                    f"--output_file a new path"), last
     assert os.listdir(out) == [mine.name] and mine.read_text() == "the user's notes\n"
 
 

@@ -55,8 +55,9 @@ def match_inputs(patterns):
     return files
 
 
-# What outputs.check_output_files asks of a remote path (an object store has no directories).
-BEAM_FS = types.SimpleNamespace(exists=FileSystems.exists, isdir=lambda path: False)
+# What the output checks ask of a remote path (an object store has no directories).
+BEAM_FS = types.SimpleNamespace(exists=FileSystems.exists, isdir=lambda path: False,
+                                open=FileSystems.open)
 
 
 def _copy(source, target):

@@ -317,11 +317,19 @@ def _remove_outputs(outputs, start):
     return done
 
 
+def _remote_open(remote_fs):
+    """Opens a URL for reading with `remote_fs` (Beam's filesystems) or tf.io.gfile."""
+    if remote_fs is not None:
+        return remote_fs.open
+    import tensorflow as tf  # only for URLs, as in outputs._fs: local builds stay free of it
+    return lambda path: tf.io.gfile.GFile(path, "rb")
+
+
 def check_build(input_file, output_file, options, overwrite=False, match=expand_globs,
                 remote_fs=None):
     """The checks before any shard is built (flags, vocabulary, inputs, outputs); returns the
     input files and their output files. Existing outputs are replaced only with `overwrite`,
-    and (local ones) only when they are TFRecord files. `match` expands --input_file and
+    and only when they are TFRecord files. `match` expands --input_file and
     `remote_fs` looks at URLs (Beam's filesystems; default tf.io.gfile)."""
     from albert_tf.data.records import is_tfrecord_file
 
@@ -334,7 +342,8 @@ def check_build(input_file, output_file, options, overwrite=False, match=expand_
     outputs = output_paths(inputs, output_file)
     check_output_files([o for outs in outputs for o in outs], "output_file",
                        what="a TFRecord file", overwrite=overwrite, remote_fs=remote_fs,
-                       is_kind=lambda path: "://" in path or is_tfrecord_file(path),
+                       is_kind=lambda path: is_tfrecord_file(
+                           path, _remote_open(remote_fs) if "://" in path else None),
                        inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
                                "vocab_file": options.vocab_file})
     return inputs, outputs

@@ -271,10 +271,11 @@ def masked_crc32c(records):
     return _masked_crc32c_batch(Batch.from_list(list(records)))
 
 
-def is_tfrecord_file(path):
-    """Whether a local file is empty or starts with a TFRecord frame (its length's checksum
-    holds): what the builder may replace with --overwrite."""
-    with open(path, "rb") as f:
+def is_tfrecord_file(path, open_binary=None):
+    """Whether a file is empty or starts with a TFRecord frame (its length's checksum holds):
+    what the builder may replace with --overwrite. `open_binary(path)` reads a URL (default:
+    a local file)."""
+    with (open_binary or (lambda p: open(p, "rb")))(path) as f:
         head = f.read(12)
     if not head:
         return True
