@@ -17,7 +17,7 @@ import traceback
 from absl import app, flags
 
 from albert_tf.outputs import DISK_FULL_ERRNOS
-from albert_tf.startup import ready
+from albert_tf.startup import ready, tool_name
 
 USAGE = 2
 # What the library raises for a user's mistake; its message names the flag or the file.
@@ -30,7 +30,7 @@ def run(main, required=(), argv=None):
     named by argv[0]. `main(argv)`'s return value is ignored (a fine-tuning main returns its
     results to Python callers)."""
     argv = sys.argv if argv is None else argv
-    name = os.path.splitext(os.path.basename(argv[0]))[0]
+    name = tool_name(argv[0])
     if required:
         flags.mark_flags_as_required(list(required))
     ready()

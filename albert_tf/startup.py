@@ -50,11 +50,16 @@ def start_tool():
     quiet_stderr()
 
 
+def tool_name(program=None):
+    """The tool's name in its one-line messages: `program` (default sys.argv[0]) without
+    directory and extension."""
+    return os.path.splitext(os.path.basename(program or sys.argv[0]))[0]
+
+
 def _stopped_while_starting(signum, frame):
     """Ctrl-C during the imports (seconds, mostly TensorFlow's): before cli.run hands SIGINT
     back to Python, no flag is parsed and nothing written, so the tool just ends."""
-    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
-    os.write(2, f"{name}: stopped: {signal.Signals(signum).name} while starting; nothing was "
+    os.write(2, f"{tool_name()}: stopped: {signal.Signals(signum).name} while starting; nothing was "
                 f"written\n".encode())
     os._exit(128 + signum)
 

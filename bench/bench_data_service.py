@@ -12,7 +12,6 @@ against (a) is the service's overhead per core and (d) against (c) its scaling.
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,23 +21,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from bench_input import build_records, sequences_per_second  # noqa: E402
+from conftest import free_ports  # noqa: E402
 
 from albert_tf.data.pipeline import pretraining_dataset  # noqa: E402
 from albert_tf.data.service import wait_for_workers  # noqa: E402
 
 TOOL = [sys.executable, "-m", "albert_tf.data_service"]
-
-
-def free_ports(count):
-    socks = [socket.socket() for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def start_service(cores):

@@ -19,7 +19,6 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
 
 import math
 import os
-import sys
 
 import keras
 import tensorflow as tf
@@ -28,6 +27,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
 from albert_tf.files import make_output_dir
+from albert_tf.startup import tool_name
 from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
@@ -322,7 +322,7 @@ def run_finetuning(task, FLAGS):  # noqa: N803
         task.check_inputs([split for split, wanted in (
             ("train", FLAGS.do_train), ("dev", FLAGS.do_eval), ("test", FLAGS.do_predict))
             if wanted])
-    tool = f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]} ({task.name})"
+    tool = f"{tool_name()} ({task.name})"
     with RunLock(FLAGS.output_dir, tool, chief=distribution.is_chief_task()) as lock:
         check_run_kind(FLAGS.output_dir, run_kind(task))  # a live run's holder is named first
         return _run(task, FLAGS, export_dir, lock)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from albert_tf.data.pipeline import OUT_OF_VOCABULARY, find_out_of_vocabulary
 from albert_tf.data.records import find_corrupt_record, short_tf_message
 from albert_tf.data.service import OUT_OF_ORDER
+from albert_tf.startup import tool_name
 
 
 class NonFiniteLossError(RuntimeError):
@@ -114,9 +115,8 @@ class Watchdog:
 
 
 def _exit_with(message):
-    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
     sys.stdout.flush()
-    os.write(2, f"{name}: error: {message}\n".encode())
+    os.write(2, f"{tool_name()}: error: {message}\n".encode())
     os._exit(1)
 
 
