@@ -105,9 +105,12 @@ def test_a_run_fed_by_the_service_killed_and_rerun_is_the_same_run(
     assert_same_state(tmp_path / "local", tmp_path / "killed")
 
 
-def test_a_lost_worker_stops_the_run_with_one_line(data, tmp_path, capsys):  # noqa: F811
-    """float32 (the flags' --mixed_precision=none): the run trains from both workers until
-    one is stopped after the first checkpoint."""
+@pytest.mark.parametrize("precision", [dict(mixed_precision="none"),
+                                       dict(mixed_precision="float16", jit_compile="true")])
+def test_a_lost_worker_stops_the_run_with_one_line(data, tmp_path, capsys,
+                                                   precision):  # noqa: F811
+    """float32, and float16 with the step compiled by XLA (as on a GPU): the run trains from
+    both workers until one is stopped after the first checkpoint."""
     out = tmp_path / "run"
     with local_service() as (address, workers):
         def lose_a_worker():
@@ -116,7 +119,8 @@ def test_a_lost_worker_stops_the_run_with_one_line(data, tmp_path, capsys):  # n
             workers.pop()._stop()
         threading.Thread(target=lose_a_worker, daemon=True).start()
         result = run_tool(run_pretraining, capsys, *_flags(
-            data, out, data_service_address=address, num_train_steps=100000, log_steps=1000))
+            data, out, data_service_address=address, num_train_steps=100000, log_steps=1000,
+            **precision))
     assert_refused(result, f"the tf.data service at {address} sent batch ", status=1)
     last = result[1]
     assert "was due: one of its workers was lost, restarted or is not serving" in last
@@ -135,6 +139,9 @@ def test_an_unreachable_dispatcher_or_a_missing_worker_is_one_line(
     assert_refused(run_tool(run_pretraining, capsys, *_flags(
         data, tmp_path / "a", data_service_address="localhost")),
         "--data_service_address=localhost is not host:port")
+    assert_refused(run_tool(run_pretraining, capsys, *_flags(
+        data, tmp_path / "a", data_service_address=f"localhost:{nobody}",
+        data_service_timeout=0)), "--data_service_timeout=0.0: must be a positive number")
 
     with local_service(workers=2, started=1) as (address, _):
         result = run_tool(run_pretraining, capsys, *_flags(
