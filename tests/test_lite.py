@@ -1,0 +1,117 @@
+"""LiteRT models that take raw text (albert_tf.serving.lite): the tokenizer's ids against
+FullTokenizer's, in TensorFlow and in LiteRT's interpreter, and string-in classifiers against
+the serving SavedModel's path (in-graph tokenizer + pack_texts), float and quantized."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, tokenization
+from albert_tf.data.vocab import train_sentencepiece
+from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.serving import lite
+from albert_tf.serving.saved_model import pack_texts
+from conftest import TINY
+import ner_data
+import zh_release
+
+LATIN = ["Anna Smith went to Paris.", "  Héllo   WORLD, 3,000 people;  Ünïcode ",
+         "Price 12, and 7,", "x" * 300, "tab\tand\nnewline"]
+COMPATIBILITY = ["ﬁne ²", "ＡＢＣ"]  # SentencePiece's own NFKC folds them as the normalizer does
+CHINESE = ["中国人民 hello 北京", "".join(zh_release.CHARS[:50]), "Déjà vu!"]
+
+
+@pytest.fixture(scope="module")
+def vocabularies(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lite")
+    (root / "corpus.txt").write_text(ner_data.corpus_text() + "\nPrice 3,000, 12,5 and 7, ok.\n",
+                                     encoding="utf-8")
+    spm = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
+                              do_lower_case=True, hard_vocab_limit=False)
+    return {"sentencepiece": spm, "wordpiece": zh_release.write_vocab(root / "vocab_chinese.txt")}
+
+
+def _full(vocab):
+    if str(vocab).endswith(".model"):
+        return tokenization.FullTokenizer(spm_model_file=vocab)
+    return tokenization.FullTokenizer(vocab_file=vocab)
+
+
+def _ids_model(tokenizer):
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.ids = tf.function(lambda text: {"ids": tokenizer.tokenize(text)},
+                             input_signature=[tf.TensorSpec([1], tf.string, name="text")])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [module.ids.get_concrete_function()], module)
+    converter.allow_custom_ops = True
+    return lite.interpreter(model_content=converter.convert()).get_signature_runner()
+
+
+@pytest.mark.parametrize("kind,texts", [("sentencepiece", LATIN + COMPATIBILITY),
+                                        ("wordpiece", LATIN + CHINESE)])
+def test_ids_equal_full_tokenizer_in_tf_and_litert(vocabularies, kind, texts):
+    full = _full(vocabularies[kind])
+    tokenizer = lite.LiteTokenizer(vocabularies[kind], do_lower_case=True)
+    run = _ids_model(tokenizer)
+    for text in texts:
+        want = full.convert_tokens_to_ids(full.tokenize(text))
+        assert tokenizer.tokenize(tf.constant([text])).numpy().tolist() == want, text
+        assert run(text=np.array([text.encode()], object))["ids"].tolist() == want, text
+
+
+def test_the_digit_comma_table_expands_ids_in_tf_and_litert():
+    """Id 2 stands for pieces [5, 6] and id 4 for [7, 8, 9]; others for themselves."""
+    rows = [[0], [1], [5, 6], [3], [7, 8, 9]]
+    lengths = np.array([len(r) for r in rows], np.int32)
+    table = [tf.constant((np.cumsum(lengths) - lengths).astype(np.int32)), tf.constant(lengths),
+             tf.constant(np.concatenate(rows).astype(np.int32))]
+    module = tf.Module()
+    module.expand = tf.function(lambda ids: {"out": lite.expand(ids, *table)},
+                                input_signature=[tf.TensorSpec([None], tf.int32, name="ids")])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [module.expand.get_concrete_function()], module)
+    run = lite.interpreter(model_content=converter.convert()).get_signature_runner()
+    ids = np.array([1, 2, 3, 4, 2], np.int32)
+    want = [1, 5, 6, 3, 7, 8, 9, 5, 6]
+    assert lite.expand(tf.constant(ids), *table).numpy().tolist() == want
+    assert run(ids=ids)["out"].tolist() == want
+
+
+def test_wordpiece_maps_compatibility_characters_unlike_bert(vocabularies):
+    """The known difference (docs/export.md): FastBertNormalizer folds fullwidth forms to
+    ASCII, where BERT's tokenizer keeps them; SentencePiece models fold them themselves."""
+    full = _full(vocabularies["wordpiece"])
+    tokenizer = lite.LiteTokenizer(vocabularies["wordpiece"], do_lower_case=True)
+    got = tokenizer.tokenize(tf.constant(["，"])).numpy().tolist()
+    assert full.convert_tokens_to_ids(full.tokenize("，")) == [full.vocab["，"]]
+    assert got == [full.vocab[","]]
+
+
+@pytest.mark.parametrize("kind,quantizations", [("sentencepiece", ("none", "dynamic_int8")),
+                                                ("wordpiece", ("none", "float16"))])
+def test_string_in_pair_classifier_equals_the_serving_path(vocabularies, kind, quantizations):
+    vocab = vocabularies[kind]
+    tf.keras.utils.set_random_seed(0)
+    model = AlbertClassifier(AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab)))), 3)
+    graph_tokenizer = tokenization.in_graph_tokenizer(vocab, True)
+    pairs = [("Anna went to Paris today and stayed there", "yes"), ("", ""),
+             ("Price 12, and 7,", "x" * 300), ("北京 hello", "中国人民")]
+    reference = [model(pack_texts(graph_tokenizer, [tf.constant([a]), tf.constant([b])], 16),
+                       training=False)["probabilities"].numpy() for a, b in pairs]
+    for quantization in quantizations:
+        flatbuffer = lite.text_model_to_tflite(
+            model, vocab, True, 16, ("text_a", "text_b"),
+            lambda out: {"probabilities": out["probabilities"]}, quantization=quantization)
+        run = lite.interpreter(model_content=flatbuffer).get_signature_runner()
+        for (a, b), want in zip(pairs, reference):
+            got = run(text_a=np.array([a.encode()], object),
+                      text_b=np.array([b.encode()], object))["probabilities"]
+            assert got.shape == (1, 3)
+            np.testing.assert_allclose(got, want, atol=1e-6 if quantization == "none" else 1e-4)
+
+
+def test_an_unknown_quantization_is_refused():
+    with pytest.raises(ValueError, match="--tflite_quantization='int4': use one of none, "
+                                         "float16, dynamic_int8, int8"):
+        lite.quantize(tf.lite.TFLiteConverter.from_concrete_functions([]), "int4")
