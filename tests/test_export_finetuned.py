@@ -1,5 +1,5 @@
 """run_classifier / run_squad --export_dir: the raw-string serving SavedModels give the
-predictions the scripts write, and the TFLite models give the same numbers from ids."""
+predictions the scripts write, and the TFLite models give the same numbers from ids and from the strings."""
 
 import json
 import os
@@ -18,6 +18,7 @@ import test_run_squad as rs
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask, SquadTask
+from albert_tf.serving import lite
 from albert_tf.tasks.squad import SquadServing
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import saved_graph
@@ -68,6 +69,15 @@ def _tflite(path, input_word_ids, input_mask, input_type_ids):
     runner = interpreter.get_signature_runner()
     rows = [runner(input_word_ids=input_word_ids[i:i + 1], input_mask=input_mask[i:i + 1],
                    input_type_ids=input_type_ids[i:i + 1]) for i in range(len(input_word_ids))]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+
+def _text_tflite(path, **texts):
+    """Runs a string-in TFLite model text by text (inputs shape [1]); outputs stacked."""
+    runner = lite.interpreter(model_path=str(path)).get_signature_runner()
+    count = len(next(iter(texts.values())))
+    rows = [runner(**{k: np.array([v[i].encode()], object) for k, v in texts.items()})
+            for i in range(count)]
     return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
@@ -160,6 +170,8 @@ def test_classifier_export_cola(glue_assets, tmp_path):
     np.testing.assert_array_equal(served["threshold"], np.full(len(examples), 0.25, np.float32))
     diff = _check_tflite_classifier(glue_assets, out, "cola", export_dir, probabilities,
                                     "probabilities")
+    text = _text_tflite(export_dir / "classifier_text.tflite", text_a=[e.text_a for e in examples])
+    np.testing.assert_allclose(text["probabilities"], probabilities, atol=1e-5)
     print(f"cola TFLite max |Δp| = {diff:.2e}")
 
     # Portable: no XLA-compiled functions or oneDNN-only ops (those are chosen on the serving
@@ -210,6 +222,9 @@ def test_classifier_export_pairs_and_regression(glue_assets, tmp_path, task_name
         key, reference = "probabilities", results
     diff = _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key)
     print(f"{task_name} TFLite max diff = {diff:.2e}")
+    text = _text_tflite(export_dir / "classifier_text.tflite", text_a=[e.text_a for e in examples],
+                        text_b=[e.text_b for e in examples])
+    np.testing.assert_allclose(np.reshape(text[key], reference.shape), reference, atol=1e-5)
 
 
 # ---- run_squad ------------------------------------------------------------------------------
@@ -292,6 +307,12 @@ def test_squad_export(squad_assets, tmp_path, version):
         diff = max(diff, float(np.max(np.abs(lite[key][valid] - expected[key][valid]))))
     assert diff < 1e-4, diff
     print(f"SQuAD v1 TFLite max |Δlogit| = {diff:.2e}")
+    text = _text_tflite(export_dir / "albert_model_text.tflite",
+                        question=[q.question for q in questions],
+                        context=[q.context for q in questions])
+    np.testing.assert_array_equal(text["input_word_ids"], inputs["input_word_ids"])
+    for key in keys:
+        np.testing.assert_allclose(text[key][valid], expected[key][valid], atol=1e-4)
 
 
 def test_serving_pads_to_the_longest_text_of_the_call(glue_assets, tmp_path):

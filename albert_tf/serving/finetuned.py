@@ -8,6 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.files import atomic_write_bytes
+from albert_tf.serving import lite
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            encoder_input_specs, pack_texts, save_atomically,
                                            stage_assets, tf_variables)
@@ -100,10 +101,11 @@ def convert_to_tflite(saved_model_dir, seq_length, batch_size=1,
     return converter.convert()
 
 
-def model_to_tflite(model, seq_length, output_fn=None, batch_size=1):
+def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantization="none"):
     """TFLite flatbuffer bytes of an ids-level Keras model (`model(encoder inputs,
     training=False)`) at a fixed int32 [batch_size, seq_length] input; `output_fn` picks the
-    outputs (numeric tensors only; default: the model's dict outputs)."""
+    outputs (numeric tensors only; default: the model's dict outputs); `quantization`: one of
+    `lite.QUANTIZATIONS`."""
     output_fn = output_fn or _default_outputs
     specs = encoder_input_specs(ENCODER_INPUTS, seq_length, batch_size)
 
@@ -117,17 +119,22 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1):
     root.serving_default = serving_default
     with tempfile.TemporaryDirectory() as stage:
         tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
-        return tf.lite.TFLiteConverter.from_saved_model(stage).convert()
+        converter = tf.lite.TFLiteConverter.from_saved_model(stage)
+        lite.quantize(converter, quantization)
+        return converter.convert()
 
 
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
-                     first_segment_length=None, pad_to_longest=False):
+                     first_segment_length=None, pad_to_longest=False, tflite_quantization="none",
+                     text_output_fn=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
-    from `output_fn`), and with `tflite_name` also `export_dir/<tflite_name>`, the ids-level
-    model at [1, seq_length] (outputs from `tflite_output_fn`, default `output_fn`).
-    Returns (export_dir, tflite path or None)."""
+    from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
+    the ids-level model at [1, seq_length] (outputs from `tflite_output_fn`, default
+    `output_fn`), and `<its stem>_text.tflite`, taking the strings `text_keys` (shape [1]) with
+    the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`); both
+    quantized as `tflite_quantization` says. Returns (export_dir, ids-level tflite path or None)."""
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length,
@@ -135,8 +142,16 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
     if not tflite_name:
         return export_dir, None
+    tflite_output_fn = tflite_output_fn or output_fn
     path = os.path.join(os.fspath(export_dir), tflite_name)
-    flatbuffer = model_to_tflite(model, seq_length, tflite_output_fn or output_fn)
-    atomic_write_bytes(path, flatbuffer)
-    logging.info("Wrote %s (%d bytes)", path, len(flatbuffer))
+    text_path = os.path.splitext(path)[0] + "_text.tflite"
+    for target, flatbuffer in (
+            (path, model_to_tflite(model, seq_length, tflite_output_fn,
+                                   quantization=tflite_quantization)),
+            (text_path, lite.text_model_to_tflite(
+                model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
+                text_output_fn or tflite_output_fn, first_segment_length,
+                quantization=tflite_quantization))):
+        atomic_write_bytes(target, flatbuffer)
+        logging.info("Wrote %s (%s, %d bytes)", target, tflite_quantization, len(flatbuffer))
     return export_dir, path

@@ -13,7 +13,7 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
   write_predictions(name, features, outputs, output_dir)
                                         -> None, or scores of the predictions (written to
                                            eval_results.txt when --do_eval is off)
-  export(model, export_dir)             -> only with --export_dir: writes the task's exports
+  export(model, export_dir, tflite_quantization) -> only with --export_dir: the exports
                                            from the restored model
 """
 
@@ -302,7 +302,8 @@ class _Run:
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
         # Checked before training; again now, in case the directory changed since.
         check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False))
-        self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir)
+        self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir,
+                         tflite_quantization=getattr(self.flags, "tflite_quantization", "none"))
 
 
 def run_kind(task):

@@ -108,6 +108,10 @@ def define_export_flags(what):
                       f"checkpoint in --output_dir): {what} (see docs/export.md).")
     define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
                       "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+    define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none",
+                      ["none", "float16", "dynamic_int8"],
+                      "The exported .tflite files' weights: float32 (none), float16, or int8 "
+                      "with float activations (dynamic_int8).")
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)

@@ -155,8 +155,11 @@ class NerTask:
             f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
         return result if name == "dev" else None
 
-    def export(self, model, export_dir):
-        """The raw-sentence serving SavedModel (serving.tag)."""
+    def export(self, model, export_dir, tflite_quantization="none"):
+        """The raw-sentence serving SavedModel (serving.tag); no .tflite yet."""
+        if tflite_quantization != "none":
+            logging.warning("run_ner writes no .tflite yet: --tflite_quantization=%s has "
+                            "nothing to quantize", tflite_quantization)
         from albert_tf.serving.tag import export_tagger
         return export_tagger(model, export_dir, self.tokenizer.asset_file,
                              self.tokenizer.do_lower_case, self.max_seq_length, self.labels,

@@ -164,11 +164,12 @@ class SquadTask:
             return None
         return golds
 
-    def export(self, model, export_dir):
+    def export(self, model, export_dir, tflite_quantization="none"):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
         `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. v1 also
-        writes export_dir/albert_model.tflite (ids in, start/end logits out)."""
+        writes export_dir/albert_model.tflite (ids in, start/end logits out) and
+        albert_model_text.tflite (the strings in; also `input_word_ids` out)."""
         from albert_tf.serving.finetuned import export_finetuned
 
         serving_model = SquadServing(model)
@@ -179,7 +180,8 @@ class SquadTask:
             lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
             tflite_name=None if self.version_2 else "albert_model.tflite",
             tflite_output_fn=lambda out: {k: out[k] for k in keys},
-            first_segment_length=self.max_query_length)
+            first_segment_length=self.max_query_length, tflite_quantization=tflite_quantization,
+            text_output_fn=lambda out: {k: out[k] for k in keys + ("input_word_ids",)})
 
     def write_predictions(self, name, features, outputs, output_dir):
         """predictions.json, nbest_predictions.json, v2 null_odds.json; returns the official
