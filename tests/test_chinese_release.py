@@ -127,7 +127,8 @@ def _classifier(zh, out, precision, **extra):
 def classifier_runs(zh, tmp_path_factory):
     def run_one(out, precision):
         _classifier(zh, out, precision, jit_compile=JIT[precision],
-                    export_dir=out / "export" if precision == "none" else None)
+                    export_dir=out / "export" if precision == "none" else None,
+                    export_tflite="ids")
     return memoized_runs(tmp_path_factory.mktemp("classifier"), run_one)
 
 
@@ -197,7 +198,7 @@ def _squad(zh, out, precision, **extra):
 def squad_runs(zh, tmp_path_factory):
     return memoized_runs(tmp_path_factory.mktemp("cmrc"), lambda out, precision: _squad(
         zh, out, precision, jit_compile=JIT[precision],
-        export_dir=out / "export" if precision == "none" else None))
+        export_dir=out / "export" if precision == "none" else None, export_tflite="ids"))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

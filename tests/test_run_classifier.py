@@ -339,7 +339,8 @@ def matrix_runs(assets, tmp_path_factory):
         run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
             do_eval=True, do_predict=True, train_step=40,
-            export_dir=out / "export" if jit == "false" else None, warmup_step=4,
+            export_dir=out / "export" if jit == "false" else None, export_tflite="ids",
+            warmup_step=4,
             save_checkpoints_steps=40, mixed_precision=precision, jit_compile=jit)
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 

@@ -252,7 +252,8 @@ def matrix_runs(assets, tmp_path_factory):
         train, dev = assets["files"][version]
         run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
             init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
-            export_dir=out / "export" if jit == "false" else None, train_step=40,
+            export_dir=out / "export" if jit == "false" else None, export_tflite="ids",
+            train_step=40,
             warmup_step=4, save_checkpoints_steps=40, mixed_precision=precision,
             jit_compile=jit, version_2_with_negative=version == "v2")
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)

@@ -127,31 +127,34 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None, pad_to_longest=False, tflite_quantization="none",
-                     text_output_fn=None):
+                     text_output_fn=None, tflite="both"):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
     the ids-level model at [1, seq_length] (outputs from `tflite_output_fn`, default
     `output_fn`), and `<its stem>_text.tflite`, taking the strings `text_keys` (shape [1]) with
     the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`); both
-    quantized as `tflite_quantization` says. Returns (export_dir, ids-level tflite path or None)."""
+    quantized as `tflite_quantization` says; `tflite`: "both", "ids", "text" or "none" of them.
+    Returns (export_dir, ids-level tflite path or None)."""
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length,
                         pad_to_longest=pad_to_longest)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
-    if not tflite_name:
+    if not tflite_name or tflite == "none":
         return export_dir, None
     tflite_output_fn = tflite_output_fn or output_fn
     path = os.path.join(os.fspath(export_dir), tflite_name)
     text_path = os.path.splitext(path)[0] + "_text.tflite"
-    for target, flatbuffer in (
-            (path, model_to_tflite(model, seq_length, tflite_output_fn,
-                                   quantization=tflite_quantization)),
-            (text_path, lite.text_model_to_tflite(
-                model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
-                text_output_fn or tflite_output_fn, first_segment_length,
-                quantization=tflite_quantization))):
+    writers = {"ids": (path, lambda: model_to_tflite(
+        model, seq_length, tflite_output_fn, quantization=tflite_quantization)),
+               "text": (text_path, lambda: lite.text_model_to_tflite(
+                   model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
+                   text_output_fn or tflite_output_fn, first_segment_length,
+                   quantization=tflite_quantization))}
+    for kind in (("ids", "text") if tflite == "both" else (tflite,)):
+        target, convert = writers[kind]
+        flatbuffer = convert()
         atomic_write_bytes(target, flatbuffer)
         logging.info("Wrote %s (%s, %d bytes)", target, tflite_quantization, len(flatbuffer))
-    return export_dir, path
+    return export_dir, path if tflite in ("both", "ids") else None

@@ -13,7 +13,7 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
   write_predictions(name, features, outputs, output_dir)
                                         -> None, or scores of the predictions (written to
                                            eval_results.txt when --do_eval is off)
-  export(model, export_dir, tflite_quantization) -> only with --export_dir: the exports
+  export(model, export_dir, tflite_quantization, tflite) -> with --export_dir: the exports
                                            from the restored model
 """
 
@@ -303,7 +303,8 @@ class _Run:
         # Checked before training; again now, in case the directory changed since.
         check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False))
         self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir,
-                         tflite_quantization=getattr(self.flags, "tflite_quantization", "none"))
+                         tflite_quantization=getattr(self.flags, "tflite_quantization", "none"),
+                         tflite=getattr(self.flags, "export_tflite", "both"))
 
 
 def run_kind(task):

@@ -108,6 +108,9 @@ def define_export_flags(what):
                       f"checkpoint in --output_dir): {what} (see docs/export.md).")
     define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
                       "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+    define_if_missing(flags.DEFINE_enum, "export_tflite", "both", ["both", "ids", "text", "none"],
+                      "Which LiteRT files --export_dir gets: the ids-level model, the string-in "
+                      "model (<name>_text.tflite, the tokenizer inside), both, or none.")
     define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none",
                       ["none", "float16", "dynamic_int8"],
                       "The exported .tflite files' weights: float32 (none), float16, or int8 "

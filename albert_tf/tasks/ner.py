@@ -155,7 +155,7 @@ class NerTask:
             f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
         return result if name == "dev" else None
 
-    def export(self, model, export_dir, tflite_quantization="none"):
+    def export(self, model, export_dir, tflite_quantization="none", tflite="both"):
         """The raw-sentence serving SavedModel (serving.tag); no .tflite yet."""
         if tflite_quantization != "none":
             logging.warning("run_ner writes no .tflite yet: --tflite_quantization=%s has "
