@@ -113,5 +113,5 @@ def test_string_in_pair_classifier_equals_the_serving_path(vocabularies):
 
 def test_an_unknown_quantization_is_refused():
     with pytest.raises(ValueError, match="--tflite_quantization='int4': use one of none, "
-                                         "float16, dynamic_int8, int8"):
+                                         "float16, dynamic_int8"):
         lite.quantize(tf.lite.TFLiteConverter.from_concrete_functions([]), "int4")

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.serving import lite
 from albert_tf.tasks import GlueTask
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
@@ -339,7 +340,7 @@ def matrix_runs(assets, tmp_path_factory):
         run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
             do_eval=True, do_predict=True, train_step=40,
-            export_dir=out / "export" if jit == "false" else None, export_tflite="ids",
+            export_dir=out / "export" if jit == "false" else None, export_tflite="text",
             warmup_step=4,
             save_checkpoints_steps=40, mixed_precision=precision, jit_compile=jit)
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
@@ -360,7 +361,7 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     assert np.isfinite(np.loadtxt(out / "test_results.tsv", delimiter="\t")).all()
     if jit == "false":  # the export restores the trained weights into float32: no XLA in it
         assert (out / "export" / "saved_model.pb").exists()
-        assert (out / "export" / "classifier.tflite").stat().st_size > 0
+        assert not (out / "export" / "classifier.tflite").exists()  # --export_tflite=text
         # Served on raw strings (each call padded to its longest text), the export gives the
         # run's own test probabilities, within the training policy's rounding.
         import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
@@ -370,6 +371,12 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
         served = serve(text_a=tf.constant(sentences))["probabilities"].numpy()
         expected = np.loadtxt(out / "test_results.tsv", delimiter="\t")
         np.testing.assert_allclose(served, expected, atol=1e-5 if precision == "none" else 2e-2)
+        # The string-in LiteRT file of the same export, sentence by sentence.
+        runner = lite.interpreter(
+            model_path=str(out / "export" / "classifier_text.tflite")).get_signature_runner()
+        on_device = np.concatenate([runner(text_a=np.array([s.encode()], object))["probabilities"]
+                                    for s in sentences])
+        np.testing.assert_allclose(on_device, served, atol=1e-5)
 
 
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):

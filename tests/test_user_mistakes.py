@@ -402,6 +402,8 @@ def test_fine_tuning_into_a_live_pretraining_run_stops_before_writing(world, run
 @pytest.mark.parametrize("flag,value,message", [
     ("adam_epsilon", "0", "flag --adam_epsilon=0.0: must be a positive number"),
     ("weight_decay_rate", "-1", "flag --weight_decay_rate=-1: -1.0 is not a non-negative"),
+    ("tflite_quantization", "int4", "flag --tflite_quantization=int4: value should be one of"),
+    ("export_tflite", "all", "flag --export_tflite=all: value should be one of"),
 ])
 def test_optimizer_flag_mistakes_stop_fine_tuning_before_it_writes(world, tmp_path, capsys,
                                                                    flag, value, message):

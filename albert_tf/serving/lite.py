@@ -15,7 +15,7 @@ from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
                                                WORDPIECE_SPECIALS, vocabulary_kind)
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
+QUANTIZATIONS = ("none", "float16", "dynamic_int8")
 
 
 class LiteTokenizer(tf.Module):
@@ -50,11 +50,12 @@ class LiteTokenizer(tf.Module):
         else:
             host = FullTokenizer(vocab_file=vocabulary, do_lower_case=do_lower_case)
             ids = host.special_ids()
-            words = [None] * len(host)
+            words = [f"[no entry {i}]" for i in range(len(host))]  # ids a repeated line skips
             for word, i in host.vocab.items():
                 words[i] = word
             self._bert = tf_text.FastBertTokenizer(
-                words, suffix_indicator="##", max_bytes_per_word=host.wordpiece_tokenizer.max_input_chars_per_word,
+                words, suffix_indicator="##",
+                max_bytes_per_word=host.wordpiece_tokenizer.max_input_chars_per_word,
                 token_out_type=tf.int32, unknown_token=WORDPIECE_SPECIALS[UNK],
                 lower_case_nfd_strip_accents=do_lower_case)
         self.pad_id, self.cls_id, self.sep_id = ids[PAD], ids[CLS], ids[SEP]
@@ -108,8 +109,7 @@ def pack_one(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_lengt
 
 
 def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, output_fn,
-                         first_segment_length=None, quantization="none",
-                         representative_texts=None):
+                         first_segment_length=None, quantization="none"):
     """TFLite bytes of a model that takes raw strings (inputs `keys`, each shape [1]) and returns
     `output_fn(model outputs)`."""
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
@@ -129,26 +129,19 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
         tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
         converter = tf.lite.TFLiteConverter.from_saved_model(stage)
         converter.allow_custom_ops = True
-        quantize(converter, quantization, representative_texts)
+        quantize(converter, quantization)
         return converter.convert()
 
 
-def quantize(converter, quantization, representative=None):
-    """Sets `converter` up for `quantization` (one of QUANTIZATIONS); `representative`: a
-    function yielding input dicts, for int8."""
+def quantize(converter, quantization):
+    """Sets `converter` up for `quantization` (one of QUANTIZATIONS)."""
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"--tflite_quantization={quantization!r}: use one of "
                          f"{', '.join(QUANTIZATIONS)}")
-    if quantization == "none":
-        return
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantization != "none":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantization == "float16":
         converter.target_spec.supported_types = [tf.float16]
-    elif quantization == "int8":
-        if representative is None:
-            raise ValueError("int8 quantization needs representative examples")
-        converter.representative_dataset = representative
-
 
 def interpreter(model_path=None, model_content=None):
     """LiteRT's interpreter with tensorflow-text's TFLite kernels registered."""

@@ -7,6 +7,7 @@ import types
 from absl import app, flags
 
 from albert_tf.data.features import PADDINGS
+from albert_tf.serving.lite import QUANTIZATIONS
 from albert_tf.training import distribution
 from albert_tf.training.optimizers import FINETUNING_UPDATE
 
@@ -111,8 +112,7 @@ def define_export_flags(what):
     define_if_missing(flags.DEFINE_enum, "export_tflite", "both", ["both", "ids", "text", "none"],
                       "Which LiteRT files --export_dir gets: the ids-level model, the string-in "
                       "model (<name>_text.tflite, the tokenizer inside), both, or none.")
-    define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none",
-                      ["none", "float16", "dynamic_int8"],
+    define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none", list(QUANTIZATIONS),
                       "The exported .tflite files' weights: float32 (none), float16, or int8 "
                       "with float activations (dynamic_int8).")
 
