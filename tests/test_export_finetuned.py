@@ -276,7 +276,7 @@ def test_squad_export(squad_assets, tmp_path, version):
     rs.run(train_file=train, output_dir=out, spm_model_file=squad_assets["spm"],
            init_checkpoint=squad_assets["init"], do_train=True, train_step=20, warmup_step=2,
            save_checkpoints_steps=20, version_2_with_negative=version_2, export_dir=export_dir,
-           **SQUAD_SETTINGS)
+           predict_file=dev, do_predict=not version_2, **SQUAD_SETTINGS)
     task = SquadTask(FullTokenizer(squad_assets["spm"], True), train, dev,
                      str(tmp_path / "cache"), version_2=version_2, **SQUAD_SETTINGS)
     inputs, questions = _single_window_features(task, dev)
@@ -307,6 +307,12 @@ def test_squad_export(squad_assets, tmp_path, version):
         diff = max(diff, float(np.max(np.abs(lite[key][valid] - expected[key][valid]))))
     assert diff < 1e-4, diff
     print(f"SQuAD v1 TFLite max |Δlogit| = {diff:.2e}")
+    # The export's report scores the .tflite on --predict_file as --do_predict scored the run.
+    report = json.loads((export_dir / "tflite_report.json").read_text())
+    scores = rs._read_kv(out / "eval_results.txt")
+    assert report["ids_model"] == report["float32_ids_model"]  # --tflite_quantization=none
+    for key in ("exact_match", "f1"):
+        assert report["ids_model"]["dev"][key] == pytest.approx(float(scores[key]), abs=1e-6)
     text = _text_tflite(export_dir / "albert_model_text.tflite",
                         question=[q.question for q in questions],
                         context=[q.context for q in questions])

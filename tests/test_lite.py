@@ -97,21 +97,47 @@ def test_string_in_pair_classifier_equals_the_serving_path(vocabularies):
     graph_tokenizer = tokenization.in_graph_tokenizer(vocab, True)
     pairs = [("Anna went to Paris today and stayed there", "yes"), ("", ""),
              ("Price 12, and 7,", "x" * 300), ("北京 hello", "中国人民")]
-    reference = [model(pack_texts(graph_tokenizer, [tf.constant([a]), tf.constant([b])], 16),
-                       training=False)["probabilities"].numpy() for a, b in pairs]
-    for quantization in ("none", "float16", "dynamic_int8"):
+    packed = [{k: v.numpy() for k, v in pack_texts(
+        graph_tokenizer, [tf.constant([a]), tf.constant([b])], 16).items()} for a, b in pairs]
+    reference = [model(p, training=False)["probabilities"].numpy() for p in packed]
+    tolerance = {"none": 1e-6, "float16": 1e-4, "dynamic_int8": 1e-4, "int8": 2e-2}
+    for quantization, atol in tolerance.items():
         flatbuffer = lite.text_model_to_tflite(
             model, vocab, True, 16, ("text_a", "text_b"),
-            lambda out: {"probabilities": out["probabilities"]}, quantization=quantization)
+            lambda out: {"probabilities": out["probabilities"]}, quantization=quantization,
+            calibration=lambda: iter(packed))
         run = lite.interpreter(model_content=flatbuffer).get_signature_runner()
         for (a, b), want in zip(pairs, reference):
             got = run(text_a=np.array([a.encode()], object),
                       text_b=np.array([b.encode()], object))["probabilities"]
             assert got.shape == (1, 3)
-            np.testing.assert_allclose(got, want, atol=1e-6 if quantization == "none" else 1e-4)
+            np.testing.assert_allclose(got, want, atol=atol)
+    # int8: weights and activations (the calibrated model computes in int8)
+    tensors = lite.interpreter(model_content=flatbuffer).get_tensor_details()
+    assert sum(t["dtype"] == np.int8 for t in tensors) > sum(t["dtype"] == np.float32
+                                                            for t in tensors)
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
+def test_calibration_texts_come_back_from_packed_ids(vocabularies, kind):
+    """int8 calibrates string-in models on the task's packed ids turned back into text."""
+    full = _full(vocabularies[kind])
+    pair = ("anna smith went to paris.", "price 12, and 7,")
+    ids = [full.special_ids()[tokenization.CLS]]
+    types = [0]
+    for segment, text in enumerate(pair):
+        piece_ids = full.convert_tokens_to_ids(full.tokenize(text))
+        ids += piece_ids + [full.special_ids()[tokenization.SEP]]
+        types += [segment] * (len(piece_ids) + 1)
+    ids, types = np.array(ids + [0, 0]), np.array(types + [0, 0])
+    texts = lite.segment_texts(full, ids, types, 2)
+    assert [full.encode(t) for t in texts] == [full.encode(t) for t in pair], texts
 
 
 def test_an_unknown_quantization_is_refused():
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([])
     with pytest.raises(ValueError, match="--tflite_quantization='int4': use one of none, "
-                                         "float16, dynamic_int8"):
-        lite.quantize(tf.lite.TFLiteConverter.from_concrete_functions([]), "int4")
+                                         "float16, dynamic_int8, int8"):
+        lite.quantize(converter, "int4")
+    with pytest.raises(ValueError, match="int8 calibrates on the task's data"):
+        lite.quantize(converter, "int8")

@@ -334,6 +334,10 @@ def test_mnli_predicts_matched_mismatched_and_ax(assets, tmp_path):
         assert probabilities.shape == (n, 3)
 
 
+# Each exporting run of the matrix writes its string-in file with another quantization.
+MATRIX_QUANTIZATION = {"none": "int8", "bfloat16": "dynamic_int8", "float16": "float16"}
+
+
 @pytest.fixture(scope="module")
 def matrix_runs(assets, tmp_path_factory):
     def run_one(out, precision, jit):
@@ -341,7 +345,7 @@ def matrix_runs(assets, tmp_path_factory):
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
             do_eval=True, do_predict=True, train_step=40,
             export_dir=out / "export" if jit == "false" else None, export_tflite="text",
-            warmup_step=4,
+            tflite_quantization=MATRIX_QUANTIZATION[precision], warmup_step=4,
             save_checkpoints_steps=40, mixed_precision=precision, jit_compile=jit)
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
@@ -371,12 +375,30 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
         served = serve(text_a=tf.constant(sentences))["probabilities"].numpy()
         expected = np.loadtxt(out / "test_results.tsv", delimiter="\t")
         np.testing.assert_allclose(served, expected, atol=1e-5 if precision == "none" else 2e-2)
-        # The string-in LiteRT file of the same export, sentence by sentence.
+        # The string-in LiteRT file of the same export, sentence by sentence, quantized.
+        quantization = MATRIX_QUANTIZATION[precision]
         runner = lite.interpreter(
             model_path=str(out / "export" / "classifier_text.tflite")).get_signature_runner()
         on_device = np.concatenate([runner(text_a=np.array([s.encode()], object))["probabilities"]
                                     for s in sentences])
-        np.testing.assert_allclose(on_device, served, atol=1e-5)
+        np.testing.assert_allclose(on_device, served,
+                                   atol={"float16": 1e-3, "dynamic_int8": 1e-3}.get(quantization,
+                                                                                    3e-2))
+        # The report: the quantized ids-in model's dev scores and size beside float32's; the
+        # float32 model scores what the run's own eval did at its best checkpoint.
+        report = json.loads((out / "export" / "tflite_report.json").read_text())
+        assert report["quantization"] == quantization
+        assert list(report["files"]) == ["classifier_text.tflite"]
+        assert report["files"]["classifier_text.tflite"] == os.path.getsize(
+            out / "export" / "classifier_text.tflite")
+        assert report["ids_model"]["bytes"] < 0.8 * report["float32_ids_model"]["bytes"]
+        for model in ("ids_model", "float32_ids_model"):
+            assert set(report[model]["dev"]) == {"eval_accuracy", "eval_loss", "matthew_corr"}
+            assert_near_float32(report[model]["dev"], results, ("eval_loss", "eval_accuracy"))
+        if precision == "none":
+            float32 = report["float32_ids_model"]["dev"]
+            assert float32["eval_accuracy"] == float(results["eval_accuracy"])
+            assert float32["eval_loss"] == pytest.approx(float(results["eval_loss"]), abs=1e-5)
 
 
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):

@@ -126,10 +126,17 @@ class AlbertSquad(TaskModel):
         logits += self._head["cls/squad/output_bias"]
         out = {"start_logits": _masked(logits[..., 0], invalid),
                "end_logits": _masked(logits[..., 1], invalid)}
-        if not training:
-            k = self.n_best_size
-            out["start_top_logits"], out["start_top_index"] = _top_k(out["start_logits"], k)
-            out["end_top_logits"], out["end_top_index"] = _top_k(out["end_logits"], k)
+        return out if training else self.eval_outputs(out)
+
+    def eval_outputs(self, outputs):
+        """v1: the outputs with the top n_best_size start and end logits and positions added
+        (what prediction_outputs takes), from the start and end logits alone, e.g. an ids-in
+        .tflite's; v2: as they are."""
+        if self.version_2:
+            return outputs
+        out, k = dict(outputs), self.n_best_size
+        out["start_top_logits"], out["start_top_index"] = _top_k(out["start_logits"], k)
+        out["end_top_logits"], out["end_top_index"] = _top_k(out["end_logits"], k)
         return out
 
     def _dense(self, x, scope, activation=None):

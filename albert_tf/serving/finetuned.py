@@ -1,6 +1,7 @@
 """Exports of fine-tuned models: a raw-string serving SavedModel around any Keras model (in-graph
 tokenizer + packing) and TFLite flatbuffers."""
 
+import json
 import os
 import tempfile
 
@@ -101,11 +102,12 @@ def convert_to_tflite(saved_model_dir, seq_length, batch_size=1,
     return converter.convert()
 
 
-def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantization="none"):
+def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantization="none",
+                    calibration=None):
     """TFLite flatbuffer bytes of an ids-level Keras model (`model(encoder inputs,
     training=False)`) at a fixed int32 [batch_size, seq_length] input; `output_fn` picks the
     outputs (numeric tensors only; default: the model's dict outputs); `quantization`: one of
-    `lite.QUANTIZATIONS`."""
+    `lite.QUANTIZATIONS` (int8 calibrated on `calibration()`'s input dicts)."""
     output_fn = output_fn or _default_outputs
     specs = encoder_input_specs(ENCODER_INPUTS, seq_length, batch_size)
 
@@ -120,41 +122,72 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
     with tempfile.TemporaryDirectory() as stage:
         tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
         converter = tf.lite.TFLiteConverter.from_saved_model(stage)
-        lite.quantize(converter, quantization)
+        lite.quantize(converter, quantization, calibration and (
+            lambda: ({k: v[k] for k in ENCODER_INPUTS} for v in calibration())))
         return converter.convert()
 
 
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
-                     first_segment_length=None, pad_to_longest=False, tflite_quantization="none",
-                     text_output_fn=None, tflite="both"):
+                     first_segment_length=None, pad_to_longest=False, text_output_fn=None,
+                     lite_options=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
     the ids-level model at [1, seq_length] (outputs from `tflite_output_fn`, default
     `output_fn`), and `<its stem>_text.tflite`, taking the strings `text_keys` (shape [1]) with
-    the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`); both
-    quantized as `tflite_quantization` says; `tflite`: "both", "ids", "text" or "none" of them.
-    Returns (export_dir, ids-level tflite path or None)."""
+    the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`); which of
+    them, quantized how, and the report of their sizes and scores: `lite_options`
+    (`lite.LiteOptions`). Returns (export_dir, ids-level tflite path or None)."""
+    options = lite_options or lite.LiteOptions()
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length,
                         pad_to_longest=pad_to_longest)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
-    if not tflite_name or tflite == "none":
+    if not tflite_name or options.files == "none":
         return export_dir, None
     tflite_output_fn = tflite_output_fn or output_fn
+    quantization = options.quantization
     path = os.path.join(os.fspath(export_dir), tflite_name)
     text_path = os.path.splitext(path)[0] + "_text.tflite"
-    writers = {"ids": (path, lambda: model_to_tflite(
-        model, seq_length, tflite_output_fn, quantization=tflite_quantization)),
+
+    def ids_model(q):
+        return model_to_tflite(model, seq_length, tflite_output_fn, quantization=q,
+                               calibration=options.calibration)
+    writers = {"ids": (path, lambda: ids_model(quantization)),
                "text": (text_path, lambda: lite.text_model_to_tflite(
                    model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
                    text_output_fn or tflite_output_fn, first_segment_length,
-                   quantization=tflite_quantization))}
-    for kind in (("ids", "text") if tflite == "both" else (tflite,)):
+                   quantization=quantization, calibration=options.calibration))}
+    written = {}
+    for kind in (("ids", "text") if options.files == "both" else (options.files,)):
         target, convert = writers[kind]
-        flatbuffer = convert()
-        atomic_write_bytes(target, flatbuffer)
-        logging.info("Wrote %s (%s, %d bytes)", target, tflite_quantization, len(flatbuffer))
-    return export_dir, path if tflite in ("both", "ids") else None
+        written[kind] = convert()
+        atomic_write_bytes(target, written[kind])
+        logging.info("Wrote %s (%s, %d bytes)", target, quantization, len(written[kind]))
+    if options.score:
+        ids = written.get("ids") or ids_model(quantization)
+        scores = options.score(ids)
+        if scores is not None:
+            reference = ids if quantization == "none" else ids_model("none")
+            files = {os.path.basename(p): len(written[k]) for k, p in
+                     (("ids", path), ("text", text_path)) if k in written}
+            write_lite_report(export_dir, quantization, files, (len(ids), scores),
+                              (len(reference), options.score(reference)))
+    return export_dir, path if "ids" in written else None
+
+
+def write_lite_report(export_dir, quantization, files, scored, float32):
+    """`export_dir/tflite_report.json` and log lines: the files written (name: bytes), and the
+    ids-in model's size and dev scores (`scored`: (bytes, {metric: value})) beside the float32
+    one's (`float32`, the same)."""
+    report = {"quantization": quantization, "files": files,
+              "ids_model": {"bytes": scored[0], "dev": scored[1]},
+              "float32_ids_model": {"bytes": float32[0], "dev": float32[1]}}
+    atomic_write_bytes(os.path.join(os.fspath(export_dir), "tflite_report.json"),
+                       (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
+    for name, (size, scores) in (("ids-in model (%s)" % quantization, scored),
+                                 ("float32 ids-in model", float32)):
+        logging.info("%s: %.2f MB; dev %s", name, size / 2**20,
+                     ", ".join(f"{k} {v:.4f}" for k, v in sorted(scores.items())))

@@ -1,8 +1,10 @@
 """LiteRT (TFLite) models that take raw text: tensorflow-text's TFLite-ready tokenizers, packing
 in builtin ops, the task model, and quantization; and running them with LiteRT's interpreter."""
 
+import dataclasses
 import os
 import tempfile
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -15,7 +17,26 @@ from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
                                                WORDPIECE_SPECIALS, vocabulary_kind)
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8")
+QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
+LITE_FILES = ("both", "ids", "text", "none")
+
+
+@dataclasses.dataclass
+class LiteOptions:
+    """What a task export writes as LiteRT models.
+
+    files: "both", "ids" (token ids in), "text" (strings in) or "none".
+    quantization: one of QUANTIZATIONS.
+    calibration: for "int8", a callable returning an iterable of encoder-input dicts (numpy int32
+      [1, seq_length]): a representative sample of the task's data.
+    score: a callable taking an ids-in flatbuffer and returning {metric: value} on the task's
+      dev set; with it, the export reports each file's size and score beside the float32
+      model's (log and `tflite_report.json`).
+    """
+    files: str = "both"
+    quantization: str = "none"
+    calibration: Optional[Callable] = None
+    score: Optional[Callable] = None
 
 
 class LiteTokenizer(tf.Module):
@@ -109,9 +130,10 @@ def pack_one(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_lengt
 
 
 def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, output_fn,
-                         first_segment_length=None, quantization="none"):
+                         first_segment_length=None, quantization="none", calibration=None):
     """TFLite bytes of a model that takes raw strings (inputs `keys`, each shape [1]) and returns
-    `output_fn(model outputs)`."""
+    `output_fn(model outputs)`. `calibration` (int8): as LiteOptions', ids turned back into text
+    for the string inputs."""
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
     specs = {k: tf.TensorSpec([1], tf.string, name=k) for k in keys}
 
@@ -129,12 +151,28 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
         tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
         converter = tf.lite.TFLiteConverter.from_saved_model(stage)
         converter.allow_custom_ops = True
-        quantize(converter, quantization)
+        # The calibrator runs the model: it needs the text kernels too (no public setting).
+        converter.target_spec._experimental_custom_op_registerers = list(
+            tflite_registrar.SELECT_TFTEXT_OPS)
+        quantize(converter, quantization, calibration and _as_texts(
+            calibration, FullTokenizer(vocabulary, do_lower_case), keys))
         return converter.convert()
 
 
-def quantize(converter, quantization):
-    """Sets `converter` up for `quantization` (one of QUANTIZATIONS)."""
+def _as_texts(calibration, tokenizer, keys):
+    """`calibration`'s packed examples as the string inputs `keys`."""
+    def texts():
+        for inputs in calibration():
+            segments = segment_texts(tokenizer, inputs["input_word_ids"][0],
+                                     inputs["input_type_ids"][0], len(keys))
+            yield {k: np.array([t.encode()], object) for k, t in zip(keys, segments)}
+    return texts
+
+
+def quantize(converter, quantization, calibration=None):
+    """Sets `converter` up for `quantization` (one of QUANTIZATIONS); "int8" (int8 weights and
+    activations, calibrated on `calibration()`'s inputs, float where an op has no int8 kernel)
+    needs `calibration`."""
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"--tflite_quantization={quantization!r}: use one of "
                          f"{', '.join(QUANTIZATIONS)}")
@@ -142,9 +180,45 @@ def quantize(converter, quantization):
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantization == "float16":
         converter.target_spec.supported_types = [tf.float16]
+    if quantization == "int8":
+        if calibration is None:
+            raise ValueError("--tflite_quantization=int8 calibrates on the task's data: give "
+                             "training or dev data (--data_dir / --train_file / --predict_file)")
+        converter.representative_dataset = calibration
 
-def interpreter(model_path=None, model_content=None):
+
+def segment_texts(tokenizer, ids, types, count):
+    """The `count` segments of one packed example as text, its pieces joined back (close to
+    the text they came from; for calibration)."""
+    ids_of = tokenizer.special_ids()
+    special = {ids_of[CLS], ids_of[SEP], ids_of[PAD]}
+    out = []
+    for segment in range(count):
+        pieces = tokenizer.convert_ids_to_tokens(
+            [i for i, t in zip(ids.tolist(), types.tolist()) if t == segment and i not in special])
+        if tokenizer.sp_model:
+            out.append("".join(pieces).replace("\u2581", " ").strip())
+        else:
+            out.append(" ".join(pieces).replace(" ##", ""))
+    return out
+
+
+def interpreter(model_path=None, model_content=None, num_threads=None):
     """LiteRT's interpreter with tensorflow-text's TFLite kernels registered."""
     from ai_edge_litert.interpreter import InterpreterWithCustomOps  # the `litert` extra
     return InterpreterWithCustomOps(custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
-                                    model_path=model_path, model_content=model_content)
+                                    model_path=model_path, model_content=model_content,
+                                    num_threads=num_threads)
+
+
+def score_ids_model(flatbuffer, batches, prediction_outputs):
+    """Runs an ids-in flatbuffer on each batch of 1 (dicts holding the encoder inputs, int32
+    [1, seq_length]) and returns `prediction_outputs(batch, the file's outputs)` stacked: what
+    Trainer.predict gives for the Keras model."""
+    run = interpreter(model_content=flatbuffer, num_threads=os.cpu_count()).get_signature_runner()
+    names = set(run.get_input_details())
+    rows = []
+    for batch in batches:
+        got = run(**{k: np.asarray(v, np.int32) for k, v in batch.items() if k in names})
+        rows.append({k: np.asarray(v) for k, v in prediction_outputs(batch, got).items()})
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]} if rows else {}

@@ -13,10 +13,12 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
   write_predictions(name, features, outputs, output_dir)
                                         -> None, or scores of the predictions (written to
                                            eval_results.txt when --do_eval is off)
-  export(model, export_dir, tflite_quantization, tflite) -> with --export_dir: the exports
-                                           from the restored model
+  export(model, export_dir, lite_options) -> with --export_dir: the exports from the restored
+                                           model (`serving.lite.LiteOptions`: which LiteRT
+                                           files, quantized how, calibrated and scored on what)
 """
 
+import functools
 import math
 import os
 
@@ -302,9 +304,62 @@ class _Run:
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
         # Checked before training; again now, in case the directory changed since.
         check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False))
-        self.task.export(_float32_copy(self.trainer.model, self.build_model), export_dir,
-                         tflite_quantization=getattr(self.flags, "tflite_quantization", "none"),
-                         tflite=getattr(self.flags, "export_tflite", "both"))
+        model = _float32_copy(self.trainer.model, self.build_model)
+        self.task.export(model, export_dir, self.lite_options(model))
+
+    def lite_options(self, model):
+        """The LiteRT files the flags ask for, int8's calibration sample (200 training
+        examples, else dev ones) and the report's scoring on the dev set (skipped without one)."""
+        from albert_tf.serving import lite  # loads tensorflow-text: only runs that export
+
+        f = self.flags
+        options = lite.LiteOptions(files=getattr(f, "export_tflite", "both"),
+                                   quantization=getattr(f, "tflite_quantization", "none"))
+        dev = functools.cache(lambda: self.eval_sets[0] if self.eval_sets else _read_or_none(
+            lambda: self.task.eval_sets()[0], "no dev set to score the .tflite files on"))
+        if options.quantization == "int8":
+            def calibration():
+                sample = self.train_features or _read_or_none(
+                    self.task.train_features, "no training data to calibrate int8 on")
+                if sample is None and dev():
+                    sample = dev()[1]
+                if sample is None:
+                    raise ValueError("--tflite_quantization=int8 calibrates on the task's "
+                                     "training or dev data: found neither")
+                return self._batches_of_one(sample, 200)
+            options.calibration = calibration
+        complete = getattr(model, "eval_outputs", lambda outputs: outputs)  # SQuAD's top-k
+
+        def score(flatbuffer):
+            if not dev():
+                return None
+            name, features = dev()
+            outputs = lite.score_ids_model(
+                flatbuffer, self._batches_of_one(features),
+                lambda batch, got: model.prediction_outputs(batch, complete(got)))
+            return {k: float(v) for k, v in self.task.eval_metrics(
+                name, features, real_outputs(outputs)).items()}
+        if getattr(f, "tflite_report", True):
+            options.score = score
+        return options
+
+    def _batches_of_one(self, features, count=None):
+        """`count` examples spread over `features` (default all), one per batch, padded to
+        --max_seq_length, as numpy."""
+        n = num_examples(features)
+        dataset = make_dataset(features, 1, self.flags.max_seq_length, is_training=False,
+                               padding="max_length")
+        if count and count < n:
+            dataset = dataset.shard(n // count, 0).take(count)
+        return dataset.as_numpy_iterator()
+
+
+def _read_or_none(read, why):
+    try:
+        return read()
+    except (OSError, ValueError) as e:
+        logging.warning("%s: %s", why, e)
+        return None
 
 
 def run_kind(task):

@@ -7,7 +7,7 @@ import types
 from absl import app, flags
 
 from albert_tf.data.features import PADDINGS
-from albert_tf.serving.lite import QUANTIZATIONS
+from albert_tf.serving.lite import LITE_FILES, QUANTIZATIONS
 from albert_tf.training import distribution
 from albert_tf.training.optimizers import FINETUNING_UPDATE
 
@@ -109,12 +109,18 @@ def define_export_flags(what):
                       f"checkpoint in --output_dir): {what} (see docs/export.md).")
     define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
                       "Replace an earlier export at --export_dir (nothing else is ever replaced).")
-    define_if_missing(flags.DEFINE_enum, "export_tflite", "both", ["both", "ids", "text", "none"],
+    define_if_missing(flags.DEFINE_enum, "export_tflite", "both", list(LITE_FILES),
                       "Which LiteRT files --export_dir gets: the ids-level model, the string-in "
                       "model (<name>_text.tflite, the tokenizer inside), both, or none.")
     define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none", list(QUANTIZATIONS),
-                      "The exported .tflite files' weights: float32 (none), float16, or int8 "
-                      "with float activations (dynamic_int8).")
+                      "The exported .tflite files' weights: float32 (none), float16, int8 with "
+                      "float activations (dynamic_int8), or int8 weights and activations "
+                      "calibrated on the task's training data (int8). The export reports each "
+                      "file's size and dev score beside the float32 model's "
+                      "(tflite_report.json).")
+    define_if_missing(flags.DEFINE_bool, "tflite_report", True,
+                      "Score the exported .tflite files (and the float32 model) on the whole dev "
+                      "set, one example at a time, into the log and tflite_report.json.")
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)

@@ -163,7 +163,7 @@ class GlueTask:
         """The serving inputs: `text_a`, plus `text_b` for sentence-pair tasks."""
         return ("text_a",) if self.task.splits["train"].text_b is None else ("text_a", "text_b")
 
-    def export(self, model, export_dir, tflite_quantization="none", tflite="both"):
+    def export(self, model, export_dir, lite_options=None):
         """The raw-string serving SavedModel (probabilities and label strings; STS-B:
         predictions), export_dir/classifier.tflite (ids in, probabilities/predictions and
         logits out, at [1, max_seq_length]) and classifier_text.tflite (the same from strings)."""
@@ -191,8 +191,7 @@ class GlueTask:
         return export_finetuned(
             model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
-            tflite_output_fn=numeric, pad_to_longest=True,
-            tflite_quantization=tflite_quantization, tflite=tflite)
+            tflite_output_fn=numeric, pad_to_longest=True, lite_options=lite_options)
 
     def write_predictions(self, name, features, outputs, output_dir):
         suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (

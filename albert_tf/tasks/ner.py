@@ -155,11 +155,11 @@ class NerTask:
             f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
         return result if name == "dev" else None
 
-    def export(self, model, export_dir, tflite_quantization="none", tflite="both"):
+    def export(self, model, export_dir, lite_options=None):
         """The raw-sentence serving SavedModel (serving.tag); no .tflite yet."""
-        if tflite_quantization != "none":
+        if lite_options and lite_options.quantization != "none":
             logging.warning("run_ner writes no .tflite yet: --tflite_quantization=%s has "
-                            "nothing to quantize", tflite_quantization)
+                            "nothing to quantize", lite_options.quantization)
         from albert_tf.serving.tag import export_tagger
         return export_tagger(model, export_dir, self.tokenizer.asset_file,
                              self.tokenizer.do_lower_case, self.max_seq_length, self.labels,

@@ -164,7 +164,7 @@ class SquadTask:
             return None
         return golds
 
-    def export(self, model, export_dir, tflite_quantization="none", tflite="both"):
+    def export(self, model, export_dir, lite_options=None):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
         `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. v1 also
@@ -180,9 +180,9 @@ class SquadTask:
             lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
             tflite_name=None if self.version_2 else "albert_model.tflite",
             tflite_output_fn=lambda out: {k: out[k] for k in keys},
-            first_segment_length=self.max_query_length, tflite_quantization=tflite_quantization,
+            first_segment_length=self.max_query_length,
             text_output_fn=lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
-            tflite=tflite)
+            lite_options=lite_options)
 
     def write_predictions(self, name, features, outputs, output_dir):
         """predictions.json, nbest_predictions.json, v2 null_odds.json; returns the official
