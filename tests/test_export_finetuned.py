@@ -15,13 +15,15 @@ from absl import flags
 
 import test_run_classifier as rc
 import test_run_squad as rs
-from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf import AlbertConfig, AlbertEncoder, predict, serving
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.tasks import GlueTask, SquadTask
 from albert_tf.serving import lite
+from albert_tf.serving.predictor import PredictError
 from albert_tf.tasks.squad import SquadServing
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import saved_graph
+from tool_runner import run_tool_captured
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -153,7 +155,7 @@ def _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference,
     return diff
 
 
-def test_classifier_export_cola(glue_assets, tmp_path):
+def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     out, export_dir = tmp_path / "out", tmp_path / "export"
     rc.run(task_name="cola", data_dir=glue_assets["data_dir"], output_dir=out,
            spm_model_file=glue_assets["spm"], init_checkpoint=glue_assets["init"],
@@ -173,6 +175,26 @@ def test_classifier_export_cola(glue_assets, tmp_path):
     text = _text_tflite(export_dir / "classifier_text.tflite", text_a=[e.text_a for e in examples])
     np.testing.assert_allclose(text["probabilities"], probabilities, atol=1e-5)
     print(f"cola TFLite max |Δp| = {diff:.2e}")
+
+    # predict --model=<file>.tflite: LiteRT, one text at a time; labels from labels.txt (the
+    # ids-in file's tokenizer from the export's asset beside it).
+    sentences = [e.text_a for e in examples]
+    assert (export_dir / "labels.txt").read_text() == "0\n1\n"
+    for name in ("classifier.tflite", "classifier_text.tflite"):
+        got = serving.Classifier(str(export_dir / name))(sentences)
+        assert [r["label"] for r in got] == [label.decode() for label in served["labels"]]
+        np.testing.assert_allclose([r["probabilities"] for r in got], probabilities, atol=1e-5)
+    status, printed, err = run_tool_captured(
+        predict, capsys, "--task=classify", f"--model={export_dir / 'classifier_text.tflite'}",
+        f"--text={sentences[0]}", "--labels=bad,good")
+    assert status == 0, err
+    row = json.loads(printed)
+    assert row["labels"] == ["bad", "good"] and row["label"] == (
+        "good" if probabilities[0, 1] > probabilities[0, 0] else "bad")
+    with pytest.raises(PredictError, match="takes sequences of 32"):
+        serving.Classifier(str(export_dir / "classifier.tflite"), max_seq_length=16)
+    with pytest.raises(PredictError, match="classifies single texts; it takes no --text_b"):
+        serving.Classifier(str(export_dir / "classifier_text.tflite"))(["a"], ["b"])
 
     # Portable: no XLA-compiled functions or oneDNN-only ops (those are chosen on the serving
     # machine), and a Python without our package serves it with the same numbers.

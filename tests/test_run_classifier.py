@@ -334,7 +334,8 @@ def test_mnli_predicts_matched_mismatched_and_ax(assets, tmp_path):
         assert probabilities.shape == (n, 3)
 
 
-# Each exporting run of the matrix writes its string-in file with another quantization.
+# Each exporting run of the matrix writes its string-in file with another quantization; the
+# float32 run's export also scores it (tflite_report.json).
 MATRIX_QUANTIZATION = {"none": "int8", "bfloat16": "dynamic_int8", "float16": "float16"}
 
 
@@ -345,7 +346,8 @@ def matrix_runs(assets, tmp_path_factory):
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
             do_eval=True, do_predict=True, train_step=40,
             export_dir=out / "export" if jit == "false" else None, export_tflite="text",
-            tflite_quantization=MATRIX_QUANTIZATION[precision], warmup_step=4,
+            tflite_quantization=MATRIX_QUANTIZATION[precision],
+            tflite_report=precision == "none", warmup_step=4,
             save_checkpoints_steps=40, mixed_precision=precision, jit_compile=jit)
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
@@ -384,7 +386,10 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
         np.testing.assert_allclose(on_device, served,
                                    atol={"float16": 1e-3, "dynamic_int8": 1e-3}.get(quantization,
                                                                                     3e-2))
-        # The report: the quantized ids-in model's dev scores and size beside float32's; the
+        if precision != "none":
+            assert not (out / "export" / "tflite_report.json").exists()  # --notflite_report
+            return
+        # The report: the int8 ids-in model's dev scores and size beside float32's; the
         # float32 model scores what the run's own eval did at its best checkpoint.
         report = json.loads((out / "export" / "tflite_report.json").read_text())
         assert report["quantization"] == quantization
@@ -395,10 +400,9 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
         for model in ("ids_model", "float32_ids_model"):
             assert set(report[model]["dev"]) == {"eval_accuracy", "eval_loss", "matthew_corr"}
             assert_near_float32(report[model]["dev"], results, ("eval_loss", "eval_accuracy"))
-        if precision == "none":
-            float32 = report["float32_ids_model"]["dev"]
-            assert float32["eval_accuracy"] == float(results["eval_accuracy"])
-            assert float32["eval_loss"] == pytest.approx(float(results["eval_loss"]), abs=1e-5)
+        float32 = report["float32_ids_model"]["dev"]
+        assert float32["eval_accuracy"] == float(results["eval_accuracy"])
+        assert float32["eval_loss"] == pytest.approx(float(results["eval_loss"]), abs=1e-5)
 
 
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):

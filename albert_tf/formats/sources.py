@@ -26,18 +26,21 @@ def _checkpoint_location(path):
 
 class ModelSource:
     """What a model path holds: `kind` is "checkpoint" (any format `read_checkpoint` reads;
-    a directory with model.ckpt-best uses that one) or one of the SavedModel export kinds
+    a directory with model.ckpt-best uses that one), one of the SavedModel export kinds
     "encoder", "pretrainer", "text_classifier" (raw-string serving), "text_tagger" (run_ner's
-    raw-sentence serving), "preprocessor"."""
+    raw-sentence serving), "preprocessor", or a LiteRT file: "tflite_text" (strings in) or
+    "tflite_ids" (token ids in; its vocabulary is the export's beside it)."""
 
     def __init__(self, path, albert_config_file=None):
         self.path = os.fspath(path)
         if not (tf.io.gfile.exists(self.path) or tf.io.gfile.exists(self.path + ".index")):
             raise SourceError(f"--model={self.path} not found: give a checkpoint (directory or "
-                              f"prefix) or a SavedModel export directory")
+                              f"prefix), a SavedModel export directory or a .tflite file")
         self.loaded = None
         self.arrays = self.config = None
-        if is_saved_model(self.path):
+        if self.path.endswith(".tflite"):
+            self._load_tflite()
+        elif is_saved_model(self.path):
             self._load_saved_model()
         else:
             self.kind = "checkpoint"
@@ -57,6 +60,18 @@ class ModelSource:
         asset = getattr(self.loaded, "albert_config_file", None)
         if asset is not None:
             self.config = AlbertConfig.from_json_file(asset.asset_path.numpy().decode("utf-8"))
+
+    def _load_tflite(self):
+        from albert_tf.serving import lite  # LiteRT and tensorflow-text: only for .tflite
+        try:
+            self.loaded = lite.interpreter(model_path=self.path).get_signature_runner()
+        except (ImportError, RuntimeError, ValueError) as e:
+            raise SourceError(f"cannot load the LiteRT model {self.path}: {e}") from e
+        inputs = self.loaded.get_input_details()
+        self.kind = "tflite_ids" if "input_word_ids" in inputs else "tflite_text"
+        self.directory = os.path.dirname(self.path) or "."
+        self.seq_length = (int(inputs["input_word_ids"]["shape"][-1])
+                           if self.kind == "tflite_ids" else None)
 
     def _read_checkpoint(self, albert_config_file):
         try:
@@ -100,8 +115,12 @@ class ModelSource:
         return None
 
     def text_inputs(self):
-        """The string inputs of a raw-string export's serving_default, in packing order."""
-        spec = self.loaded.signatures["serving_default"].structured_input_signature[1]
+        """The string inputs of a raw-string export's serving_default (or a string-in
+        .tflite's), in packing order."""
+        if self.kind == "tflite_text":
+            spec = self.loaded.get_input_details()
+        else:
+            spec = self.loaded.signatures["serving_default"].structured_input_signature[1]
         return [k for k in ("text_a", "text_b") if k in spec]
 
     def build(self, model_cls, **kwargs):

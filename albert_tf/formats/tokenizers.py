@@ -47,7 +47,7 @@ def _carried(model):
     assets and variables, or the vocabulary beside a checkpoint and a Hugging Face
     tokenizer_config.json."""
     if isinstance(model, ModelSource):
-        path = model.path if model.kind != "checkpoint" else model.directory
+        path = model.directory if model.kind in ("checkpoint", "tflite_ids") else model.path
     else:
         path = os.fspath(model)
         path = path if tf.io.gfile.isdir(path) else os.path.dirname(path) or "."

@@ -1,5 +1,7 @@
 """Classification: labels and probabilities (or a regression score) from a fine-tuned classifier
-checkpoint or a raw-string serving export."""
+checkpoint, a raw-string serving export or an exported .tflite (strings or ids in)."""
+
+import os
 
 import numpy as np
 
@@ -42,14 +44,24 @@ def _exported_label_names(loaded):
     return None
 
 
+def _label_file(directory):
+    """The labels.txt an export writes beside its .tflite files (one label per line), or None."""
+    path = os.path.join(directory, "labels.txt")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
 class Classifier(Predictor):
     """Labels and probabilities from a fine-tuned classifier: a run_classifier output_dir (its
     model.ckpt-best and albert_config.json; label strings from `task_name` or `labels`, else
-    "0", "1", ...) or a raw-string serving export (`serving_default` on `text_a`/`text_b`).
+    "0", "1", ...), a raw-string serving export (`serving_default` on `text_a`/`text_b`) or one
+    of its .tflite files (run one text at a time with LiteRT; labels from labels.txt beside it).
     A one-output head (STS-B) gives a `score`."""
 
-    def __init__(self, model, labels=None, task_name=None, **kwargs):
-        super().__init__(model, **kwargs)
+    def __init__(self, model, labels=None, task_name=None, max_seq_length=None, **kwargs):
+        super().__init__(model, max_seq_length=max_seq_length, **kwargs)
         names, regression = label_names(labels, task_name)
         kind = self.source.kind
         if kind == "checkpoint":
@@ -74,14 +86,24 @@ class Classifier(Predictor):
             self.num_labels = num_labels
             self.labels = None if self.regression else (
                 names or [str(i) for i in range(num_labels)])
-        elif kind == "text_classifier":
+        elif kind in ("text_classifier", "tflite_text", "tflite_ids"):
             if regression:
                 raise PredictError(f"--task_name={task_name} is a regression task; the export "
                                    f"gives its own outputs")
             self.regression = False
-            self.inputs = self.source.text_inputs()
-            self.labels = names or _exported_label_names(self.source.loaded)
             self.num_labels = None
+            if kind == "text_classifier":
+                self.inputs = self.source.text_inputs()
+                self.labels = names or _exported_label_names(self.source.loaded)
+                return
+            self.labels = names or _label_file(self.source.directory)
+            if kind == "tflite_text":
+                self.inputs = self.source.text_inputs()
+                return
+            if max_seq_length is not None and max_seq_length != self.source.seq_length:
+                raise PredictError(f"--max_seq_length={max_seq_length}: {self.source.path} "
+                                   f"takes sequences of {self.source.seq_length}")
+            self.max_seq_length = self.source.seq_length
         else:
             raise PredictError(f"{self.source.path} is a {kind} export, which has no classifier "
                                f"head: give a run_classifier output_dir or a classifier export")
@@ -93,8 +115,13 @@ class Classifier(Predictor):
             a, b = texts[part], texts_b[part]
             if self.source.kind == "checkpoint":
                 out = self._run_checkpoint(a, b)
+            elif self.source.kind == "tflite_ids":
+                out = self._outputs(self._run_tflite_ids(a, b))
             else:
-                out = self._run_export(a, b)
+                self._check_pairs(b)
+                out = self._outputs(self._run_tflite_text(a, b)
+                                    if self.source.kind == "tflite_text" else
+                                    self._run_export(a, b))
             for i in range(len(a)):
                 row = {"text": a[i]}
                 if b[i] is not None:
@@ -126,8 +153,7 @@ class Classifier(Predictor):
             out["labels"] = [list(labels)] * len(probabilities)
         return out
 
-    def _run_export(self, a, b):
-        import tensorflow as tf
+    def _check_pairs(self, b):
         has_b = [y is not None for y in b]
         if "text_b" in self.inputs and not all(has_b):
             raise PredictError(f"the export {self.source.path} classifies pairs: give --text_b "
@@ -135,26 +161,55 @@ class Classifier(Predictor):
         if "text_b" not in self.inputs and any(has_b):
             raise PredictError(f"the export {self.source.path} classifies single texts; it takes "
                                f"no --text_b")
+
+    def _run_export(self, a, b):
+        import tensorflow as tf
         feed = {"text_a": tf.constant(a)}
         if "text_b" in self.inputs:
             feed["text_b"] = tf.constant(b)
-        out = self.source.loaded.signatures["serving_default"](**feed)
+        return {k: v.numpy() for k, v in
+                self.source.loaded.signatures["serving_default"](**feed).items()}
+
+    def _run_tflite_text(self, a, b):
+        rows = []
+        for x, y in zip(a, b):
+            feed = {"text_a": np.array([x.encode("utf-8")], object)}
+            if "text_b" in self.inputs:
+                feed["text_b"] = np.array([y.encode("utf-8")], object)
+            rows.append(self.source.loaded(**feed))
+        return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+    def _run_tflite_ids(self, a, b):
+        rows = []
+        for x, y in zip(a, b):
+            ids, types = self._encode(x, y)
+            pad = [0] * (self.max_seq_length - len(ids))
+            rows.append(self.source.loaded(
+                input_word_ids=np.array([ids + pad], np.int32),
+                input_mask=np.array([[1] * len(ids) + pad], np.int32),
+                input_type_ids=np.array([types + pad], np.int32)))
+        return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+    def _outputs(self, out):
+        """Labels and probabilities (or a score) from an export's numpy outputs."""
         if "probabilities" not in out and "logits" not in out:
             for key in ("predictions", "score", "scores"):  # a regression export (STS-B)
-                if key in out and out[key].dtype.is_floating:
-                    return {"score": [float(v) for v in np.reshape(out[key].numpy(), [-1])]}
+                if key in out and out[key].dtype.kind == "f":
+                    return {"score": [float(v) for v in np.reshape(out[key], [-1])]}
         if "probabilities" in out:
             probabilities = np.asarray(out["probabilities"], np.float64)
         elif "logits" in out:
-            probabilities = np.asarray(tf.nn.softmax(out["logits"], -1), np.float64)
+            logits = np.asarray(out["logits"], np.float64)
+            probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+            probabilities /= probabilities.sum(-1, keepdims=True)
         else:
             raise PredictError(f"the export {self.source.path} returns {sorted(out)}, not "
                                f"probabilities, logits or predictions")
         predicted = None
         for key in ("labels", "label"):
             value = out.get(key)
-            if value is not None and value.dtype == tf.string and value.shape.rank == 1:
-                predicted = [v.decode("utf-8") for v in value.numpy()]
+            if value is not None and value.dtype.kind in "OS" and value.ndim == 1:
+                predicted = [v.decode("utf-8") for v in value]
                 break
         if predicted is not None and self.labels is not None:
             best = probabilities.argmax(-1)

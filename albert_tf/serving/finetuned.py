@@ -130,7 +130,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None, pad_to_longest=False, text_output_fn=None,
-                     lite_options=None):
+                     lite_options=None, labels=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
@@ -138,7 +138,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     `output_fn`), and `<its stem>_text.tflite`, taking the strings `text_keys` (shape [1]) with
     the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`); which of
     them, quantized how, and the report of their sizes and scores: `lite_options`
-    (`lite.LiteOptions`). Returns (export_dir, ids-level tflite path or None)."""
+    (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
+    Returns (export_dir, ids-level tflite path or None)."""
     options = lite_options or lite.LiteOptions()
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
@@ -166,6 +167,9 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         written[kind] = convert()
         atomic_write_bytes(target, written[kind])
         logging.info("Wrote %s (%s, %d bytes)", target, quantization, len(written[kind]))
+    if labels:
+        atomic_write_bytes(os.path.join(os.fspath(export_dir), "labels.txt"),
+                           "".join(f"{label}\n" for label in labels).encode("utf-8"))
     if options.score:
         ids = written.get("ids") or ids_model(quantization)
         scores = options.score(ids)

@@ -191,7 +191,8 @@ class GlueTask:
         return export_finetuned(
             model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
-            tflite_output_fn=numeric, pad_to_longest=True, lite_options=lite_options)
+            tflite_output_fn=numeric, pad_to_longest=True, lite_options=lite_options,
+            labels=None if regression else labels)
 
     def write_predictions(self, name, features, outputs, output_dir):
         suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (
