@@ -167,9 +167,9 @@ class SquadTask:
     def export(self, model, export_dir, lite_options=None):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
-        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. v1 also
-        writes export_dir/albert_model.tflite (ids in, start/end logits out) and
-        albert_model_text.tflite (the strings in; also `input_word_ids` out)."""
+        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. Also
+        export_dir/albert_model.tflite (ids in, the same outputs) and albert_model_text.tflite
+        (the strings in; also `input_word_ids` out)."""
         from albert_tf.serving.finetuned import export_finetuned
 
         serving_model = SquadServing(model)
@@ -178,7 +178,7 @@ class SquadTask:
             serving_model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, ("question", "context"),
             lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
-            tflite_name=None if self.version_2 else "albert_model.tflite",
+            tflite_name="albert_model.tflite",
             tflite_output_fn=lambda out: {k: out[k] for k in keys},
             first_segment_length=self.max_query_length,
             text_output_fn=lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
