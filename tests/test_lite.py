@@ -38,14 +38,17 @@ def _full(vocab):
 
 
 def _ids_model(tokenizer):
+    """The tokenizer alone in LiteRT: a function of UTF-8 bytes returning the ids (a -1 ends
+    the output, which LiteRT's Python API cannot read when it is empty)."""
     module = tf.Module()
     module.tokenizer = tokenizer
-    module.ids = tf.function(lambda text: {"ids": tokenizer.tokenize(text)},
+    module.ids = tf.function(lambda text: {"ids": tf.concat([tokenizer.tokenize(text), [-1]], 0)},
                              input_signature=[tf.TensorSpec([1], tf.string, name="text")])
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [module.ids.get_concrete_function()], module)
     converter.allow_custom_ops = True
-    return lite.interpreter(model_content=converter.convert()).get_signature_runner()
+    run = lite.interpreter(model_content=converter.convert()).get_signature_runner()
+    return lambda text: run(text=np.array([text], object))["ids"].tolist()[:-1]
 
 
 @pytest.mark.parametrize("kind,texts", [("sentencepiece", LATIN + COMPATIBILITY),
@@ -57,7 +60,23 @@ def test_ids_equal_full_tokenizer_in_tf_and_litert(vocabularies, kind, texts):
     for text in texts:
         want = full.convert_tokens_to_ids(full.tokenize(text))
         assert tokenizer.tokenize(tf.constant([text])).numpy().tolist() == want, text
-        assert run(text=np.array([text.encode()], object))["ids"].tolist() == want, text
+        assert run(text.encode()) == want, text
+
+
+def test_bad_input_gives_ids_not_a_crash(vocabularies):
+    """docs/export.md "Bad input": empty text, bytes that are not UTF-8, control characters and
+    a 40,000-character text run through LiteRT; invalid bytes become <unk> pieces (the serving
+    SavedModel and FullTokenizer drop them), control characters are removed."""
+    full = _full(vocabularies["sentencepiece"])
+    ids = _ids_model(lite.LiteTokenizer(vocabularies["sentencepiece"], do_lower_case=True))
+    unk = full.special_ids()[tokenization.UNK]
+    assert ids(b"") == []
+    assert ids(b"\x00\x01") == [] and full.encode("\x00\x01") != []
+    word = full.encode("price")
+    invalid = ids(b"\xff\xfe price \xc3")
+    assert invalid.count(unk) == 2 and invalid[-len(word) - 2:-2] == word, invalid
+    assert full.encode(b"\xff\xfe price \xc3".decode("utf-8", "replace")) == word
+    assert ids(("price " * 8000).encode()) == word * 8000
 
 
 def test_the_digit_comma_table_expands_ids_in_tf_and_litert():
