@@ -136,7 +136,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
     the ids-level model at [1, seq_length] (outputs from `tflite_output_fn`, default
     `output_fn`), and `<its stem>_text.tflite`, taking the strings `text_keys` (shape [1]) with
-    the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`); which of
+    the tokenizer inside (outputs from `text_output_fn`, default `tflite_output_fn`; with
+    `pad_to_longest`, unpadded: [1, tokens] inside); which of
     them, quantized how, and the report of their sizes and scores: `lite_options`
     (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
     Returns (export_dir, ids-level tflite path or None)."""
@@ -160,7 +161,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
                "text": (text_path, lambda: lite.text_model_to_tflite(
                    model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
                    text_output_fn or tflite_output_fn, first_segment_length,
-                   quantization=quantization, calibration=options.calibration))}
+                   quantization=quantization, calibration=options.calibration,
+                   pad_to_seq_length=not pad_to_longest))}
     written = {}
     for kind in (("ids", "text") if options.files == "both" else (options.files,)):
         target, convert = writers[kind]
