@@ -6,6 +6,7 @@ import json
 import os
 import random
 import shutil
+import unicodedata
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import zh_release
 from albert_tf import (AlbertEncoder, convert_checkpoint, create_pretraining_data, export_hub,
                        export_to_tfhub, predict, run_classifier, run_pretraining, run_race,
                        run_squad, train_vocab)
+from albert_tf.serving import lite
 from albert_tf.tasks.squad_metrics import squad_v1
 from albert_tf.tokenization import FullTokenizer
 from conftest import assert_near_float32, assert_step_compiled, memoized_runs, run_main
@@ -336,6 +338,14 @@ def test_tf_hub_exports_tokenize_wordpiece_in_graph(zh, tmp_path, capsys):
     assert int(special["vocab_size"]) == len(tokenizer) and int(special["mask_id"]) == 6
     packed = loaded(tf.constant(texts[:2]))
     assert packed["input_word_ids"].numpy()[0, 0] == 4
+    # preprocessor.tflite: the same ids on LiteRT (WordPiece; but for the known differences of
+    # docs/export.md: compatibility characters such as fullwidth forms, U+FFFD)
+    run = lite.interpreter(model_path=str(pre / "preprocessor.tflite")).get_signature_runner()
+    plain = [t for t in texts if "\ufffd" not in t and unicodedata.normalize("NFKC", t) == t]
+    assert len(plain) >= 8
+    for text in plain:
+        np.testing.assert_array_equal(run(sentences=np.array([text.encode()], object))[
+            "input_word_ids"], loaded(tf.constant([text]))["input_word_ids"].numpy(), text)
 
     encoder_dir = tmp_path / "encoder"
     assert run_tool(export_to_tfhub, capsys, albert_directory=zh["release"],

@@ -15,7 +15,7 @@ from ai_edge_litert.interpreter import Interpreter
 from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, export_hub
 from albert_tf.data.glue import truncate_pair
 from albert_tf.modeling import kernels
-from albert_tf.serving import export, finetuned, saved_model
+from albert_tf.serving import export, finetuned, lite, saved_model
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY, saved_graph
 from tool_runner import run_tool, run_tool_logged
@@ -292,6 +292,13 @@ def test_preprocessor_ids_equal_full_tokenizer(preprocessor_dir, tokenizer):
     for k in expected:
         np.testing.assert_array_equal(got[k].numpy(), expected[k], err_msg=k)
     assert got["input_word_ids"].dtype == tf.int32
+    # The same on LiteRT, one sentence at a time (preprocessor.tflite in the export).
+    run = lite.interpreter(model_path=os.path.join(preprocessor_dir, "preprocessor.tflite")
+                           ).get_signature_runner()
+    for i, text in enumerate(texts_a):
+        on_device = run(sentences=np.array([text.encode()], object))
+        for k in expected:
+            np.testing.assert_array_equal(on_device[k], expected[k][i:i + 1], err_msg=k)
 
     tokens = pre.tokenize(strings_a)
     assert isinstance(tokens, tf.RaggedTensor)

@@ -8,7 +8,9 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.files import atomic_write_bytes
 from albert_tf.modeling import kernels
+from albert_tf.serving import lite
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            check_export_dir, encoder_input_specs, pack_inputs,
                                            save_atomically, stage_assets, tf_variables)
@@ -191,7 +193,8 @@ class _Preprocessor(Trackable):
 
 def export_preprocessor(export_dir, vocabulary, do_lower_case=True, default_seq_length=128):
     """Writes the preprocessor SavedModel (tensorflow-text ops; ids equal `FullTokenizer`'s)
-    for a SentencePiece model or a WordPiece vocabulary file."""
+    for a SentencePiece model or a WordPiece vocabulary file, and in it `preprocessor.tflite`
+    (LiteRT: a string `sentences` [1] → the encoder inputs [1, default_seq_length])."""
     if default_seq_length < 3:
         raise ValueError(f"default_seq_length={default_seq_length} leaves no room for text")
     with tempfile.TemporaryDirectory() as stage:
@@ -205,7 +208,12 @@ def export_preprocessor(export_dir, vocabulary, do_lower_case=True, default_seq_
         signatures = {"serving_default": serving_default,
                       "tokenization_info": attach_tokenizer_info(
                           root, vocab_copy, do_lower_case, tokenizer.vocab_size)}
-        return save_atomically(root, export_dir, signatures)
+        save_atomically(root, export_dir, signatures)
+    path = os.path.join(os.fspath(export_dir), "preprocessor.tflite")
+    atomic_write_bytes(path, lite.text_model_to_tflite(None, vocabulary, do_lower_case,
+                                                       default_seq_length, ("sentences",), None))
+    logging.info("Wrote %s", path)
+    return export_dir
 
 
 def export_from_checkpoint(export_type, export_path, init_checkpoint=None,

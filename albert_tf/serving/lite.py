@@ -138,7 +138,7 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
                          first_segment_length=None, quantization="none", calibration=None,
                          pad_to_seq_length=True):
     """TFLite bytes of a model that takes raw strings (inputs `keys`, each shape [1]) and returns
-    `output_fn(model outputs)`. `calibration` (int8): as LiteOptions', ids turned back into text
+    `output_fn(model outputs)`; `model` None: the packed encoder inputs (a preprocessor). `calibration` (int8): as LiteOptions', ids turned back into text
     for the string inputs. `pad_to_seq_length=False`: the model runs on the text's tokens only
     ([1, tokens] inside; 3.5x faster on short texts), for outputs that do not depend on the
     padding (a classifier's; not SQuAD's per-position logits)."""
@@ -150,10 +150,10 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
         inputs = pack_one([tokenizer.tokenize(texts[k]) for k in keys], seq_length,
                           tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
                           first_segment_length, pad_to_seq_length)
-        return dict(output_fn(model(inputs, training=False)))
+        return inputs if model is None else dict(output_fn(model(inputs, training=False)))
     root = Trackable()
     root.tokenizer = tokenizer
-    root.variables = tf_variables(model.variables)
+    root.variables = [] if model is None else tf_variables(model.variables)
     root.serving_default = serving_default
     with tempfile.TemporaryDirectory() as stage:
         tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
