@@ -152,23 +152,32 @@ def text_transformers(workdir, spm, precision):
     return lambda texts: pipe(texts, batch_size=len(texts), truncation=True, max_length=128)
 
 
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def export_onnx_classifier(model, tokenizer, path):
+    """transformers' sequence classifier as ONNX (batch and sequence dynamic); returns path."""
+    import torch
+    example = tokenizer(["a short example."], return_tensors="pt", return_token_type_ids=True)
+    with torch.inference_mode():
+        torch.onnx.export(model, tuple(example[n] for n in ONNX_INPUTS), path,
+                          input_names=list(ONNX_INPUTS), output_names=["logits"],
+                          opset_version=17, dynamo=False,
+                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in ONNX_INPUTS})
+    return path
+
+
 def text_onnxruntime(workdir, spm, precision):
     if precision != "fp32":  # as onnxruntime_peer
         return None
     import onnxruntime
-    import torch
     import transformers
     model = transformers.AlbertForSequenceClassification(
         transformers.AlbertConfig(**BASE, num_labels=2)).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(workdir)
-    names = ("input_ids", "attention_mask", "token_type_ids")
-    example = tokenizer(["a short example."], return_tensors="pt", return_token_type_ids=True)
-    path = os.path.join(workdir, "classifier.onnx")
-    with torch.inference_mode():
-        torch.onnx.export(model, tuple(example[n] for n in names), path, input_names=list(names),
-                          output_names=["logits"], opset_version=17, dynamo=False,
-                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
+    path = export_onnx_classifier(model, tokenizer, os.path.join(workdir, "classifier.onnx"))
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = ONNX_INPUTS
 
     def run(texts):
         feed = tokenizer(texts, padding=True, truncation=True, max_length=128,

@@ -25,7 +25,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench_inference import text_setup  # noqa: E402
+from bench_inference import ONNX_INPUTS, export_onnx_classifier, text_setup  # noqa: E402
 from bench_pretraining import BASE  # noqa: E402
 
 SEQ = 128
@@ -72,7 +72,6 @@ def serving_model(model, spm, workdir):
 def onnx_models(model, workdir):
     """ONNX Runtime fp32 and dynamic int8 of transformers' model holding our weights."""
     import onnxruntime
-    import torch
     import transformers
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -81,13 +80,8 @@ def onnx_models(model, workdir):
     peer = transformers.AlbertForSequenceClassification.from_pretrained(
         hf_dir, num_labels=2).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(workdir)
-    names = ("input_ids", "attention_mask", "token_type_ids")
-    example = tokenizer(["a short example."], return_tensors="pt", return_token_type_ids=True)
-    fp32 = os.path.join(workdir, "classifier.onnx")
-    with torch.inference_mode():
-        torch.onnx.export(peer, tuple(example[n] for n in names), fp32, input_names=list(names),
-                          output_names=["logits"], opset_version=17, dynamo=False,
-                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
+    names = ONNX_INPUTS
+    fp32 = export_onnx_classifier(peer, tokenizer, os.path.join(workdir, "classifier.onnx"))
     int8 = os.path.join(workdir, "classifier_int8.onnx")
     quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8)
     out = {}
