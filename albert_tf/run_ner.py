@@ -20,7 +20,7 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
-from absl import flags
+from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
@@ -49,6 +49,9 @@ def define_flags():
 
 def main(_):
     require_action(FLAGS)
+    if FLAGS.export_dir and FLAGS.tflite_quantization == "int8":
+        raise app.UsageError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 "
+                             "or dynamic_int8")
     tokenizer = driver.prepare(FLAGS)
     labels = run_labels(FLAGS.output_dir, FLAGS.data_dir, needed=FLAGS.do_train)
     task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,

@@ -9,8 +9,10 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, tokenization
 from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving import lite
 from albert_tf.serving.saved_model import pack_texts
+from albert_tf.serving.tag import tagging_function
 from conftest import TINY
 import ner_data
 import zh_release
@@ -160,3 +162,23 @@ def test_an_unknown_quantization_is_refused():
         lite.quantize(converter, "int4")
     with pytest.raises(ValueError, match="int8 calibrates on the task's data"):
         lite.quantize(converter, "int8")
+
+
+def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
+    """run_ner's tagger_text.tflite (SentencePiece: test_run_ner.py) with a WordPiece
+    vocabulary: words, tags and scores of the serving tagger for sentences within a window,
+    a word with no piece read as [UNK]."""
+    vocab = vocabularies["wordpiece"]
+    tf.keras.utils.set_random_seed(0)
+    model = AlbertTokenClassifier(AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab)))), 3)
+    labels = ["O", "B-X", "I-X"]
+    runner = lite.interpreter(model_content=lite.tagger_to_tflite(
+        model, vocab, True, 32, labels)).get_signature_runner()
+    served = tagging_function(model, tokenization.in_graph_tokenizer(vocab, True), 32, labels)
+    for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y"]:
+        got = runner(sentences=np.array([text.encode()], object))
+        want = {k: v.numpy()[0] for k, v in served(tf.constant([text])).items()}
+        n = int(want["word_count"])
+        assert [w.decode() for w in got["words"]] == text.split()
+        assert got["tags"].tolist() == want["tags"][:n].tolist()
+        np.testing.assert_allclose(got["scores"], want["scores"][:n], atol=1e-6)

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, predict, run_ner
 from albert_tf.data.vocab import train_sentencepiece
-from albert_tf.serving import Tagger
+from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.serving import Tagger, lite
 from albert_tf.tasks import conll_metrics
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
@@ -154,6 +155,28 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
         n = int(served["word_count"][i])
         assert n == len(sentence)
         assert [t.decode() for t in served["tags"][i, :n].numpy()] == [t for _, t in sentence]
+    # tagger_text.tflite on LiteRT, sentence by sentence: the export's tags and scores for every
+    # sentence that fits one window (the longer ones are tagged up to its end, from that window
+    # alone).
+    runner = lite.interpreter(model_path=str(out / "export" / "tagger_text.tflite")
+                              ).get_signature_runner()
+    assert (out / "export" / "labels.txt").read_text().split() == [
+        "O", "B-LOC", "I-LOC", "B-ORG", "B-PER", "I-PER"]
+    tokenizer = load_tokenizer(assets["spm"], True)
+    fitting = 0
+    for i, text in enumerate(texts):
+        on_device = runner(sentences=np.array([text.encode()], object))
+        k = len(on_device["tags"])
+        pieces = sum(max(len(tokenizer.encode(w)), 1) for w in text.split())  # window: 32 - 2
+        if pieces > 30:
+            assert 0 < k < int(served["word_count"][i]), text
+            continue
+        fitting += 1
+        assert k == int(served["word_count"][i]), text
+        assert [t.decode() for t in on_device["tags"]] == [
+            t.decode() for t in served["tags"][i, :k].numpy()], text
+        np.testing.assert_allclose(on_device["scores"], served["scores"][i, :k], atol=1e-5)
+    assert 0 < fitting < len(texts)  # some sentences are longer than a window
     from_export = Tagger(str(out / "export"))(texts[:12])
     from_checkpoint = Tagger(str(out / "run"), spm_model_file=assets["spm"],
                              max_seq_length=32)(texts[:12])  # the run's windows
@@ -249,6 +272,12 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
                             export_dir=assets["data_dir"], **common),
                    f"--export_dir={assets['data_dir']} is the input --data_dir")
     assert digests(assets["data_dir"]) == before
+    assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "e",
+                            export_dir=tmp_path / "e_export", tflite_quantization="int8",
+                            **common),
+                   "--tflite_quantization=int8: run_ner's .tflite takes none, float16 or "
+                   "dynamic_int8")
+    assert not (tmp_path / "e").exists()
     # A checkpoint directory that is not a run's is never trained in: refused before a feature
     # cache or labels.txt is written there.
     release = tmp_path / "release"

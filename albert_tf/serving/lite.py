@@ -80,15 +80,28 @@ class LiteTokenizer(tf.Module):
                 token_out_type=tf.int32, unknown_token=WORDPIECE_SPECIALS[UNK],
                 lower_case_nfd_strip_accents=do_lower_case)
         self.pad_id, self.cls_id, self.sep_id = ids[PAD], ids[CLS], ids[SEP]
+        self.unk_id = ids[UNK]
 
     def tokenize(self, text):
         """Ids [n] of a string tensor of shape [1]."""
+        return self.tokenize_words(text)[0]
+
+    def tokenize_words(self, words):
+        """(ids [pieces], pieces per string [n]) of a string tensor [n], each string tokenized
+        on its own."""
         if not self.sentencepiece:
-            return self._bert.tokenize(text).flat_values
-        ids = self._sp.tokenize(self._normalizer.normalize(text)).flat_values
+            tokens = self._bert.tokenize(words)  # [n, (pieces)]
+            return tokens.flat_values, tf.cast(tokens.row_lengths(), tf.int32)
+        tokens = self._sp.tokenize(self._normalizer.normalize(words))
+        ids, counts = tokens.flat_values, tf.cast(tokens.row_lengths(), tf.int32)
         if not self._split:
-            return ids
-        return expand(ids, self._row_starts, self._row_lengths, self._pieces)
+            return ids, counts
+        # Each string's count after the digit-comma table: differences of the expanded
+        # lengths' running sum at the strings' ends.
+        ends = tf.gather(tf.concat([[0], tf.cumsum(tf.gather(self._row_lengths, ids))], 0),
+                         tf.cumsum(counts))
+        counts = ends - tf.concat([[0], ends[:-1]], 0)
+        return expand(ids, self._row_starts, self._row_lengths, self._pieces), counts
 
 def expand(ids, row_starts, row_lengths, pieces):
     """Each id replaced by its row of `pieces` (rows given by starts and lengths), in builtin
@@ -193,6 +206,59 @@ def quantize(converter, quantization, calibration=None):
             raise ValueError("--tflite_quantization=int8 calibrates on the task's data: give "
                              "training or dev data (--data_dir / --train_file / --predict_file)")
         converter.representative_dataset = calibration
+
+
+def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
+                     quantization="none"):
+    """TFLite bytes of a tagger on one sentence (`sentences`, string [1]): words split on
+    whitespace, each tokenized on its own (a word with no piece is one <unk>), one window of
+    `seq_length - 2` pieces; outputs, for the words whose first piece is in the window, `words`
+    (string [k]), `tags` (their first piece's best tag, string [k]) and `scores` (its
+    probability, float [k]). A longer sentence is tagged up to the window's end.
+    `quantization`: none, float16 or dynamic_int8 (int8 has no calibration texts here)."""
+    if quantization == "int8":
+        raise ValueError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 or "
+                         "dynamic_int8")
+    tokenizer = LiteTokenizer(vocabulary, do_lower_case)
+    whitespace = tf_text.WhitespaceTokenizer()
+    label_table = tf.constant(list(labels))
+    window = seq_length - 2
+
+    @tf.function(input_signature=[tf.TensorSpec([1], tf.string, name="sentences")])
+    def serving_default(sentences):
+        words = whitespace.tokenize(sentences).flat_values
+        ids, counts = tokenizer.tokenize_words(words)
+        # A word with no piece is read as one <unk>: each word's row of ids, or [unk].
+        ids = tf.concat([ids, [tokenizer.unk_id]], 0)
+        rows = tf.maximum(counts, 1)
+        owner = tf.repeat(tf.range(tf.size(rows)), rows)
+        starts = tf.cumsum(counts, exclusive=True)
+        offset = tf.range(tf.reduce_sum(rows)) - tf.gather(tf.cumsum(rows, exclusive=True), owner)
+        source = tf.where(tf.gather(counts, owner) > 0, tf.gather(starts, owner) + offset,
+                          tf.size(ids) - 1)
+        pieces = tf.gather(ids, source)[:window]
+        first = tf.cumsum(rows, exclusive=True)
+        kept = tf.reduce_sum(tf.cast(first < window, tf.int32))
+        inputs = {"input_word_ids": tf.concat([[tokenizer.cls_id], pieces, [tokenizer.sep_id]],
+                                              0)[None]}
+        inputs["input_mask"] = tf.ones_like(inputs["input_word_ids"])
+        inputs["input_type_ids"] = tf.zeros_like(inputs["input_word_ids"])
+        probabilities = tf.gather(model(inputs, training=False)["probabilities"][0],
+                                  first[:kept] + 1)
+        return {"words": words[:kept],
+                "tags": tf.gather(label_table, tf.argmax(probabilities, -1, output_type=tf.int32)),
+                "scores": tf.reduce_max(probabilities, -1)}
+    root = Trackable()
+    root.tokenizer = tokenizer
+    root.whitespace = whitespace
+    root.variables = tf_variables(model.variables)
+    root.serving_default = serving_default
+    with tempfile.TemporaryDirectory() as stage:
+        tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
+        converter = tf.lite.TFLiteConverter.from_saved_model(stage)
+        converter.allow_custom_ops = True
+        quantize(converter, quantization)
+        return converter.convert()
 
 
 def segment_texts(tokenizer, ids, types, count):

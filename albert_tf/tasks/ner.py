@@ -9,7 +9,7 @@ from absl import logging
 
 from albert_tf.data import conll, tagging
 from albert_tf.data.features import cached_features
-from albert_tf.files import atomic_write_text, file_digest
+from albert_tf.files import atomic_write_bytes, atomic_write_text, file_digest
 from albert_tf.modeling.token_classifier import HEAD_NAMES, AlbertTokenClassifier
 from albert_tf.tasks import conll_metrics
 from albert_tf.training.results import write_eval_results
@@ -156,11 +156,25 @@ class NerTask:
         return result if name == "dev" else None
 
     def export(self, model, export_dir, lite_options=None):
-        """The raw-sentence serving SavedModel (serving.tag); no .tflite yet."""
-        if lite_options and lite_options.quantization != "none":
-            logging.warning("run_ner writes no .tflite yet: --tflite_quantization=%s has "
-                            "nothing to quantize", lite_options.quantization)
+        """The raw-sentence serving SavedModel (serving.tag), and unless `lite_options.files`
+        is "none", export_dir/tagger_text.tflite (one sentence in: words, tags, scores of
+        one window; `serving.lite.tagger_to_tflite`) with labels.txt beside it."""
+        from albert_tf.serving import lite
         from albert_tf.serving.tag import export_tagger
-        return export_tagger(model, export_dir, self.tokenizer.asset_file,
-                             self.tokenizer.do_lower_case, self.max_seq_length, self.labels,
-                             self.window_stride)
+
+        options = lite_options or lite.LiteOptions()
+        export_tagger(model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
+                      self.max_seq_length, self.labels, self.window_stride)
+        if options.files == "none":
+            return export_dir
+        if options.files == "ids":
+            logging.warning("run_ner writes its string-in .tflite only (--export_tflite=ids "
+                            "has no ids-in tagger)")
+        path = os.path.join(os.fspath(export_dir), "tagger_text.tflite")
+        atomic_write_bytes(path, lite.tagger_to_tflite(
+            model, self.tokenizer.asset_file, self.tokenizer.do_lower_case, self.max_seq_length,
+            self.labels, options.quantization))
+        atomic_write_bytes(os.path.join(os.fspath(export_dir), "labels.txt"),
+                           "".join(f"{label}\n" for label in self.labels).encode("utf-8"))
+        logging.info("Wrote %s (%s)", path, options.quantization)
+        return export_dir
