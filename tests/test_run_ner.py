@@ -163,7 +163,7 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
     assert (out / "export" / "labels.txt").read_text().split() == [
         "O", "B-LOC", "I-LOC", "B-ORG", "B-PER", "I-PER"]
     tokenizer = load_tokenizer(assets["spm"], True)
-    fitting = 0
+    fitting = []
     for i, text in enumerate(texts):
         on_device = runner(sentences=np.array([text.encode()], object))
         k = len(on_device["tags"])
@@ -171,13 +171,18 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
         if pieces > 30:
             assert 0 < k < int(served["word_count"][i]), text
             continue
-        fitting += 1
+        fitting.append(text)
         assert k == int(served["word_count"][i]), text
         assert [t.decode() for t in on_device["tags"]] == [
             t.decode() for t in served["tags"][i, :k].numpy()], text
         np.testing.assert_allclose(on_device["scores"], served["scores"][i, :k], atol=1e-5)
-    assert 0 < fitting < len(texts)  # some sentences are longer than a window
+    assert 0 < len(fitting) < len(texts)  # some sentences are longer than a window
     from_export = Tagger(str(out / "export"))(texts[:12])
+    # predict --model=<export>/tagger_text.tflite: the same through the Tagger
+    on_litert = Tagger(str(out / "export" / "tagger_text.tflite"))(fitting[:6] + ["  "])
+    for a, b in zip(on_litert, Tagger(str(out / "export"))(fitting[:6] + ["  "])):
+        assert (a["words"], a["tags"], a["entities"]) == (b["words"], b["tags"], b["entities"])
+        np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-5)
     from_checkpoint = Tagger(str(out / "run"), spm_model_file=assets["spm"],
                              max_seq_length=32)(texts[:12])  # the run's windows
     for a, b in zip(from_export, from_checkpoint):

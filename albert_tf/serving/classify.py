@@ -99,6 +99,10 @@ class Classifier(Predictor):
             self.labels = names or _label_file(self.source.directory)
             if kind == "tflite_text":
                 self.inputs = self.source.text_inputs()
+                if "text_a" not in self.inputs:
+                    names = sorted(self.source.loaded.get_input_details())
+                    raise PredictError(f"{self.source.path} takes {', '.join(names)}, not text_a: "
+                                       f"not a classifier's .tflite")
                 return
             if max_seq_length is not None and max_seq_length != self.source.seq_length:
                 raise PredictError(f"--max_seq_length={max_seq_length}: {self.source.path} "

@@ -86,7 +86,8 @@ def entities(sentence, words, tags):
 
 class Tagger(Predictor):
     """Tags per word and the entities they form, from a run_ner output_dir (its
-    model.ckpt-best, albert_config.json and labels.txt; or `labels`) or its serving export."""
+    model.ckpt-best, albert_config.json and labels.txt; or `labels`), its serving export or the
+    export's tagger_text.tflite (LiteRT, one window per sentence)."""
 
     def __init__(self, model, labels=None, **kwargs):
         super().__init__(model, **kwargs)
@@ -105,9 +106,30 @@ class Tagger(Predictor):
             if labels is not None:
                 raise PredictError("--labels is for checkpoints; the export has its own tags")
             self._tag = self.source.loaded.signatures["serving_default"]
+        elif kind == "tflite_text" and SENTENCES in self.source.loaded.get_input_details():
+            if labels is not None:
+                raise PredictError("--labels is for checkpoints; the .tflite has its own tags")
+            self._tag = self._tag_on_litert
         else:
             raise PredictError(f"{self.source.path} is a {kind} export, which has no token "
                                f"classification head: give a run_ner output_dir or export")
+
+    def _tag_on_litert(self, sentences):
+        """tagger_text.tflite one sentence at a time, as the SavedModel's batch outputs."""
+        rows = []
+        for text in sentences.numpy():
+            if not text.split():  # no word: nothing to run (LiteRT returns empty tensors)
+                rows.append(([], [], []))
+                continue
+            out = self.source.loaded(sentences=np.array([text], object))
+            rows.append((list(out["words"]), list(out["tags"]), list(out["scores"])))
+        width = max([len(r[0]) for r in rows] + [0])
+
+        def dense(i, fill):
+            return np.array([r[i] + [fill] * (width - len(r[i])) for r in rows], object
+                            if i < 2 else np.float32).reshape(len(rows), width)
+        return {"words": dense(0, b""), "tags": dense(1, b""), "scores": dense(2, 0.0),
+                "word_count": np.array([len(r[0]) for r in rows], np.int32)}
 
     def _checkpoint_labels(self, labels, num_labels):
         labels = label_names(labels)[0] if labels is not None else read_labels(
