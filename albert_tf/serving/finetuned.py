@@ -114,17 +114,9 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
     @tf.function(input_signature=[specs])
     def serving_default(inputs):
         return dict(output_fn(model(inputs, training=False)))
-    # Through a SavedModel so that the flatbuffer keeps a `serving_default` signature with
-    # named inputs/outputs (Interpreter.get_signature_runner()).
-    root = Trackable()
-    root.variables = tf_variables(model.variables)
-    root.serving_default = serving_default
-    with tempfile.TemporaryDirectory() as stage:
-        tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
-        converter = tf.lite.TFLiteConverter.from_saved_model(stage)
-        lite.quantize(converter, quantization, calibration and (
-            lambda: ({k: v[k] for k in ENCODER_INPUTS} for v in calibration())))
-        return converter.convert()
+    return lite.convert(serving_default, quantization, calibration and (
+        lambda: ({k: v[k] for k in ENCODER_INPUTS} for v in calibration())),
+        variables=tf_variables(model.variables))
 
 
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
@@ -170,8 +162,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         atomic_write_bytes(target, written[kind])
         logging.info("Wrote %s (%s, %d bytes)", target, quantization, len(written[kind]))
     if labels:
-        atomic_write_bytes(os.path.join(os.fspath(export_dir), "labels.txt"),
-                           "".join(f"{label}\n" for label in labels).encode("utf-8"))
+        lite.write_labels(export_dir, labels)
     if options.score:
         ids = written.get("ids") or ids_model(quantization)
         scores = options.score(ids)

@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text import tflite_registrar
 
+from albert_tf.files import atomic_write_bytes
 from albert_tf.serving.saved_model import Trackable, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
@@ -103,6 +104,7 @@ class LiteTokenizer(tf.Module):
         counts = ends - tf.concat([[0], ends[:-1]], 0)
         return expand(ids, self._row_starts, self._row_lengths, self._pieces), counts
 
+
 def expand(ids, row_starts, row_lengths, pieces):
     """Each id replaced by its row of `pieces` (rows given by starts and lengths), in builtin
     ops: the digit-comma rule's table lookup."""
@@ -151,8 +153,9 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
                          first_segment_length=None, quantization="none", calibration=None,
                          pad_to_seq_length=True):
     """TFLite bytes of a model that takes raw strings (inputs `keys`, each shape [1]) and returns
-    `output_fn(model outputs)`; `model` None: the packed encoder inputs (a preprocessor). `calibration` (int8): as LiteOptions', ids turned back into text
-    for the string inputs. `pad_to_seq_length=False`: the model runs on the text's tokens only
+    `output_fn(model outputs)`; `model` None: the packed encoder inputs (a preprocessor).
+    `calibration` (int8): as LiteOptions', ids turned back into text for the string inputs.
+    `pad_to_seq_length=False`: the model runs on the text's tokens only
     ([1, tokens] inside; 3.5x faster on short texts), for outputs that do not depend on the
     padding (a classifier's; not SQuAD's per-position logits)."""
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
@@ -164,9 +167,19 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
                           tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
                           first_segment_length, pad_to_seq_length)
         return inputs if model is None else dict(output_fn(model(inputs, training=False)))
+    return convert(serving_default, quantization, calibration and _as_texts(
+        calibration, FullTokenizer(vocabulary, do_lower_case), keys), tokenizer=tokenizer,
+        variables=[] if model is None else tf_variables(model.variables))
+
+
+def convert(serving_default, quantization, calibration=None, **keep):
+    """TFLite bytes of `serving_default` (a tf.function; builtin ops and tensorflow-text's
+    TFLite kernels) through a SavedModel, so that the file keeps a `serving_default` signature
+    with named inputs and outputs; the SavedModel's root also holds `keep` (tokenizers,
+    variables)."""
     root = Trackable()
-    root.tokenizer = tokenizer
-    root.variables = [] if model is None else tf_variables(model.variables)
+    for name, value in keep.items():
+        setattr(root, name, value)
     root.serving_default = serving_default
     with tempfile.TemporaryDirectory() as stage:
         tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
@@ -175,8 +188,7 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
         # The calibrator runs the model: it needs the text kernels too (no public setting).
         converter.target_spec._experimental_custom_op_registerers = list(
             tflite_registrar.SELECT_TFTEXT_OPS)
-        quantize(converter, quantization, calibration and _as_texts(
-            calibration, FullTokenizer(vocabulary, do_lower_case), keys))
+        quantize(converter, quantization, calibration)
         return converter.convert()
 
 
@@ -231,12 +243,8 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
         # A word with no piece is read as one <unk>: each word's row of ids, or [unk].
         ids = tf.concat([ids, [tokenizer.unk_id]], 0)
         rows = tf.maximum(counts, 1)
-        owner = tf.repeat(tf.range(tf.size(rows)), rows)
-        starts = tf.cumsum(counts, exclusive=True)
-        offset = tf.range(tf.reduce_sum(rows)) - tf.gather(tf.cumsum(rows, exclusive=True), owner)
-        source = tf.where(tf.gather(counts, owner) > 0, tf.gather(starts, owner) + offset,
-                          tf.size(ids) - 1)
-        pieces = tf.gather(ids, source)[:window]
+        starts = tf.where(counts > 0, tf.cumsum(counts, exclusive=True), tf.size(ids) - 1)
+        pieces = expand(tf.range(tf.size(rows)), starts, rows, ids)[:window]
         first = tf.cumsum(rows, exclusive=True)
         kept = tf.reduce_sum(tf.cast(first < window, tf.int32))
         inputs = {"input_word_ids": tf.concat([[tokenizer.cls_id], pieces, [tokenizer.sep_id]],
@@ -248,17 +256,14 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
         return {"words": words[:kept],
                 "tags": tf.gather(label_table, tf.argmax(probabilities, -1, output_type=tf.int32)),
                 "scores": tf.reduce_max(probabilities, -1)}
-    root = Trackable()
-    root.tokenizer = tokenizer
-    root.whitespace = whitespace
-    root.variables = tf_variables(model.variables)
-    root.serving_default = serving_default
-    with tempfile.TemporaryDirectory() as stage:
-        tf.saved_model.save(root, stage, signatures={"serving_default": serving_default})
-        converter = tf.lite.TFLiteConverter.from_saved_model(stage)
-        converter.allow_custom_ops = True
-        quantize(converter, quantization)
-        return converter.convert()
+    return convert(serving_default, quantization, tokenizer=tokenizer, whitespace=whitespace,
+                    variables=tf_variables(model.variables))
+
+
+def write_labels(directory, labels):
+    """`directory/labels.txt`: the class names of the .tflite files beside it, one per line."""
+    atomic_write_bytes(os.path.join(os.fspath(directory), "labels.txt"),
+                       "".join(f"{label}\n" for label in labels).encode("utf-8"))
 
 
 def segment_texts(tokenizer, ids, types, count):

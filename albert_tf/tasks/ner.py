@@ -174,7 +174,6 @@ class NerTask:
         atomic_write_bytes(path, lite.tagger_to_tflite(
             model, self.tokenizer.asset_file, self.tokenizer.do_lower_case, self.max_seq_length,
             self.labels, options.quantization))
-        atomic_write_bytes(os.path.join(os.fspath(export_dir), "labels.txt"),
-                           "".join(f"{label}\n" for label in self.labels).encode("utf-8"))
+        lite.write_labels(export_dir, self.labels)
         logging.info("Wrote %s (%s)", path, options.quantization)
         return export_dir
