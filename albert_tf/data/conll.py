@@ -7,6 +7,8 @@ import os
 
 import tensorflow as tf
 
+from albert_tf.files import atomic_write_text
+
 SPLIT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"), "test": ("test.txt",)}
 # A run's tag list, one per line in id order, beside its checkpoints.
 LABELS_FILE = "labels.txt"
@@ -63,6 +65,12 @@ def label_list(sentences):
     rest = sorted(seen - {"O"}, key=lambda t: (t.partition("-")[2], t))
     return (["O"] if "O" in seen else []) + rest
 
+
+
+def write_labels(directory, labels):
+    """`directory`/labels.txt: one label per line (a run's tag list, an export's class names)."""
+    atomic_write_text(os.path.join(os.fspath(directory), LABELS_FILE),
+                      "".join(f"{label}\n" for label in labels))
 
 
 def read_labels(directory):

@@ -1,10 +1,9 @@
 """Classification: labels and probabilities (or a regression score) from a fine-tuned classifier
 checkpoint, a raw-string serving export or an exported .tflite (strings or ids in)."""
 
-import os
-
 import numpy as np
 
+from albert_tf.data.conll import read_labels
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
                                          inference_function, pad_batch)
 
@@ -42,15 +41,6 @@ def _exported_label_names(loaded):
         if array.ndim == 1 and array.dtype.kind in "SOU":
             return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in array]
     return None
-
-
-def _label_file(directory):
-    """The labels.txt an export writes beside its .tflite files (one label per line), or None."""
-    path = os.path.join(directory, "labels.txt")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f if line.strip()]
 
 
 class Classifier(Predictor):
@@ -96,7 +86,7 @@ class Classifier(Predictor):
                 self.inputs = self.source.text_inputs()
                 self.labels = names or _exported_label_names(self.source.loaded)
                 return
-            self.labels = names or _label_file(self.source.directory)
+            self.labels = names or read_labels(self.source.directory)
             if kind == "tflite_text":
                 self.inputs = self.source.text_inputs()
                 if "text_a" not in self.inputs:

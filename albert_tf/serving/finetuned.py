@@ -8,6 +8,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.data.conll import write_labels
 from albert_tf.files import atomic_write_bytes
 from albert_tf.serving import lite
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
@@ -162,7 +163,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         atomic_write_bytes(target, written[kind])
         logging.info("Wrote %s (%s, %d bytes)", target, quantization, len(written[kind]))
     if labels:
-        lite.write_labels(export_dir, labels)
+        write_labels(export_dir, labels)
     if options.score:
         ids = written.get("ids") or ids_model(quantization)
         scores = options.score(ids)

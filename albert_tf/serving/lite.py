@@ -11,7 +11,6 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text import tflite_registrar
 
-from albert_tf.files import atomic_write_bytes
 from albert_tf.serving.saved_model import Trackable, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
@@ -258,12 +257,6 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
                 "scores": tf.reduce_max(probabilities, -1)}
     return convert(serving_default, quantization, tokenizer=tokenizer, whitespace=whitespace,
                     variables=tf_variables(model.variables))
-
-
-def write_labels(directory, labels):
-    """`directory/labels.txt`: the class names of the .tflite files beside it, one per line."""
-    atomic_write_bytes(os.path.join(os.fspath(directory), "labels.txt"),
-                       "".join(f"{label}\n" for label in labels).encode("utf-8"))
 
 
 def segment_texts(tokenizer, ids, types, count):

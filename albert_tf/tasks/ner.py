@@ -40,7 +40,7 @@ def run_labels(output_dir, data_dir, needed):
                          f"--output_dir for other data")
     if saved is None:
         os.makedirs(output_dir, exist_ok=True)
-        atomic_write_text(path, "".join(label + "\n" for label in labels))
+        conll.write_labels(output_dir, labels)
     return labels
 
 
@@ -174,6 +174,6 @@ class NerTask:
         atomic_write_bytes(path, lite.tagger_to_tflite(
             model, self.tokenizer.asset_file, self.tokenizer.do_lower_case, self.max_seq_length,
             self.labels, options.quantization))
-        lite.write_labels(export_dir, self.labels)
+        conll.write_labels(export_dir, self.labels)
         logging.info("Wrote %s (%s)", path, options.quantization)
         return export_dir
