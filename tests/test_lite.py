@@ -182,3 +182,16 @@ def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
         assert [w.decode() for w in got["words"]] == text.split()
         assert got["tags"].tolist() == want["tags"][:n].tolist()
         np.testing.assert_allclose(got["scores"], want["scores"][:n], atol=1e-6)
+
+
+def test_int8_without_calibration_data_is_one_clear_error():
+    """The driver's calibration raises when the task has neither training nor dev data: the
+    converter passes the error on unchanged (the CLI prints it as one line)."""
+    from albert_tf.serving.finetuned import model_to_tflite
+
+    def calibration():
+        raise ValueError("--tflite_quantization=int8 calibrates on the task's training or dev "
+                         "data: found neither")
+    model = AlbertClassifier(AlbertConfig(**TINY), 2)
+    with pytest.raises(ValueError, match="calibrates on the task's training or dev data"):
+        model_to_tflite(model, 16, quantization="int8", calibration=calibration)
