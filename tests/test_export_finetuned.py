@@ -13,6 +13,7 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from absl import flags
 
+import task_library
 import test_run_classifier as rc
 import test_run_squad as rs
 from albert_tf import AlbertConfig, AlbertEncoder, predict, serving
@@ -175,6 +176,11 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     text = _text_tflite(export_dir / "classifier_text.tflite", text_a=[e.text_a for e in examples])
     np.testing.assert_allclose(text["probabilities"], probabilities, atol=1e-5)
     print(f"cola TFLite max |Δp| = {diff:.2e}")
+    # The TFLite Task Library's BertNLClassifier runs the metadata file as it is, labels inside.
+    lib = task_library.run(task_library.CLASSIFY, export_dir / "classifier_task_library.tflite",
+                           [e.text_a for e in examples])
+    np.testing.assert_allclose([[r["0"], r["1"]] for r in lib["results"]], probabilities,
+                               atol=1e-5)
 
     # predict --model=<file>.tflite: LiteRT, one text at a time; labels from labels.txt (the
     # ids-in file's tokenizer from the export's asset beside it).
@@ -244,6 +250,7 @@ def test_classifier_export_pairs_and_regression(glue_assets, tmp_path, task_name
         key, reference = "probabilities", results
     diff = _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key)
     print(f"{task_name} TFLite max diff = {diff:.2e}")
+    assert not (export_dir / "classifier_task_library.tflite").exists()  # one text only
     text = _text_tflite(export_dir / "classifier_text.tflite", text_a=[e.text_a for e in examples],
                         text_b=[e.text_b for e in examples])
     np.testing.assert_allclose(np.reshape(text[key], reference.shape), reference, atol=1e-5)
@@ -319,6 +326,8 @@ def test_squad_export(squad_assets, tmp_path, version):
     lite = _tflite(export_dir / "albert_model.tflite",
                    **{k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
     assert set(lite) == set(keys)
+    # Not at 384 tokens (nor v2): nothing the Task Library's BertQuestionAnswerer could run.
+    assert not (export_dir / "albert_model_task_library.tflite").exists()
     text = _text_tflite(export_dir / "albert_model_text.tflite",
                         question=[q.question for q in questions],
                         context=[q.context for q in questions])

@@ -10,7 +10,7 @@ from absl import logging
 
 from albert_tf.data.conll import write_labels
 from albert_tf.files import atomic_write_bytes
-from albert_tf.serving import lite
+from albert_tf.serving import lite, lite_metadata
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            encoder_input_specs, pack_texts, save_atomically,
                                            stage_assets, tf_variables)
@@ -123,7 +123,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None, pad_to_longest=False, text_output_fn=None,
-                     lite_options=None, labels=None):
+                     lite_options=None, labels=None, task_library=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
@@ -133,6 +133,9 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     `pad_to_longest`, unpadded: [1, tokens] inside); which of
     them, quantized how, and the report of their sizes and scores: `lite_options`
     (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
+    `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
+    ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
+    outputs and the Task Library's metadata (tokenizer and labels packed in).
     Returns (export_dir, ids-level tflite path or None)."""
     options = lite_options or lite.LiteOptions()
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
@@ -162,6 +165,15 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         written[kind] = convert()
         atomic_write_bytes(target, written[kind])
         logging.info("Wrote %s (%s, %d bytes)", target, quantization, len(written[kind]))
+    files = {os.path.basename(p): len(written[k]) for k, p in
+             (("ids", path), ("text", text_path)) if k in written}
+    if task_library and "ids" in written:
+        target = os.path.splitext(path)[0] + "_task_library.tflite"
+        data = lite_metadata.task_library_model(written["ids"], vocabulary, task_library, labels)
+        atomic_write_bytes(target, data)
+        files[os.path.basename(target)] = len(data)
+        logging.info("Wrote %s (%s, %d bytes; for the TFLite Task Library)", target,
+                     quantization, len(data))
     if labels:
         write_labels(export_dir, labels)
     if options.score:
@@ -169,8 +181,6 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         scores = options.score(ids)
         if scores is not None:
             reference = ids if quantization == "none" else ids_model("none")
-            files = {os.path.basename(p): len(written[k]) for k, p in
-                     (("ids", path), ("text", text_path)) if k in written}
             write_lite_report(export_dir, quantization, files, (len(ids), scores),
                               (len(reference), options.score(reference)))
     return export_dir, path if "ids" in written else None

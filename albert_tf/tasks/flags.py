@@ -110,8 +110,10 @@ def define_export_flags(what):
     define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
                       "Replace an earlier export at --export_dir (nothing else is ever replaced).")
     define_if_missing(flags.DEFINE_enum, "export_tflite", "both", list(LITE_FILES),
-                      "Which LiteRT files --export_dir gets: the ids-level model, the string-in "
-                      "model (<name>_text.tflite, the tokenizer inside), both, or none.")
+                      "Which LiteRT files --export_dir gets: the ids-level model (with its TFLite "
+                      "Task Library variant, <name>_task_library.tflite, where the library "
+                      "runs the task), the string-in model (<name>_text.tflite, the tokenizer "
+                      "inside), both, or none.")
     define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none", list(QUANTIZATIONS),
                       "The exported .tflite files' weights: float32 (none), float16, int8 with "
                       "float activations (dynamic_int8), or int8 weights and activations "

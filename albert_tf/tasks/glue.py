@@ -166,7 +166,9 @@ class GlueTask:
     def export(self, model, export_dir, lite_options=None):
         """The raw-string serving SavedModel (probabilities and label strings; STS-B:
         predictions), export_dir/classifier.tflite (ids in, probabilities/predictions and
-        logits out, at [1, max_seq_length]) and classifier_text.tflite (the same from strings)."""
+        logits out, at [1, max_seq_length]), classifier_text.tflite (the same from strings)
+        and, for one-text classification, classifier_task_library.tflite (the TFLite Task
+        Library's BertNLClassifier runs it)."""
         import tensorflow as tf
 
         from albert_tf.serving.finetuned import export_finetuned
@@ -188,11 +190,17 @@ class GlueTask:
                                            tf.constant(threshold, tf.float32))
             return out
 
+        task_library = None
+        if regression or len(self.text_keys) > 1 or not self.tokenizer.do_lower_case:
+            logging.info("No classifier_task_library.tflite: the TFLite Task Library's "
+                         "BertNLClassifier takes one lowercased text and classifies it")
+        else:
+            task_library = {"probabilities": "probability"}
         return export_finetuned(
             model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
             tflite_output_fn=numeric, pad_to_longest=True, lite_options=lite_options,
-            labels=None if regression else labels)
+            labels=None if regression else labels, task_library=task_library)
 
     def write_predictions(self, name, features, outputs, output_dir):
         suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (

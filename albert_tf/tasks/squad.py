@@ -13,6 +13,9 @@ from albert_tf.files import file_digest, write_json
 from albert_tf.tasks import squad_metrics
 from albert_tf.tasks.squad_answers import postprocess
 
+# The TFLite Task Library's BertQuestionAnswerer packs questions and contexts to this length.
+TASK_LIBRARY_SEQ_LENGTH = 384
+
 
 class SquadTask:
     """SQuAD v1.1/v2.0 for `run_finetuning`: features from the JSON files (cached in
@@ -168,8 +171,9 @@ class SquadTask:
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
         `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. Also
-        export_dir/albert_model.tflite (ids in, the same outputs) and albert_model_text.tflite
-        (the strings in; also `input_word_ids` out)."""
+        export_dir/albert_model.tflite (ids in, the same outputs), albert_model_text.tflite
+        (the strings in; also `input_word_ids` out) and, for v1 at 384 tokens,
+        albert_model_task_library.tflite (the TFLite Task Library's BertQuestionAnswerer)."""
         from albert_tf.serving.finetuned import export_finetuned
 
         serving_model = SquadServing(model)
@@ -182,7 +186,18 @@ class SquadTask:
             tflite_output_fn=lambda out: {k: out[k] for k in keys},
             first_segment_length=self.max_query_length,
             text_output_fn=lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
-            lite_options=lite_options)
+            lite_options=lite_options, task_library=self._task_library())
+
+    def _task_library(self):
+        """The outputs of albert_model_task_library.tflite, which the TFLite Task Library's
+        BertQuestionAnswerer runs (v1 start and end logits at its fixed 384 tokens), or None."""
+        if (self.version_2 or self.max_seq_length != TASK_LIBRARY_SEQ_LENGTH
+                or not self.tokenizer.do_lower_case):
+            logging.info("No albert_model_task_library.tflite: the TFLite Task Library's "
+                         "BertQuestionAnswerer takes v1 models at --max_seq_length=%d, "
+                         "lowercased", TASK_LIBRARY_SEQ_LENGTH)
+            return None
+        return {"start_logits": "start_logits", "end_logits": "end_logits"}
 
     def write_predictions(self, name, features, outputs, output_dir):
         """predictions.json, nbest_predictions.json, v2 null_odds.json; returns the official
