@@ -186,7 +186,8 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     # ids-in file's tokenizer from the export's asset beside it).
     sentences = [e.text_a for e in examples]
     assert (export_dir / "labels.txt").read_text() == "0\n1\n"
-    for name in ("classifier.tflite", "classifier_text.tflite"):
+    for name in ("classifier.tflite", "classifier_text.tflite",
+                 "classifier_task_library.tflite"):
         got = serving.Classifier(str(export_dir / name))(sentences)
         assert [r["label"] for r in got] == [label.decode() for label in served["labels"]]
         np.testing.assert_allclose([r["probabilities"] for r in got], probabilities, atol=1e-5)
