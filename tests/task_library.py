@@ -46,8 +46,8 @@ classifier = BertNLClassifier.create_from_file(path)
 print(json.dumps({
     "metadata": json.loads(shown.get_metadata_json()),
     "packed_files": shown.get_packed_associated_file_list(),
-    "results": [{c.category_name: c.score for c in classifier.classify(t).classifications[0].categories}
-                for t in texts]}))
+    "results": [{c.category_name: c.score
+                 for c in classifier.classify(t).classifications[0].categories} for t in texts]}))
 """
 
 ANSWER = """
