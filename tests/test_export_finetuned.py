@@ -285,14 +285,21 @@ def squad_assets(tmp_path_factory):
 
 
 def _single_window_features(task, dev):
-    """Features of the questions whose context fits one window, and those questions."""
+    """Features of the questions whose context fits one window, and those questions; their
+    `chars`: each position's context characters [start, end] (-1 outside the context)."""
     features = task.features(dev, False)
     questions = task.questions(dev, False)
     owner = features["host_question"]
     single = [i for i in range(len(owner)) if np.sum(owner == owner[i]) == 1]
     padded = _padded(features, SQUAD_SETTINGS["max_seq_length"],
                      ("input_word_ids", "input_type_ids", "p_mask"))
-    return {k: v[single] for k, v in padded.items()}, [questions[owner[i]] for i in single]
+    chars = np.stack([features["host_start_char"], features["host_end_char"]], -1)
+    chars = [np.pad(r, ((0, SQUAD_SETTINGS["max_seq_length"] - len(r)), (0, 0)),
+                    constant_values=-1)
+             for r in np.split(chars, np.cumsum(features["lengths"])[:-1])]
+    out = {k: v[single] for k, v in padded.items()}
+    out["chars"] = np.stack(chars)[single]
+    return out, [questions[owner[i]] for i in single]
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
@@ -310,6 +317,7 @@ def test_squad_export(squad_assets, tmp_path, version):
     task = SquadTask(FullTokenizer(squad_assets["spm"], True), train, dev,
                      str(tmp_path / "cache"), version_2=version_2, **SQUAD_SETTINGS)
     inputs, questions = _single_window_features(task, dev)
+    chars = inputs.pop("chars")
     assert len(questions) >= 10
     model = AlbertSquad.from_pretrained(str(out / "model.ckpt-20"),
                                         config=str(out / "albert_config.json"),
@@ -333,6 +341,19 @@ def test_squad_export(squad_assets, tmp_path, version):
                         question=[q.question for q in questions],
                         context=[q.context for q in questions])
     np.testing.assert_array_equal(text["input_word_ids"], inputs["input_word_ids"])
+    # The token-to-character map: each context piece's whitespace word, as UTF-8 bytes, holds
+    # the characters the host features give that piece; every other position is (-1, -1).
+    ranges = text["context_offsets"]
+    assert ranges.shape == chars.shape
+    np.testing.assert_array_equal(ranges[chars[..., 0] < 0], -1)
+    for question, spans, host in zip(questions, ranges, chars):
+        context = question.context.encode()
+        words = [context[a:b] for a, b in spans if a >= 0]
+        assert all(w.split() == [w] for w in words), words  # whole words, no whitespace
+        assert sorted(set(w.decode() for w in words)) == sorted(set(question.context.split()))
+        for (a, b), (first, last) in zip(spans, host):
+            if first >= 0:
+                assert a <= first and last < b, (a, b, first, last)
     valid = (inputs["p_mask"] == 0) & (inputs["input_mask"] == 1)
     diff = 0.0
     for got in (lite, text):

@@ -123,7 +123,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None, pad_to_longest=False, text_output_fn=None,
-                     lite_options=None, labels=None, task_library=None):
+                     lite_options=None, labels=None, task_library=None, text_offsets=False):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
@@ -133,6 +133,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     `pad_to_longest`, unpadded: [1, tokens] inside); which of
     them, quantized how, and the report of their sizes and scores: `lite_options`
     (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
+    `text_offsets`: the string-in file also returns `<last text key>_offsets`, the
+    token-to-character map (`lite.text_model_to_tflite`'s `offsets`).
     `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
     ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
     outputs and the Task Library's metadata (tokenizer and labels packed in).
@@ -158,7 +160,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
                    model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
                    text_output_fn or tflite_output_fn, first_segment_length,
                    quantization=quantization, calibration=options.calibration,
-                   pad_to_seq_length=not pad_to_longest))}
+                   pad_to_seq_length=not pad_to_longest, offsets=text_offsets))}
     written = {}
     for kind in (("ids", "text") if options.files == "both" else (options.files,)):
         target, convert = writers[kind]

@@ -150,25 +150,58 @@ def pack_one(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_lengt
 
 def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, output_fn,
                          first_segment_length=None, quantization="none", calibration=None,
-                         pad_to_seq_length=True):
+                         pad_to_seq_length=True, offsets=False):
     """TFLite bytes of a model that takes raw strings (inputs `keys`, each shape [1]) and returns
     `output_fn(model outputs)`; `model` None: the packed encoder inputs (a preprocessor).
     `calibration` (int8): as LiteOptions', ids turned back into text for the string inputs.
     `pad_to_seq_length=False`: the model runs on the text's tokens only
     ([1, tokens] inside; 3.5x faster on short texts), for outputs that do not depend on the
-    padding (a classifier's; not SQuAD's per-position logits)."""
+    padding (a classifier's; not SQuAD's per-position logits).
+    `offsets`: also `<last key>_offsets`, int32 [1, seq_length, 2]: for each position of the
+    last text's pieces, the UTF-8 byte range [start, end) in that text of the whitespace-separated
+    word the piece comes from (the token-to-character map of an answer span); (-1, -1) at the
+    other positions. That text is then tokenized word by word (the same ids)."""
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
+    whitespace = tf_text.WhitespaceTokenizer()
     specs = {k: tf.TensorSpec([1], tf.string, name=k) for k in keys}
 
     @tf.function(input_signature=[specs])
     def serving_default(texts):
-        inputs = pack_one([tokenizer.tokenize(texts[k]) for k in keys], seq_length,
-                          tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
-                          first_segment_length, pad_to_seq_length)
-        return inputs if model is None else dict(output_fn(model(inputs, training=False)))
+        segments = [tokenizer.tokenize(texts[k]) for k in keys[:-1]]
+        if offsets:
+            words, starts, ends = whitespace.tokenize_with_offsets(texts[keys[-1]])
+            last, counts = tokenizer.tokenize_words(words.flat_values)
+            owner = tf.repeat(tf.range(tf.size(counts)), counts)
+            ranges = tf.stack([tf.gather(tf.cast(starts.flat_values, tf.int32), owner),
+                               tf.gather(tf.cast(ends.flat_values, tf.int32), owner)], -1)
+        else:
+            last = tokenizer.tokenize(texts[keys[-1]])
+        inputs = pack_one(segments + [last], seq_length, tokenizer.cls_id, tokenizer.sep_id,
+                          tokenizer.pad_id, first_segment_length, pad_to_seq_length)
+        if model is None:
+            return inputs
+        out = dict(output_fn(model(inputs, training=False)))
+        if offsets:
+            out[f"{keys[-1]}_offsets"] = _place(ranges, inputs, len(keys) - 1)
+        return out
     return convert(serving_default, quantization, calibration and _as_texts(
         calibration, FullTokenizer(vocabulary, do_lower_case), keys), tokenizer=tokenizer,
-        variables=[] if model is None else tf_variables(model.variables))
+        whitespace=whitespace, variables=[] if model is None else tf_variables(model.variables))
+
+
+def _place(rows, inputs, segment):
+    """`rows` ([pieces, 2], one per piece of packed segment `segment`) at the positions where
+    that segment's pieces were packed (those kept), -1 elsewhere: [1, seq_length, 2]."""
+    types, mask = inputs["input_type_ids"][0], inputs["input_mask"][0]
+    positions = tf.range(tf.size(types))
+    # A segment's pieces: its type, before its closing [SEP] (the last of its type).
+    closing = tf.reduce_max(tf.where(types == segment, positions, -1))
+    inside = (types == segment) & (positions < closing) & (mask == 1)
+    if segment == 0:
+        inside &= positions > 0  # [CLS]
+    rank = tf.cumsum(tf.cast(inside, tf.int32)) - 1
+    rows = tf.concat([rows, [[-1, -1]]], 0)  # gather needs a row when the text has none
+    return tf.where(inside[:, None], tf.gather(rows, tf.maximum(rank, 0)), -1)[None]
 
 
 def convert(serving_default, quantization, calibration=None, **keep):

@@ -172,7 +172,8 @@ class SquadTask:
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
         `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. Also
         export_dir/albert_model.tflite (ids in, the same outputs), albert_model_text.tflite
-        (the strings in; also `input_word_ids` out) and, for v1 at 384 tokens,
+        (the strings in; also `input_word_ids` and `context_offsets`, each position's context
+        word as a UTF-8 byte range, out) and, for v1 at 384 tokens,
         albert_model_task_library.tflite (the TFLite Task Library's BertQuestionAnswerer)."""
         from albert_tf.serving.finetuned import export_finetuned
 
@@ -186,7 +187,7 @@ class SquadTask:
             tflite_output_fn=lambda out: {k: out[k] for k in keys},
             first_segment_length=self.max_query_length,
             text_output_fn=lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
-            lite_options=lite_options, task_library=self._task_library())
+            lite_options=lite_options, task_library=self._task_library(), text_offsets=True)
 
     def _task_library(self):
         """The outputs of albert_model_task_library.tflite, which the TFLite Task Library's
