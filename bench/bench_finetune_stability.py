@@ -9,7 +9,8 @@ Each run fine-tunes the same pretrained checkpoint with the same schedule (steps
 peak rate) and is scored by the same code on the same dev features:
   ours:<precision>[:<variant>]  run_finetuning with run_classifier's / run_ner's defaults, or
                                 a named variant (VARIANTS: the original's update, single
-                                changes to it, length buckets on or off)
+                                changes to it, length buckets on or off; HEAD_INITIALIZERS:
+                                the task head drawn from a normal, as transformers')
   transformers                  AlbertForSequence/TokenClassification from the checkpoint
                                 converted with convert_checkpoint --format=hf, torch AdamW
                                 (eps 1e-8, weight decay 0.01 except bias and LayerNorm), linear
@@ -65,6 +66,9 @@ VARIANTS = {
     "bucket": dict(padding="bucket"),
     "no_bucket": dict(padding="batch"),
 }
+# Variants that are not flags: the task head's initializer (ours: the original's truncated
+# normal; transformers: a normal), both with standard deviation 0.02.
+HEAD_INITIALIZERS = {"normal_head": keras.initializers.RandomNormal}
 PUNCTUATION = {",": "COMMA", ";": "COMMA", ":": "COMMA", ".": "PERIOD", "?": "QUESTION",
                "!": "EXCLAIM"}
 
@@ -134,7 +138,12 @@ def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
             log_steps=args.steps // 4, random_seed=seed, mixed_precision=precision,
             **{"padding": NER_DEFAULTS["padding"] if task_name == "tag" else "bucket",
                **VARIANTS.get(variant, {})})
-        value = run_finetuning(task, options)[task.best_metric]
+        truncated = keras.initializers.TruncatedNormal
+        keras.initializers.TruncatedNormal = HEAD_INITIALIZERS.get(variant, truncated)
+        try:
+            value = run_finetuning(task, options)[task.best_metric]
+        finally:
+            keras.initializers.TruncatedNormal = truncated
         return value, stuck(task, task.eval_sets()[0][1], value)
     finally:
         shutil.rmtree(out, ignore_errors=True)

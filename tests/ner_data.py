@@ -4,6 +4,8 @@ people (one or two words), places and organisations tagged in BIO or IOBES."""
 import os
 import random
 
+from albert_tf.data.vocab import train_sentencepiece
+
 # "paris" and "jordan" are people or places by their context; "new" begins a place or is O.
 PEOPLE = ["anna", "boris", "carla", "dmitri", "elena", "farid", "paris", "jordan"]
 SURNAMES = ["smith", "novak", "rossi", "ivanov"]
@@ -89,6 +91,14 @@ def write_conll(directory, seed=0, sizes=(("train", 300), ("dev", 60), ("test", 
 def corpus_text(seed=1, lines=400):
     rng = random.Random(seed)
     return "\n".join(" ".join(w for w, _ in sentence(rng)) for _ in range(lines))
+
+
+def sentencepiece_model(root, extra=""):
+    """A 100-piece lowercasing SentencePiece model of corpus_text() (+ `extra` text), trained
+    under the directory `root` (a pathlib.Path); its path."""
+    (root / "corpus.txt").write_text(corpus_text() + extra, encoding="utf-8")
+    return train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
+                               do_lower_case=True, hard_vocab_limit=False)
 
 
 def chinese_sentences(count, seed=0):

@@ -36,42 +36,35 @@ def python():
     return executable
 
 
-CLASSIFY = """
+# Runs there: argv kind ("classify" or "answer"), the .tflite, the JSON inputs (texts, or
+# [question, context] pairs); prints what the library's metadata reader shows and its results.
+SCRIPT = """
 import json, sys
 from tensorflow_lite_support.metadata.python.metadata import MetadataDisplayer
 from tensorflow_lite_support.python.task.text.bert_nl_classifier import BertNLClassifier
-path, texts = sys.argv[1], json.loads(sys.argv[2])
-shown = MetadataDisplayer.with_model_file(path)
-classifier = BertNLClassifier.create_from_file(path)
-print(json.dumps({
-    "metadata": json.loads(shown.get_metadata_json()),
-    "packed_files": shown.get_packed_associated_file_list(),
-    "results": [{c.category_name: c.score
-                 for c in classifier.classify(t).classifications[0].categories} for t in texts]}))
-"""
-
-ANSWER = """
-import json, sys
-from tensorflow_lite_support.metadata.python.metadata import MetadataDisplayer
 from tensorflow_lite_support.python.task.text.bert_question_answerer import BertQuestionAnswerer
-path, pairs = sys.argv[1], json.loads(sys.argv[2])
+kind, path, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 shown = MetadataDisplayer.with_model_file(path)
-answerer = BertQuestionAnswerer.create_from_file(path)
-print(json.dumps({
-    "metadata": json.loads(shown.get_metadata_json()),
-    "packed_files": shown.get_packed_associated_file_list(),
-    "results": [[{"text": a.text, "start": a.pos.start, "end": a.pos.end, "logit": a.pos.logit}
-                 for a in answerer.answer(context, question).answers]
-                for question, context in pairs]}))
+if kind == "classify":
+    classifier = BertNLClassifier.create_from_file(path)
+    results = [{c.category_name: c.score
+                for c in classifier.classify(t).classifications[0].categories} for t in inputs]
+else:
+    answerer = BertQuestionAnswerer.create_from_file(path)
+    results = [[{"text": a.text, "start": a.pos.start, "end": a.pos.end, "logit": a.pos.logit}
+                for a in answerer.answer(context, question).answers]
+               for question, context in inputs]
+print(json.dumps({"metadata": json.loads(shown.get_metadata_json()),
+                  "packed_files": shown.get_packed_associated_file_list(), "results": results}))
 """
 
 
-def run(script, model_path, inputs):
-    """`script` (CLASSIFY or ANSWER) on the .tflite at `model_path` and the JSON `inputs`, in
-    the Task Library's environment; returns its JSON."""
+def run(kind, model_path, inputs):
+    """The Task Library's "classify" (BertNLClassifier) or "answer" (BertQuestionAnswerer) on
+    the .tflite at `model_path` and `inputs`, in its environment; returns SCRIPT's JSON."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     env["LD_LIBRARY_PATH"] = LIBS
-    done = subprocess.run([python(), "-c", script, str(model_path), json.dumps(inputs)],
+    done = subprocess.run([python(), "-c", SCRIPT, kind, str(model_path), json.dumps(inputs)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

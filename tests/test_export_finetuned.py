@@ -177,7 +177,7 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     np.testing.assert_allclose(text["probabilities"], probabilities, atol=1e-5)
     print(f"cola TFLite max |Δp| = {diff:.2e}")
     # The TFLite Task Library's BertNLClassifier runs the metadata file as it is, labels inside.
-    lib = task_library.run(task_library.CLASSIFY, export_dir / "classifier_task_library.tflite",
+    lib = task_library.run("classify", export_dir / "classifier_task_library.tflite",
                            [e.text_a for e in examples])
     np.testing.assert_allclose([[r["0"], r["1"]] for r in lib["results"]], probabilities,
                                atol=1e-5)

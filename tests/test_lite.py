@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, tokenization
-from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving import lite
@@ -26,10 +25,7 @@ CHINESE = ["中国人民 hello 北京", "".join(zh_release.CHARS[:50]), "Déjà 
 @pytest.fixture(scope="module")
 def vocabularies(tmp_path_factory):
     root = tmp_path_factory.mktemp("lite")
-    (root / "corpus.txt").write_text(ner_data.corpus_text() + "\nPrice 3,000, 12,5 and 7, ok.\n",
-                                     encoding="utf-8")
-    spm = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
-                              do_lower_case=True, hard_vocab_limit=False)
+    spm = ner_data.sentencepiece_model(root, "\nPrice 3,000, 12,5 and 7, ok.\n")
     return {"sentencepiece": spm, "wordpiece": zh_release.write_vocab(root / "vocab_chinese.txt")}
 
 

@@ -10,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, predict, run_ner
-from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.serving import Tagger, lite
 from albert_tf.tasks import conll_metrics
@@ -43,9 +42,7 @@ def assets(tmp_path_factory):
     SentencePiece model and a tiny saved encoder."""
     root = tmp_path_factory.mktemp("ner")
     data = ner_data.write_conll(str(root / "data"))
-    (root / "corpus.txt").write_text(ner_data.corpus_text(), encoding="utf-8")
-    spm = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
-                              do_lower_case=True, hard_vocab_limit=False)
+    spm = ner_data.sentencepiece_model(root)
     import sentencepiece
     vocab = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
     return {"data_dir": str(root / "data"), "spm": spm, "init": _init(root / "init", vocab),

@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, tokenization
 from albert_tf.data import conll, tagging
-from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving.tag import entities, tagging_function
 from albert_tf.tasks import ner
@@ -77,10 +76,7 @@ def test_a_sentence_of_200000_words_is_planned_without_a_window_by_word_matrix()
 @pytest.fixture(scope="module")
 def spm_tokenizer(tmp_path_factory):
     root = tmp_path_factory.mktemp("tagging")
-    (root / "corpus.txt").write_text(ner_data.corpus_text(), encoding="utf-8")
-    model = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
-                                do_lower_case=True, hard_vocab_limit=False)
-    return tokenization.FullTokenizer(spm_model_file=model)
+    return tokenization.FullTokenizer(spm_model_file=ner_data.sentencepiece_model(root))
 
 
 @pytest.fixture(scope="module")

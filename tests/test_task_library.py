@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder, tokenization
-from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.squad import AlbertSquad
 from albert_tf.serving import lite
@@ -26,10 +25,7 @@ LABELS = ["negative", "neutral", "positive"]
 @pytest.fixture(scope="module")
 def vocabularies(tmp_path_factory):
     root = tmp_path_factory.mktemp("task_library")
-    (root / "corpus.txt").write_text(ner_data.corpus_text(), encoding="utf-8")
-    spm = train_sentencepiece(str(root / "corpus.txt"), str(root / "spm"), 100,
-                              do_lower_case=True, hard_vocab_limit=False)
-    return {"sentencepiece": spm, "wordpiece": zh_release.write_vocab(root / "vocab.txt")}
+    return {"sentencepiece": ner_data.sentencepiece_model(root), "wordpiece": zh_release.write_vocab(root / "vocab.txt")}
 
 
 def _texts(kind):
@@ -91,7 +87,7 @@ def test_classifier_runs_in_the_task_library(vocabularies, tmp_path, kind, quant
     path.write_bytes(task_library_model(ids_model, vocabulary, {"probabilities": "probability"},
                                         LABELS))
     texts = _texts(kind)
-    out = task_library.run(task_library.CLASSIFY, path, texts)
+    out = task_library.run("classify", path, texts)
     _check_metadata(out, vocabulary, ["probability"], LABELS)
     run = lite.interpreter(model_content=ids_model).get_signature_runner()
     for text, got in zip(texts, out["results"]):
@@ -114,7 +110,7 @@ def test_question_answerer_runs_in_the_task_library(vocabularies, tmp_path):
     ids_model = (tmp_path / "export" / "albert_model.tflite").read_bytes()
     texts = _texts("sentencepiece")
     pairs = [(texts[0], texts[1] + " " + texts[2]), (texts[2], texts[0])]
-    out = task_library.run(task_library.ANSWER, path, pairs)
+    out = task_library.run("answer", path, pairs)
     _check_metadata(out, vocabulary, [k for k in keys], None)
     run = lite.interpreter(model_content=ids_model).get_signature_runner()
     for (question, context), answers in zip(pairs, out["results"]):
