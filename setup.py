@@ -57,8 +57,8 @@ setup(
             "nbformat>=5.10",
             "ipykernel>=6.29",
         ],
-        # scripts/demo.sh: the PNG of the training curves.
-        "demo": ["matplotlib>=3.8"],
+        # scripts/demo.sh: the PNG of the training curves; LiteRT scores the exported .tflite.
+        "demo": ["matplotlib>=3.8", *LITERT],
         # notebooks/: Jupyter and the inline plots.
         "notebook": ["jupyterlab>=4", "matplotlib>=3.8"],
         "keras_hub": ["keras-hub==0.32.*"],

@@ -24,7 +24,7 @@ from albert_tf.serving.predictor import PredictError
 from albert_tf.tasks.squad import SquadServing
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import saved_graph
-from tool_runner import run_tool_captured
+from tool_runner import run_tool_captured, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -225,6 +225,28 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     with_long = _serve(export_dir, text_a=texts + [" ".join(texts * 8)])["probabilities"]
     one_by_one = np.concatenate([_serve(export_dir, text_a=[t])["probabilities"] for t in texts])
     np.testing.assert_allclose(with_long[:4], one_by_one, atol=1e-5)
+
+
+def test_export_without_litert_skips_only_the_report(glue_assets, tmp_path, monkeypatch):
+    """An install without ai-edge-litert (the base package): the export writes every file and
+    says why there is no tflite_report.json; running a .tflite says what to install."""
+    monkeypatch.setattr(lite, "litert_installed", lambda: False)
+    export_dir = tmp_path / "export"
+    status, log = run_tool_logged(
+        "run_classifier", task_name="cola", data_dir=glue_assets["data_dir"],
+        output_dir=tmp_path / "out", spm_model_file=glue_assets["spm"],
+        init_checkpoint=glue_assets["init"], do_predict=True, export_dir=export_dir,
+        max_seq_length=32, strategy="one_device", mixed_precision="none")
+    assert status == 0, log[-3000:]
+    for name in ("classifier.tflite", "classifier_text.tflite",
+                 "classifier_task_library.tflite", "saved_model.pb"):
+        assert (export_dir / name).exists(), name
+    assert not (export_dir / "tflite_report.json").exists()
+    assert ("No tflite_report.json: running .tflite files needs LiteRT, which is not "
+            "installed: pip install 'albert_tf[litert]'") in log
+    with pytest.raises(PredictError, match=r"cannot load the LiteRT model .*: running .tflite "
+                                           r"files needs LiteRT, .* pip install"):
+        serving.Classifier(str(export_dir / "classifier_text.tflite"))
 
 
 @pytest.mark.parametrize("task_name", ["mrpc", "sts-b"])

@@ -2,6 +2,7 @@
 in builtin ops, the task model, and quantization; and running them with LiteRT's interpreter."""
 
 import dataclasses
+import importlib.util
 import os
 import tempfile
 from typing import Callable, Optional
@@ -18,6 +19,8 @@ from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK
                                                WORDPIECE_SPECIALS, vocabulary_kind)
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
+LITERT_MISSING = ("running .tflite files needs LiteRT, which is not installed: "
+                  "pip install 'albert_tf[litert]' (ai-edge-litert)")
 LITE_FILES = ("both", "ids", "text", "none")
 
 
@@ -308,8 +311,14 @@ def segment_texts(tokenizer, ids, types, count):
     return out
 
 
+def litert_installed():
+    return importlib.util.find_spec("ai_edge_litert") is not None
+
+
 def interpreter(model_path=None, model_content=None, num_threads=None):
     """LiteRT's interpreter with tensorflow-text's TFLite kernels registered."""
+    if not litert_installed():
+        raise ImportError(LITERT_MISSING)
     from ai_edge_litert.interpreter import InterpreterWithCustomOps  # the `litert` extra
     return InterpreterWithCustomOps(custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
                                     model_path=model_path, model_content=model_content,

@@ -339,8 +339,12 @@ class _Run:
                 lambda batch, got: model.prediction_outputs(batch, complete(got)))
             return {k: float(v) for k, v in self.task.eval_metrics(
                 name, features, real_outputs(outputs)).items()}
-        if getattr(f, "tflite_report", True):
-            options.score = score
+        if getattr(f, "tflite_report", True) and options.files != "none":
+            if lite.litert_installed():
+                options.score = score
+            else:
+                logging.warning("No tflite_report.json: %s (or --notflite_report)",
+                                lite.LITERT_MISSING)
         return options
 
     def _batches_of_one(self, features, count=None):
