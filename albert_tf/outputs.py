@@ -28,7 +28,7 @@ class OutputRefused(FileExistsError):
 
 # What an earlier SavedModel export (TF-Hub, serving, with its TFLite file) holds.
 SAVED_MODEL_ENTRIES = ("saved_model.pb", "variables", "assets", "fingerprint.pb",
-                       "keras_metadata.pb", "*.tflite")
+                       "keras_metadata.pb", "*.tflite", "labels.txt", "tflite_report.json")
 # What convert_checkpoint writes in any format (ours, TF1, Hugging Face, a KerasHub preset).
 CONVERTED_ENTRIES = ("checkpoint", "albert_config.json", "model.ckpt.index", "model.ckpt.data-*",
                      "model.ckpt-best.index", "model.ckpt-best.data-*", "config.json",
@@ -80,11 +80,11 @@ def _entries_match(names, patterns):
 
 
 def check_output_dir(path, flag, *, what, patterns, overwrite=False, inputs=None,
-                     marker=None):
+                     marker=None, overwrite_flag="overwrite"):
     """Stops before writing a directory output when it would replace what the tool did not
     write: an input, an existing file, a directory with other files (a run or release
     directory). An earlier output of the same kind (every entry matching `patterns`, and the
-    `marker` entry among them) is replaced only with `overwrite`."""
+    `marker` entry among them) is replaced only with `overwrite` (the flag `overwrite_flag`)."""
     path = os.fspath(path)
     named = _named(flag, path)
     check_not_input(path, flag, inputs or {})
@@ -99,7 +99,7 @@ def check_output_dir(path, flag, *, what, patterns, overwrite=False, inputs=None
     if _entries_match(names, patterns) and (marker is None or marker in names):
         if overwrite:
             return
-        raise OutputRefused(f"{named} holds {what} written earlier; pass --overwrite to "
+        raise OutputRefused(f"{named} holds {what} written earlier; pass --{overwrite_flag} to "
                             f"replace it, or give {_flag(flag)}a new directory")
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     raise OutputRefused(f"{named} already holds files that are not {what} ({shown}); give "

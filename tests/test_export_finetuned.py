@@ -18,6 +18,7 @@ import test_run_classifier as rc
 import test_run_squad as rs
 from albert_tf import AlbertConfig, AlbertEncoder, predict, serving
 from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.outputs import OutputRefused
 from albert_tf.tasks import GlueTask, SquadTask
 from albert_tf.serving import lite
 from albert_tf.serving.predictor import PredictError
@@ -211,11 +212,17 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     elsewhere = _serve_without_our_package(export_dir, [e.text_a for e in examples])
     np.testing.assert_allclose(elsewhere["probabilities"], probabilities, atol=1e-5)
 
-    # Export alone from the same output_dir (model.ckpt-best): same model, no threshold.
-    again = tmp_path / "again"
+    # Export alone from the same output_dir (model.ckpt-best): same model, no threshold. It
+    # replaces the earlier export (its LiteRT files, labels.txt and report too) only with
+    # --overwrite_export.
+    assert {"labels.txt", "tflite_report.json"} <= {p.name for p in export_dir.iterdir()}
+    with pytest.raises(OutputRefused, match="holds a SavedModel export written earlier; pass "
+                                            "--overwrite_export to replace it"):
+        rc.run(task_name="cola", data_dir=glue_assets["data_dir"], output_dir=out,
+               spm_model_file=glue_assets["spm"], export_dir=export_dir)
     rc.run(task_name="cola", data_dir=glue_assets["data_dir"], output_dir=out,
-           spm_model_file=glue_assets["spm"], export_dir=again)
-    alone = _serve(again, text_a=[e.text_a for e in examples])
+           spm_model_file=glue_assets["spm"], export_dir=export_dir, overwrite_export=True)
+    alone = _serve(export_dir, text_a=[e.text_a for e in examples])
     assert set(alone) == {"probabilities", "labels"}
     np.testing.assert_allclose(alone["probabilities"], served["probabilities"], atol=1e-6)
 

@@ -61,11 +61,14 @@ def pack_texts(tokenizer, texts, seq_length, pad_to_longest=False, first_segment
                        first_segment_length)
 
 
-def check_export_dir(export_dir, flag=None, overwrite=True, inputs=None):
+def check_export_dir(export_dir, flag=None, overwrite=True, inputs=None,
+                     overwrite_flag="overwrite"):
     """Refuses an export path that is an input, a file, or a directory holding anything but an
-    earlier SavedModel export (which is replaced only with `overwrite`)."""
+    earlier SavedModel export (which is replaced only with `overwrite`, the flag
+    `overwrite_flag`)."""
     check_output_dir(export_dir, flag, what="a SavedModel export", patterns=SAVED_MODEL_ENTRIES,
-                     marker="saved_model.pb", overwrite=overwrite, inputs=inputs)
+                     marker="saved_model.pb", overwrite=overwrite, inputs=inputs,
+                     overwrite_flag=overwrite_flag)
 
 
 def save_atomically(root, export_dir, signatures):

@@ -100,6 +100,7 @@ def check_flags(FLAGS):  # noqa: N803
     export_dir = getattr(FLAGS, "export_dir", None)
     if export_dir:
         check_export_dir(export_dir, "export_dir", getattr(FLAGS, "overwrite_export", False),
+                         overwrite_flag="overwrite_export",
                          inputs={"output_dir": FLAGS.output_dir,
                                  "init_checkpoint": FLAGS.init_checkpoint,
                                  "albert_hub_module_handle": FLAGS.albert_hub_module_handle,
@@ -303,7 +304,8 @@ class _Run:
 
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
         # Checked before training; again now, in case the directory changed since.
-        check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False))
+        check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False),
+                         overwrite_flag="overwrite_export")
         model = _float32_copy(self.trainer.model, self.build_model)
         self.task.export(model, export_dir, self.lite_options(model))
 
