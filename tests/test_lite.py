@@ -191,3 +191,31 @@ def test_int8_without_calibration_data_is_one_clear_error():
     model = AlbertClassifier(AlbertConfig(**TINY), 2)
     with pytest.raises(ValueError, match="calibrates on the task's training or dev data"):
         model_to_tflite(model, 16, quantization="int8", calibration=calibration)
+
+
+def test_report_warns_when_quantization_costs_more_than_a_point(tmp_path, caplog):
+    """tflite_report.json holds both models' scores; the log warns, with what to use instead,
+    when the quantized one is more than a point below float32 (the figures: the demo's
+    classifier, int8 and dynamic int8)."""
+    import json
+    import logging
+
+    from albert_tf.serving.finetuned import write_lite_report
+    metric = ("eval_accuracy", True)
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        write_lite_report(tmp_path, "int8", {"classifier.tflite": 883384},
+                          (883384, {"eval_accuracy": 0.586}), (3178728, {"eval_accuracy": 0.724}),
+                          metric)
+    assert ("The int8 .tflite files lose 0.1380 of dev eval_accuracy against float32 (0.5860 "
+            "against 0.7240): use --tflite_quantization=dynamic_int8") in caplog.text
+    report = json.loads((tmp_path / "tflite_report.json").read_text())
+    assert report["ids_model"] == {"bytes": 883384, "dev": {"eval_accuracy": 0.586}}
+    assert report["float32_ids_model"]["dev"] == {"eval_accuracy": 0.724}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        write_lite_report(tmp_path, "dynamic_int8", {}, (853840, {"eval_accuracy": 0.726}),
+                          (3178728, {"eval_accuracy": 0.724}), metric)
+        write_lite_report(tmp_path, "float16", {}, (1, {"eval_loss": 1.2}), (2, {"eval_loss": 1.0}),
+                          ("eval_loss", False))
+    assert "lose" in caplog.text and "dynamic_int8" not in caplog.text
+    assert "The float16 .tflite files lose 0.2000 of dev eval_loss" in caplog.text

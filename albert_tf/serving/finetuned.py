@@ -184,14 +184,15 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         if scores is not None:
             reference = ids if quantization == "none" else ids_model("none")
             write_lite_report(export_dir, quantization, files, (len(ids), scores),
-                              (len(reference), options.score(reference)))
+                              (len(reference), options.score(reference)), options.metric)
     return export_dir, path if "ids" in written else None
 
 
-def write_lite_report(export_dir, quantization, files, scored, float32):
+def write_lite_report(export_dir, quantization, files, scored, float32, metric=None):
     """`export_dir/tflite_report.json` and log lines: the files written (name: bytes), and the
     ids-in model's size and dev scores (`scored`: (bytes, {metric: value})) beside the float32
-    one's (`float32`, the same)."""
+    one's (`float32`, the same); a warning when the quantized model is more than
+    `lite.MAX_DROP` worse on `metric` ((name, higher is better))."""
     report = {"quantization": quantization, "files": files,
               "ids_model": {"bytes": scored[0], "dev": scored[1]},
               "float32_ids_model": {"bytes": float32[0], "dev": float32[1]}}
@@ -201,3 +202,12 @@ def write_lite_report(export_dir, quantization, files, scored, float32):
                                  ("float32 ids-in model", float32)):
         logging.info("%s: %.2f MB; dev %s", name, size / 2**20,
                      ", ".join(f"{k} {v:.4f}" for k, v in sorted(scores.items())))
+    name, higher = metric or (None, True)
+    if name in scored[1] and name in float32[1]:
+        drop = (float32[1][name] - scored[1][name]) * (1 if higher else -1)
+        if drop > lite.MAX_DROP:
+            logging.warning(
+                "The %s .tflite files lose %.4f of dev %s against float32 (%.4f against %.4f): "
+                "%s", quantization, drop, name, scored[1][name], float32[1][name],
+                "use --tflite_quantization=dynamic_int8 (int8 weights, float activations)"
+                if quantization == "int8" else "check the float32 files instead")

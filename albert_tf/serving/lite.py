@@ -22,6 +22,7 @@ QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
 LITERT_MISSING = ("running .tflite files needs LiteRT, which is not installed: "
                   "pip install 'albert_tf[litert]' (ai-edge-litert)")
 LITE_FILES = ("both", "ids", "text", "none")
+MAX_DROP = 0.01  # one point of accuracy or F1
 
 
 @dataclasses.dataclass
@@ -35,11 +36,14 @@ class LiteOptions:
     score: a callable taking an ids-in flatbuffer and returning {metric: value} on the task's
       dev set; with it, the export reports each file's size and score beside the float32
       model's (log and `tflite_report.json`).
+    metric: the score's main metric and whether higher is better: a quantized model more than
+      `MAX_DROP` worse on it than the float32 one is warned about.
     """
     files: str = "both"
     quantization: str = "none"
     calibration: Optional[Callable] = None
     score: Optional[Callable] = None
+    metric: Optional[tuple] = None
 
 
 class LiteTokenizer(tf.Module):

@@ -344,6 +344,8 @@ class _Run:
         if getattr(f, "tflite_report", True) and options.files != "none":
             if lite.litert_installed():
                 options.score = score
+                options.metric = (self.task.best_metric,
+                                  getattr(self.task, "higher_is_better", True))
             else:
                 logging.warning("No tflite_report.json: %s (or --notflite_report)",
                                 lite.LITERT_MISSING)
