@@ -356,7 +356,7 @@ def test_squad_export(squad_assets, tmp_path, version):
     served = _serve(export_dir, question=[q.question for q in questions],
                     context=[q.context for q in questions])
     keys = SquadServing.OUTPUTS[version_2]
-    assert set(served) == set(keys) | {"input_word_ids"}
+    assert set(served) == set(keys) | {"input_word_ids", "context_offsets"}
     np.testing.assert_array_equal(served["input_word_ids"], inputs["input_word_ids"])
     for key in keys:
         np.testing.assert_allclose(served[key], expected[key], atol=1e-5, rtol=1e-6)
@@ -371,8 +371,10 @@ def test_squad_export(squad_assets, tmp_path, version):
                         context=[q.context for q in questions])
     np.testing.assert_array_equal(text["input_word_ids"], inputs["input_word_ids"])
     # The token-to-character map: each context piece's whitespace word, as UTF-8 bytes, holds
-    # the characters the host features give that piece; every other position is (-1, -1).
+    # the characters the host features give that piece; every other position is (-1, -1). The
+    # SavedModel's and the string-in file's are the same.
     ranges = text["context_offsets"]
+    np.testing.assert_array_equal(served["context_offsets"], ranges)
     assert ranges.shape == chars.shape
     np.testing.assert_array_equal(ranges[chars[..., 0] < 0], -1)
     for question, spans, host in zip(questions, ranges, chars):

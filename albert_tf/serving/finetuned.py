@@ -25,7 +25,7 @@ def _default_outputs(outputs):
 
 def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_length=128,
                         signatures=None, output_fn=None, first_segment_length=None,
-                        pad_to_longest=False):
+                        pad_to_longest=False, offsets=False):
     """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
 
     vocabulary: the SentencePiece model or WordPiece vocabulary file (copied as an asset).
@@ -41,12 +41,14 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
       than to `seq_length`: the same outputs for much less work on short texts. Only for
       outputs that do not depend on the padded length. (Rounding the length up to a multiple
       of 8 measured slower, not faster.)
+    offsets: each signature also returns `<its last input>_offsets`, the token-to-character
+      map (`saved_model.pack_texts`'s `offsets`).
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
     return save_serving(model, export_dir, vocabulary, do_lower_case, lambda tokenizer: {
         name: _text_signature(model, tokenizer, tuple(keys), seq_length, output_fn,
-                              first_segment_length, pad_to_longest)
+                              first_segment_length, pad_to_longest, offsets)
         for name, keys in signatures.items()})
 
 
@@ -75,16 +77,19 @@ def save_serving(model, export_dir, vocabulary, do_lower_case, make_signatures,
 
 
 def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment_length=None,
-                    pad_to_longest=False):
+                    pad_to_longest=False, offsets=False):
     if not 1 <= len(keys) <= 2:
         raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
     specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
 
     @tf.function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
     def serve(texts):
-        inputs = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
-                            first_segment_length)
-        return dict(output_fn(model(inputs, training=False)))
+        packed = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
+                            first_segment_length, offsets)
+        if not offsets:
+            return dict(output_fn(model(packed, training=False)))
+        inputs, ranges = packed
+        return dict(output_fn(model(inputs, training=False)), **{f"{keys[-1]}_offsets": ranges})
     return serve
 
 
@@ -133,8 +138,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     `pad_to_longest`, unpadded: [1, tokens] inside); which of
     them, quantized how, and the report of their sizes and scores: `lite_options`
     (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
-    `text_offsets`: the string-in file also returns `<last text key>_offsets`, the
-    token-to-character map (`lite.text_model_to_tflite`'s `offsets`).
+    `text_offsets`: the SavedModel and the string-in file also return `<last text key>_offsets`,
+    the token-to-character map (`saved_model.pack_texts`'s `offsets`).
     `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
     ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
     outputs and the Task Library's metadata (tokenizer and labels packed in).
@@ -143,7 +148,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length,
-                        pad_to_longest=pad_to_longest)
+                        pad_to_longest=pad_to_longest, offsets=text_offsets)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
     if not tflite_name or options.files == "none":
         return export_dir, None

@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text import tflite_registrar
 
-from albert_tf.serving.saved_model import Trackable, tf_variables
+from albert_tf.serving.saved_model import Trackable, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
@@ -189,26 +189,11 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
             return inputs
         out = dict(output_fn(model(inputs, training=False)))
         if offsets:
-            out[f"{keys[-1]}_offsets"] = _place(ranges, inputs, len(keys) - 1)
+            out[f"{keys[-1]}_offsets"] = place_offsets(ranges[None], inputs, len(keys) - 1)
         return out
     return convert(serving_default, quantization, calibration and _as_texts(
         calibration, FullTokenizer(vocabulary, do_lower_case), keys), tokenizer=tokenizer,
         whitespace=whitespace, variables=[] if model is None else tf_variables(model.variables))
-
-
-def _place(rows, inputs, segment):
-    """`rows` ([pieces, 2], one per piece of packed segment `segment`) at the positions where
-    that segment's pieces were packed (those kept), -1 elsewhere: [1, seq_length, 2]."""
-    types, mask = inputs["input_type_ids"][0], inputs["input_mask"][0]
-    positions = tf.range(tf.size(types))
-    # A segment's pieces: its type, before its closing [SEP] (the last of its type).
-    closing = tf.reduce_max(tf.where(types == segment, positions, -1))
-    inside = (types == segment) & (positions < closing) & (mask == 1)
-    if segment == 0:
-        inside &= positions > 0  # [CLS]
-    rank = tf.cumsum(tf.cast(inside, tf.int32)) - 1
-    rows = tf.concat([rows, [[-1, -1]]], 0)  # gather needs a row when the text has none
-    return tf.where(inside[:, None], tf.gather(rows, tf.maximum(rank, 0)), -1)[None]
 
 
 def convert(serving_default, quantization, calibration=None, **keep):

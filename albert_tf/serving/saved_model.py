@@ -48,17 +48,62 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_le
             "input_type_ids": tf.cast(type_ids, tf.int32)}
 
 
-def pack_texts(tokenizer, texts, seq_length, pad_to_longest=False, first_segment_length=None):
+def pack_texts(tokenizer, texts, seq_length, pad_to_longest=False, first_segment_length=None,
+               offsets=False):
     """1 or 2 string tensors [batch] → the encoder inputs: the in-graph `tokenizer`'s ids packed
     by `pack_inputs`, padded to `seq_length` or, with `pad_to_longest`, to the batch's longest
-    packed text (at most `seq_length`): the same outputs at real positions for less work."""
-    segments = [tokenizer.tokenize(t) for t in texts]
+    packed text (at most `seq_length`): the same outputs at real positions for less work.
+    `offsets`: returns (the encoder inputs, the last text's token-to-character map, int32
+    [batch, length, 2]: `place_offsets` of `word_pieces`)."""
+    segments = [tokenizer.tokenize(t) for t in texts[:-1]]
+    if offsets:
+        last, ranges = word_pieces(tokenizer, texts[-1])
+    else:
+        last = tokenizer.tokenize(texts[-1])
+    segments.append(last)
     length = seq_length
     if pad_to_longest:
         longest = tf.reduce_max(tf.add_n([s.row_lengths() for s in segments]))
         length = tf.clip_by_value(tf.cast(longest, tf.int32) + len(texts) + 1, 1, seq_length)
-    return pack_inputs(segments, length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
-                       first_segment_length)
+    inputs = pack_inputs(segments, length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
+                         first_segment_length)
+    if not offsets:
+        return inputs
+    return inputs, place_offsets(ranges.to_tensor(-1), inputs, len(texts) - 1)
+
+
+def word_pieces(tokenizer, texts):
+    """Ids of string tensor [batch] split on whitespace, each word tokenized alone (the same ids
+    as the whole text: both tokenizers split on whitespace first), ragged [batch, (pieces)], and
+    each piece's word as a UTF-8 byte range [start, end), ragged [batch, (pieces), 2]."""
+    import tensorflow_text as tf_text
+
+    words, starts, ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(texts)
+    pieces = tokenizer.tokenize(words.flat_values)  # [words, (pieces)]
+    owner = pieces.value_rowids()
+    ranges = tf.stack([tf.gather(tf.cast(starts.flat_values, tf.int32), owner),
+                       tf.gather(tf.cast(ends.flat_values, tf.int32), owner)], -1)
+    per_text = tf.math.unsorted_segment_sum(pieces.row_lengths(), words.value_rowids(),
+                                            tf.shape(texts, out_type=tf.int64)[0])
+    return (tf.RaggedTensor.from_row_lengths(tf.cast(pieces.flat_values, tf.int32), per_text),
+            tf.RaggedTensor.from_row_lengths(ranges, per_text))
+
+
+def place_offsets(ranges, inputs, segment):
+    """`ranges` ([batch, pieces, 2]: one row per piece of packed segment `segment`, in order,
+    any padding after) at the positions where `inputs` (the packed encoder inputs) hold that
+    segment's pieces, -1 elsewhere: [batch, length, 2]."""
+    types, mask = inputs["input_type_ids"], inputs["input_mask"]
+    positions = tf.range(tf.shape(types)[1])[None]
+    # A segment's pieces: its type, before its closing [SEP] (the last of its type).
+    closing = tf.reduce_max(tf.where(types == segment, positions, -1), axis=1, keepdims=True)
+    inside = (types == segment) & (positions < closing) & (mask == 1)
+    if segment == 0:
+        inside &= positions > 0  # [CLS]
+    rank = tf.cumsum(tf.cast(inside, tf.int32), axis=1) - 1
+    # A row to gather from when the text has no pieces.
+    ranges = tf.concat([ranges, tf.fill([tf.shape(ranges)[0], 1, 2], -1)], 1)
+    return tf.where(inside[..., None], tf.gather(ranges, tf.maximum(rank, 0), batch_dims=1), -1)
 
 
 def check_export_dir(export_dir, flag=None, overwrite=True, inputs=None,

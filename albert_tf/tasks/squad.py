@@ -170,10 +170,10 @@ class SquadTask:
     def export(self, model, export_dir, lite_options=None):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
-        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids`. Also
+        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids` and
+        `context_offsets` (each position's context word as a UTF-8 byte range). Also
         export_dir/albert_model.tflite (ids in, the same outputs), albert_model_text.tflite
-        (the strings in; also `input_word_ids` and `context_offsets`, each position's context
-        word as a UTF-8 byte range, out) and, for v1 at 384 tokens,
+        (the strings in, the same outputs) and, for v1 at 384 tokens,
         albert_model_task_library.tflite (the TFLite Task Library's BertQuestionAnswerer)."""
         from albert_tf.serving.finetuned import export_finetuned
 
