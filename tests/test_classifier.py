@@ -125,7 +125,8 @@ def test_eval_dataset_keeps_every_example_and_pads_each_batch():
 def test_training_batches_are_grouped_by_length():
     rng = np.random.default_rng(0)
     lengths = rng.integers(2, 120, 400).tolist()
-    dataset = make_dataset(_features(lengths), 8, 128, is_training=True, seed=3)
+    dataset = make_dataset(_features(lengths), 8, 128, is_training=True, seed=3,
+                           padding="bucket")
     widths, spreads = [], []
     for batch in dataset.take(40):
         mask = batch["input_mask"].numpy()
@@ -136,8 +137,9 @@ def test_training_batches_are_grouped_by_length():
         assert mask.shape[1] % 16 == 0 and real.max() > mask.shape[1] - 16
     assert max(spreads) < 16  # one bucket per batch
     assert len(set(widths)) > 3
-    first = [next(iter(make_dataset(_features(lengths), 8, 128, is_training=True, seed=seed)))[
-        "example_index"].numpy().tolist() for seed in (3, 3, 4)]
+    first = [next(iter(make_dataset(_features(lengths), 8, 128, is_training=True, seed=seed,
+                                    padding="bucket")))["example_index"].numpy().tolist()
+             for seed in (3, 3, 4)]
     assert first[0] == first[1] != first[2]
     plain = next(iter(make_dataset(_features(lengths), 8, 128, is_training=True,
                                    padding="batch")))
