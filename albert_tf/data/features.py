@@ -1,4 +1,4 @@
-"""Fine-tuning features: the on-disk feature cache and length-bucketed tf.data input.
+"""Fine-tuning features: the on-disk feature cache and per-batch-padded tf.data input.
 
 Features are a dict of numpy arrays: flat token arrays (SEQUENCE_KEYS) cut into examples by
 `lengths`, plus one value per example (`label_ids`, ...; string arrays stay on the host).
