@@ -34,7 +34,7 @@ FLAGS = flags.FLAGS
 # learnt less per step (docs/finetuning.md, the update).
 NER_DEFAULTS = dict(max_seq_length=128, train_batch_size=32, eval_batch_size=32,
                     predict_batch_size=32, learning_rate=5e-5, train_step=1000,
-                    save_checkpoints_steps=500)
+                    save_checkpoints_steps=500, padding="batch")
 
 
 def define_flags():

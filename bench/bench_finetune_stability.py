@@ -51,6 +51,7 @@ from albert_tf.data.features import num_examples  # noqa: E402
 from albert_tf.formats.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.tasks import GlueTask, NerTask, finetuning_options, run_finetuning  # noqa: E402
 from albert_tf.tasks.ner import run_labels  # noqa: E402
+from albert_tf.run_ner import NER_DEFAULTS  # noqa: E402
 from albert_tf.tasks.flags import UPDATE_FLAGS  # noqa: E402
 from albert_tf.training.optimizers import ORIGINAL_UPDATE  # noqa: E402
 
@@ -135,7 +136,8 @@ def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
             eval_batch_size=100, learning_rate=lr, train_step=args.steps,
             warmup_step=args.warmup, save_checkpoints_steps=args.steps,
             log_steps=args.steps // 4, random_seed=seed, mixed_precision=precision,
-            **VARIANTS.get(variant, {}))
+            **{"padding": NER_DEFAULTS["padding"] if task_name == "tag" else "bucket",
+               **VARIANTS.get(variant, {})})
         truncated = keras.initializers.TruncatedNormal
         keras.initializers.TruncatedNormal = HEAD_INITIALIZERS.get(variant, truncated)
         try:

@@ -429,16 +429,12 @@ def test_finetuning_default_is_the_same_everywhere():
     assert ORIGINAL_UPDATE == dict(FINETUNING_UPDATE, bias_correction=False,
                                    decay_after_warmup=False)
     from albert_tf.tasks.flags import UPDATE_FLAGS as names
-    # Batches drawn at random, padded to their longest text: length buckets (batches of only
-    # short or only long texts) learned worse (docs/finetuning.md).
     for module in (run_classifier, run_squad, run_race, run_ner):
         with own_flags():
             module.define_flags()
             assert {k: flags.FLAGS[f].default for k, f in names.items()} == FINETUNING_UPDATE
-            assert flags.FLAGS["padding"].default == "batch"
     options = finetuning_options()
     assert {k: getattr(options, f) for k, f in names.items()} == FINETUNING_UPDATE
-    assert options.padding == "batch"
 
     opt = finetuning_optimizer(1e-3, 100, 10)
     assert type(opt) is AdamWeightDecay and opt.bias_correction and opt.global_clipnorm == 1.0

@@ -1,4 +1,4 @@
-"""Fine-tuning features: the on-disk feature cache and per-batch-padded tf.data input.
+"""Fine-tuning features: the on-disk feature cache and length-bucketed tf.data input.
 
 Features are a dict of numpy arrays: flat token arrays (SEQUENCE_KEYS) cut into examples by
 `lengths`, plus one value per example (`label_ids`, ...; string arrays stay on the host).
@@ -179,7 +179,7 @@ def _round_up_fn(multiple, max_seq_length):
 
 
 def make_dataset(features, global_batch_size, max_seq_length, *, is_training,
-                 input_context=None, padding="batch", pad_to_multiple_of=16, seed=12345):
+                 input_context=None, padding="bucket", pad_to_multiple_of=16, seed=12345):
     """Per-replica batches for Trainer.train / predict.
 
     Training: shuffled, repeated, full batches; with padding="bucket" grouped by length.

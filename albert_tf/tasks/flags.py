@@ -23,7 +23,7 @@ def update_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
 
 def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
                  predict_batch_size=8, learning_rate=5e-5, train_step=1000,
-                 save_checkpoints_steps=1000, padding="batch", flag_values=None):
+                 save_checkpoints_steps=1000, padding="bucket", flag_values=None):
     """The original fine-tuning flags plus strategy, precision, padding and classifier_dropout;
     scripts pass the original's defaults for the numbers. Flags already defined (another script
     imported in the same process, as in tests) are left as they are."""
@@ -87,11 +87,10 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(F, "classifier_dropout", 0.1,
       "Dropout before the task head (the original hard-coded 0.1).")
     D(E, "padding", padding, PADDINGS,
-      "batch: every batch padded only to its longest sequence (rounded up to "
-      "--pad_to_multiple_of); bucket: the same with training batches grouped by length "
-      "(faster on short texts, but batches of only short or only long texts learn worse: "
-      "docs/finetuning.md); max_length: everything padded to --max_seq_length (the "
-      "original; best on TPU).")
+      "bucket: training batches grouped by length and every batch padded only to its "
+      "longest sequence (rounded up to --pad_to_multiple_of); batch: the same without "
+      "grouping (random batches; learned better at high rates: docs/finetuning.md); "
+      "max_length: everything padded to --max_seq_length (the original; best on TPU).")
     D(I, "pad_to_multiple_of", 16,
       "Round padded lengths up to this multiple, so that a bounded number of shapes is "
       "traced.", lower_bound=1)
