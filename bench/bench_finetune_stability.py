@@ -8,9 +8,10 @@ Two real-text tasks made from the bundled held-out novels (data/glue/SST-2's sen
 Each run fine-tunes the same pretrained checkpoint with the same schedule (steps, warmup, batch,
 peak rate) and is scored by the same code on the same dev features:
   ours:<precision>[:<variant>]  run_finetuning with run_classifier's / run_ner's defaults, or
-                                a named variant (VARIANTS: the original's update, single
-                                changes to it, length buckets on or off; HEAD_INITIALIZERS:
-                                the task head drawn from a normal, as transformers')
+                                named variants joined by + (VARIANTS: the original's update,
+                                single changes to it, length buckets on or off;
+                                HEAD_INITIALIZERS: the task head drawn from a normal, as
+                                transformers'), e.g. ours:none:original+no_bucket
   transformers                  AlbertForSequence/TokenClassification from the checkpoint
                                 converted with convert_checkpoint --format=hf, torch AdamW
                                 (eps 1e-8, weight decay 0.01 except bias and LayerNorm), linear
@@ -126,6 +127,11 @@ def stuck(task, features, value):
 
 
 def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
+    names = variant.split("+") if variant else []
+    unknown = [name for name in names if name not in VARIANTS and name not in HEAD_INITIALIZERS]
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}: use {sorted(VARIANTS)} or "
+                         f"{sorted(HEAD_INITIALIZERS)}, joined by +")
     out = tempfile.mkdtemp(dir=args.work_dir)
     try:
         task = make_task(task_name, args, tokenizer, out)
@@ -137,9 +143,10 @@ def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
             warmup_step=args.warmup, save_checkpoints_steps=args.steps,
             log_steps=args.steps // 4, random_seed=seed, mixed_precision=precision,
             **{"padding": NER_DEFAULTS["padding"] if task_name == "tag" else "bucket",
-               **VARIANTS.get(variant, {})})
+               **{k: v for name in names for k, v in VARIANTS.get(name, {}).items()}})
         truncated = keras.initializers.TruncatedNormal
-        keras.initializers.TruncatedNormal = HEAD_INITIALIZERS.get(variant, truncated)
+        keras.initializers.TruncatedNormal = next(
+            (HEAD_INITIALIZERS[name] for name in names if name in HEAD_INITIALIZERS), truncated)
         try:
             value = run_finetuning(task, options)[task.best_metric]
         finally:

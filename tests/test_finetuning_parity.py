@@ -3,14 +3,22 @@ off, float32, give the same loss at every step and the same weights after them. 
 between the two in bench/bench_finetune_stability.py is then the random draws (dropout masks,
 example order, head initialisation), not the update."""
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data import glue
+from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.formats.checkpoints import model_arrays
 from albert_tf.formats.hf import tf1_to_hf
+from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.tasks import GlueTask, finetuning_options, run_finetuning
 from albert_tf.training.optimizers import FINETUNING_UPDATE, finetuning_optimizer
 from conftest import TINY
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 STEPS, WARMUP, LR = 12, 3, 3e-2
 
@@ -24,9 +32,10 @@ def _batch(seed=0, n=8, seq=10):
     return ids * mask, mask, types, rng.integers(0, 2, n)
 
 
-def _torch_run(path, batch):
+def _torch_run(path, batches):
     """transformers' fine-tuning loop as its Trainer runs it: AdamW (decay except biases and
-    LayerNorm modules), linear warmup and decay, global-norm clipping at 1.0."""
+    LayerNorm modules), linear warmup and decay, global-norm clipping at 1.0; one batch a step
+    from `batches` (one batch: every step)."""
     import torch
     import transformers
 
@@ -38,10 +47,12 @@ def _torch_run(path, batch):
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": FINETUNING_UPDATE["weight_decay_rate"]},
          {"params": no_decay, "weight_decay": 0.0}], lr=LR, eps=FINETUNING_UPDATE["epsilon"])
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, WARMUP, STEPS)
-    ids, mask, types, labels = (torch.tensor(x) for x in batch)
+    if isinstance(batches, tuple):
+        batches = [batches] * STEPS
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, WARMUP, len(batches))
     losses = []
-    for _ in range(STEPS):
+    for batch in batches:
+        ids, mask, types, labels = (torch.tensor(x) for x in batch)
         loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types,
                      labels=labels).loss
         losses.append(float(loss.detach()))
@@ -86,5 +97,72 @@ def test_our_fine_tuning_steps_are_transformers_steps(tmp_path):
              if not k.endswith("position_ids")}
     assert sorted(mine) == sorted(state)
     assert max(np.abs(state[k] - initial[k]).max() for k in state) > 0.1
+    for name, value in state.items():
+        np.testing.assert_allclose(mine[name], value, rtol=0, atol=5e-4, err_msg=name)
+
+
+def _glue_dir(root, n):
+    """SST-2 layout with the bundled novels task's first `n` training and 20 dev sentences."""
+    data = root / "glue" / "SST-2"
+    data.mkdir(parents=True)
+    for split, count in (("train", n), ("dev", 20)):
+        with open(os.path.join(ROOT, "data", "glue", "SST-2", f"{split}.tsv")) as f:
+            lines = f.read().splitlines()[:count + 1]
+        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    (root / "text.txt").write_text("\n".join(line.split("\t")[0] for line in lines[1:]))
+    return str(root / "glue")
+
+
+def test_the_scripts_train_as_transformers_on_the_same_examples(tmp_path):
+    """run_finetuning as run_classifier runs it (its batches, per-batch padding, schedule and
+    clipping applied by the trainer, a checkpoint written and read back) ends where transformers'
+    loop ends when it is fed the same examples in the same order: the trainer adds nothing to
+    the update. Order: each epoch a stateless shuffle of the example indices keyed by
+    (--random_seed, epoch); batches run across epoch ends."""
+    import torch
+    import transformers
+
+    n, batch_size, steps, seed = 20, 8, 9, 7  # 9 batches of 8 over 20 examples: 3.6 epochs
+    data_dir = _glue_dir(tmp_path, n)
+    spm = train_sentencepiece(str(tmp_path / "text.txt"), str(tmp_path / "spm"), 120,
+                              hard_vocab_limit=False)
+    tokenizer = load_tokenizer(spm)
+    torch.manual_seed(0)
+    config = transformers.AlbertConfig(**dict(TINY, vocab_size=len(tokenizer.vocab)),
+                                       num_labels=2, classifier_dropout_prob=0.0)
+    init = str(tmp_path / "init")
+    transformers.AlbertForSequenceClassification(config).save_pretrained(init)
+    task = GlueTask(glue.get_task("sst-2"), data_dir, tokenizer, 32, str(tmp_path / "cache"),
+                    classifier_dropout=0.0)
+    options = finetuning_options(
+        output_dir=str(tmp_path / "out"), init_checkpoint=init, do_train=True, do_eval=False,
+        max_seq_length=32, train_batch_size=batch_size, learning_rate=LR, train_step=steps,
+        warmup_step=WARMUP, save_checkpoints_steps=steps, random_seed=seed, padding="batch",
+        mixed_precision="none")
+    run_finetuning(task, options)
+    ours = AlbertClassifier.from_pretrained(str(tmp_path / "out"), num_labels=2)
+
+    features = task.train_features()
+    bounds = np.cumsum(features["lengths"])[:-1]
+    examples = [np.split(features[k].astype(np.int64), bounds)
+                for k in ("input_word_ids", "input_type_ids")]
+    order = np.concatenate([tf.random.experimental.stateless_shuffle(
+        tf.range(n, dtype=tf.int64), tf.constant([seed, epoch], tf.int64)).numpy()
+        for epoch in range(4)])
+    batches = []
+    for step in range(steps):
+        index = order[step * batch_size:(step + 1) * batch_size]
+        length = max(len(examples[0][i]) for i in index)
+        ids, types = (np.stack([np.pad(column[i], (0, length - len(column[i])))
+                                for i in index]) for column in examples)
+        mask = (np.arange(length)[None] < features["lengths"][index][:, None]).astype(np.int64)
+        batches.append((ids, mask, types, features["label_ids"][index].astype(np.int64)))
+    theirs, _ = _torch_run(init, batches)
+    state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()
+             if not k.endswith("position_ids")}
+    mine = tf1_to_hf(model_arrays(ours))
+    initial = {k: v.detach().numpy() for k, v in transformers.AlbertForSequenceClassification
+               .from_pretrained(init).state_dict().items() if k in state}
+    assert max(np.abs(state[k] - initial[k]).max() for k in state) > 0.05
     for name, value in state.items():
         np.testing.assert_allclose(mine[name], value, rtol=0, atol=5e-4, err_msg=name)
