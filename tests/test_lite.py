@@ -219,3 +219,34 @@ def test_report_warns_when_quantization_costs_more_than_a_point(tmp_path, caplog
                           ("eval_loss", False))
     assert "lose" in caplog.text and "dynamic_int8" not in caplog.text
     assert "The float16 .tflite files lose 0.2000 of dev eval_loss" in caplog.text
+
+
+def test_scoring_a_dev_set_logs_progress_and_throughput(monkeypatch, caplog):
+    """Scoring runs one example at a time (minutes on a SQuAD dev set): a line every
+    PROGRESS_SECONDS with the count done of the total, and one at the end with examples/s."""
+    import logging
+
+    class Runner:
+        def get_input_details(self):
+            return {"input_word_ids": {}}
+
+        def __call__(self, input_word_ids):
+            return {"logits": input_word_ids.astype(np.float32) * 2}
+
+    class Interpreter:
+        def get_signature_runner(self):
+            return Runner()
+    clock = iter(np.arange(0.0, 1000.0, 10.0))  # 10 s an example
+    monkeypatch.setattr(lite, "interpreter", lambda **_: Interpreter())
+    monkeypatch.setattr(lite.time, "monotonic", lambda: float(next(clock)))
+    batches = [{"input_word_ids": np.full([1, 4], i), "input_mask": np.ones([1, 4])}
+               for i in range(7)]
+    with caplog.at_level(logging.INFO, logger="absl"):
+        outputs = lite.score_ids_model(b"x" * 2**20, batches,
+                                       lambda batch, got: {"doubled": got["logits"][:, 0]},
+                                       total=7)
+    np.testing.assert_array_equal(outputs["doubled"], 2 * np.arange(7))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["Scoring the .tflite model (1.00 MB): 3/7 examples, 0.1/s",
+                     "Scoring the .tflite model (1.00 MB): 6/7 examples, 0.1/s",
+                     "Scored the .tflite model (1.00 MB) on 7 examples in 80.0 s (0.1/s)"]

@@ -5,11 +5,13 @@ import dataclasses
 import importlib.util
 import os
 import tempfile
+import time
 from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+from absl import logging
 from tensorflow_text import tflite_registrar
 
 from albert_tf.serving.saved_model import Trackable, place_offsets, tf_variables
@@ -23,6 +25,7 @@ LITERT_MISSING = ("running .tflite files needs LiteRT, which is not installed: "
                   "pip install 'albert_tf[litert]' (ai-edge-litert)")
 LITE_FILES = ("both", "ids", "text", "none")
 MAX_DROP = 0.01  # one point of accuracy or F1
+PROGRESS_SECONDS = 30
 
 
 @dataclasses.dataclass
@@ -314,14 +317,28 @@ def interpreter(model_path=None, model_content=None, num_threads=None):
                                     num_threads=num_threads)
 
 
-def score_ids_model(flatbuffer, batches, prediction_outputs):
+def score_ids_model(flatbuffer, batches, prediction_outputs, total=None,
+                    progress_seconds=PROGRESS_SECONDS):
     """Runs an ids-in flatbuffer on each batch of 1 (dicts holding the encoder inputs, int32
     [1, seq_length]) and returns `prediction_outputs(batch, the file's outputs)` stacked: what
-    Trainer.predict gives for the Keras model."""
+    Trainer.predict gives for the Keras model. Logs its progress (of `total` batches) every
+    `progress_seconds` and its throughput at the end."""
     run = interpreter(model_content=flatbuffer, num_threads=os.cpu_count()).get_signature_runner()
     names = set(run.get_input_details())
+    what = f"the .tflite model ({len(flatbuffer) / 2**20:.2f} MB)"
+    of = f"/{total}" if total else ""
     rows = []
+    start = last = time.monotonic()
     for batch in batches:
         got = run(**{k: np.asarray(v, np.int32) for k, v in batch.items() if k in names})
         rows.append({k: np.asarray(v) for k, v in prediction_outputs(batch, got).items()})
+        now = time.monotonic()
+        if now - last >= progress_seconds:
+            logging.info("Scoring %s: %d%s examples, %.1f/s", what, len(rows), of,
+                         len(rows) / (now - start))
+            last = now
+    if rows:
+        elapsed = max(time.monotonic() - start, 1e-9)
+        logging.info("Scored %s on %d examples in %.1f s (%.1f/s)", what, len(rows), elapsed,
+                     len(rows) / elapsed)
     return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]} if rows else {}

@@ -338,7 +338,8 @@ class _Run:
             name, features = dev()
             outputs = lite.score_ids_model(
                 flatbuffer, self._batches_of_one(features),
-                lambda batch, got: model.prediction_outputs(batch, complete(got)))
+                lambda batch, got: model.prediction_outputs(batch, complete(got)),
+                total=num_examples(features))
             return {k: float(v) for k, v in self.task.eval_metrics(
                 name, features, real_outputs(outputs)).items()}
         if getattr(f, "tflite_report", True) and options.files != "none":
