@@ -1,7 +1,8 @@
-"""Our fine-tuning step is transformers' step: the same weights, batch and schedule, dropout
-off, float32, give the same loss at every step and the same weights after them. What is left
-between the two in bench/bench_finetune_stability.py is then the random draws (dropout masks,
-example order, head initialisation), not the update."""
+"""Our fine-tuning step is transformers' step: the same weights, batches and schedule, dropout
+off, float32, give the same loss at every step and the same weights after them, through Keras's
+`fit` and through the scripts' trainer. What is left between the two in
+bench/bench_finetune_stability.py is then the random draws (dropout masks, example order, head
+initialisation) and length buckets, not the update."""
 
 import os
 

@@ -89,7 +89,8 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(E, "padding", padding, PADDINGS,
       "bucket: training batches grouped by length and every batch padded only to its "
       "longest sequence (rounded up to --pad_to_multiple_of); batch: the same without "
-      "grouping (random batches; learned better at high rates: docs/finetuning.md); "
+      "grouping (random batches, as transformers draws them; run_ner's default, which "
+      "learned tagging better: docs/finetuning.md); "
       "max_length: everything padded to --max_seq_length (the original; best on TPU).")
     D(I, "pad_to_multiple_of", 16,
       "Round padded lengths up to this multiple, so that a bounded number of shapes is "
