@@ -330,6 +330,7 @@ def main():
                                                     variant[0] if variant else None, args,
                                                     tokenizer)
                         record = dict(task=task, learning_rate=lr, run=run, seed=seed,
+                                      init_checkpoint=os.path.abspath(args.init_checkpoint),
                                       score=value, stuck=bool(stuck),
                                       seconds=round(time.perf_counter() - start, 1),
                                       steps=args.steps, warmup=args.warmup,
