@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data import glue
+from albert_tf.data.features import make_dataset
 from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.formats.checkpoints import model_arrays
 from albert_tf.formats.hf import tf1_to_hf
@@ -115,9 +116,8 @@ def _glue_dir(root, n):
 def test_the_scripts_train_as_transformers_on_the_same_examples(tmp_path):
     """run_finetuning as run_classifier runs it (its batches, per-batch padding, schedule and
     clipping applied by the trainer, a checkpoint written and read back) ends where transformers'
-    loop ends when it is fed the same examples in the same order: the trainer adds nothing to
-    the update. Order: each epoch a stateless shuffle of the example indices keyed by
-    (--random_seed, epoch); batches run across epoch ends."""
+    loop ends when it is fed the batches the trainer drew: the trainer adds nothing to the
+    update."""
     import torch
     import transformers
 
@@ -141,21 +141,12 @@ def test_the_scripts_train_as_transformers_on_the_same_examples(tmp_path):
     run_finetuning(task, options)
     ours = AlbertClassifier.from_pretrained(str(tmp_path / "out"), num_labels=2)
 
-    features = task.train_features()
-    bounds = np.cumsum(features["lengths"])[:-1]
-    examples = [np.split(features[k].astype(np.int64), bounds)
-                for k in ("input_word_ids", "input_type_ids")]
-    order = np.concatenate([tf.random.experimental.stateless_shuffle(
-        tf.range(n, dtype=tf.int64), tf.constant([seed, epoch], tf.int64)).numpy()
-        for epoch in range(4)])
-    batches = []
-    for step in range(steps):
-        index = order[step * batch_size:(step + 1) * batch_size]
-        length = max(len(examples[0][i]) for i in index)
-        ids, types = (np.stack([np.pad(column[i], (0, length - len(column[i])))
-                                for i in index]) for column in examples)
-        mask = (np.arange(length)[None] < features["lengths"][index][:, None]).astype(np.int64)
-        batches.append((ids, mask, types, features["label_ids"][index].astype(np.int64)))
+    # The batches the trainer drew, as make_dataset gives them for --random_seed.
+    batches = [tuple(batch[k].numpy().astype(np.int64) for k in
+                     ("input_word_ids", "input_mask", "input_type_ids", "label_ids"))
+               for batch in make_dataset(task.train_features(), batch_size, 32,
+                                         is_training=True, padding="batch",
+                                         seed=seed).take(steps)]
     theirs, _ = _torch_run(init, batches)
     state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()
              if not k.endswith("position_ids")}

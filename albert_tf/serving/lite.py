@@ -317,12 +317,11 @@ def interpreter(model_path=None, model_content=None, num_threads=None):
                                     num_threads=num_threads)
 
 
-def score_ids_model(flatbuffer, batches, prediction_outputs, total=None,
-                    progress_seconds=PROGRESS_SECONDS):
+def score_ids_model(flatbuffer, batches, prediction_outputs, total=None):
     """Runs an ids-in flatbuffer on each batch of 1 (dicts holding the encoder inputs, int32
     [1, seq_length]) and returns `prediction_outputs(batch, the file's outputs)` stacked: what
     Trainer.predict gives for the Keras model. Logs its progress (of `total` batches) every
-    `progress_seconds` and its throughput at the end."""
+    PROGRESS_SECONDS and its throughput at the end."""
     run = interpreter(model_content=flatbuffer, num_threads=os.cpu_count()).get_signature_runner()
     names = set(run.get_input_details())
     what = f"the .tflite model ({len(flatbuffer) / 2**20:.2f} MB)"
@@ -333,7 +332,7 @@ def score_ids_model(flatbuffer, batches, prediction_outputs, total=None,
         got = run(**{k: np.asarray(v, np.int32) for k, v in batch.items() if k in names})
         rows.append({k: np.asarray(v) for k, v in prediction_outputs(batch, got).items()})
         now = time.monotonic()
-        if now - last >= progress_seconds:
+        if now - last >= PROGRESS_SECONDS:
             logging.info("Scoring %s: %d%s examples, %.1f/s", what, len(rows), of,
                          len(rows) / (now - start))
             last = now
