@@ -18,8 +18,9 @@ import tensorflow as tf
 
 from albert_tf import data_service, run_pretraining
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.data.service import (in_index_order, read_from_service, shard_for_workers,
-                                    start_dispatcher, start_worker, wait_for_workers)
+from albert_tf.data.service import (ServiceUnavailable, check_dispatcher, in_index_order,
+                                    read_from_service, shard_for_workers, start_dispatcher,
+                                    start_worker, wait_for_workers)
 from albert_tf.training.failures import Watchdog
 from conftest import free_ports
 from test_resume import (ROOT, _flags, assert_same_state, data,  # noqa: F401 (data: a fixture)
@@ -47,7 +48,7 @@ def local_service(workers=2, started=None):
             server._stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def service():
     with local_service() as (address, _):
         yield address
@@ -178,13 +179,17 @@ def test_the_entry_point_serves_until_stopped(capsys):
                            f"--worker_port={worker_port}"])]
     try:
         address = f"localhost:{port}"
+        # Asked before the dispatcher listens, the service's client retries its calls for
+        # minutes in threads that outlive the question (and hold up other servers' stops).
         deadline = time.monotonic() + 60
-        while procs[0].poll() is None and time.monotonic() < deadline:
+        while True:
             try:
-                assert wait_for_workers(address, 1) == 1
+                check_dispatcher(address)
                 break
-            except ConnectionError:
-                continue
+            except ServiceUnavailable:
+                assert procs[0].poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        assert wait_for_workers(address, 60) == 1
         numbers = shard_for_workers(tf.data.Dataset.range(10**6).repeat().map(lambda i: (i, 3 * i)))
         assert [int(v) for v in read_from_service(numbers, address, 0, 30).take(5)] == [
             0, 3, 6, 9, 12]
