@@ -12,11 +12,11 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer
+from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, create_pretraining_data
 from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.startup import NOISE
 from conftest import TINY
-from tool_runner import tool_flags
+from tool_runner import run_tool, tool_flags
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -69,10 +69,8 @@ def run(tmp_path_factory):
                               hard_vocab_limit=False)
     env = dict(os.environ, PYTHONPATH=ROOT)
     common = [f"--spm_model_file={spm}", "--max_seq_length=16", "--max_predictions_per_seq=3"]
-    subprocess.run([sys.executable, "-m", "albert_tf.create_pretraining_data",
-                    f"--input_file={root / 'corpus.txt'}",
-                    f"--output_file={root / 'train.tfrecord'}", "--dupe_factor=2", *common],
-                   env=env, check=True, capture_output=True)
+    assert run_tool(create_pretraining_data, None, *common, input_file=root / "corpus.txt",
+                    output_file=root / "train.tfrecord", dupe_factor=2) == 0
     config = root / "albert_config.json"
     vocab = len(FullTokenizer(spm, do_lower_case=True))
     AlbertConfig(**dict(TINY, vocab_size=vocab, max_position_embeddings=16)).to_json_file(
