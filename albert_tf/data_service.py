@@ -24,7 +24,8 @@ import threading
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.data.service import split_address, start_dispatcher, start_worker
+from albert_tf.data.service import (ServiceUnavailable, check_dispatcher, split_address,
+                                    start_dispatcher, start_worker)
 from albert_tf.training.failures import Interrupted
 
 FLAGS = flags.FLAGS
@@ -59,11 +60,6 @@ def main(_):
                                  "workers' host:port, each as its --worker_address spells it")
         for address in FLAGS.worker_addresses:
             split_address(address, "worker_addresses")
-        server = start_dispatcher(FLAGS.dispatcher_port, FLAGS.worker_addresses, FLAGS.work_dir)
-        logging.info("tf.data service dispatcher on port %d for %d workers (%s); trainers pass "
-                     "--data_service_address=<this host>:%d", FLAGS.dispatcher_port,
-                     len(FLAGS.worker_addresses), ", ".join(FLAGS.worker_addresses),
-                     FLAGS.dispatcher_port)
     else:
         split_address(FLAGS.dispatcher_address, "dispatcher_address")
         if FLAGS.worker_port is None:
@@ -71,10 +67,20 @@ def main(_):
         _check_port(FLAGS.worker_port, "worker_port")
         address = FLAGS.worker_address or f"localhost:{FLAGS.worker_port}"
         split_address(address, "worker_address")
-        server = start_worker(FLAGS.dispatcher_address, FLAGS.worker_port, address)
-        logging.info("tf.data service worker %s serving the dispatcher at %s", address,
-                     FLAGS.dispatcher_address)
-    _serve_until_stopped(server)
+    with _StopOnSignals() as stop:
+        if dispatcher:
+            server = start_dispatcher(FLAGS.dispatcher_port, FLAGS.worker_addresses,
+                                      FLAGS.work_dir)
+            logging.info("tf.data service dispatcher on port %d for %d workers (%s); trainers "
+                         "pass --data_service_address=<this host>:%d", FLAGS.dispatcher_port,
+                         len(FLAGS.worker_addresses), ", ".join(FLAGS.worker_addresses),
+                         FLAGS.dispatcher_port)
+        else:
+            _wait_for_dispatcher(FLAGS.dispatcher_address, stop)
+            server = start_worker(FLAGS.dispatcher_address, FLAGS.worker_port, address)
+            logging.info("tf.data service worker %s serving the dispatcher at %s", address,
+                         FLAGS.dispatcher_address)
+        _serve(server, stop)
 
 
 def _check_port(port, flag):
@@ -82,20 +88,54 @@ def _check_port(port, flag):
         raise app.UsageError(f"--{flag}={port} is not a port (1..65535)")
 
 
-def _serve_until_stopped(server):
-    """Waits in Python (a server's join() would not see signals) until SIGINT or SIGTERM."""
-    stopped = threading.Event()
-    received = []
+class _StopOnSignals:
+    """Within it, SIGINT and SIGTERM are caught: `wait` returns when time is up and raises
+    Interrupted once one came. (Waits happen in Python: a server's join() would not see
+    signals.)"""
 
-    def handle(signum, frame):
-        received.append(signum)
-        stopped.set()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, handle)
-    while not stopped.wait(1.0):
-        pass
-    name = signal.Signals(received[0]).name
-    raise Interrupted(f"stopped on {name}", received[0])
+    def __enter__(self):
+        self._stopped, self._received = threading.Event(), []
+        self._before = {sig: signal.signal(sig, self._handle)
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._before.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame):
+        self._received.append(signum)
+        self._stopped.set()
+
+    def wait(self, seconds):
+        """Waits `seconds` (None: until a signal comes)."""
+        while not self._stopped.wait(1.0 if seconds is None else seconds):
+            if seconds is not None:
+                return
+        signum = self._received[0]
+        raise Interrupted(f"stopped on {signal.Signals(signum).name}", signum)
+
+
+def _serve(server, stop):
+    """Keeps `server` (collected, it would stop) until SIGINT or SIGTERM."""
+    stop.wait(None)
+
+
+def _wait_for_dispatcher(address, stop):
+    """Returns once something answers at the dispatcher's address: a worker may start first,
+    and says once that it waits (TensorFlow's own retries would only log gRPC errors)."""
+    said = False
+    while True:
+        try:
+            check_dispatcher(address, timeout=5.0)
+            break
+        except ServiceUnavailable as e:
+            if not said:
+                logging.warning("%s; this worker waits for it", e)
+                said = True
+            stop.wait(2.0)
+    if said:
+        logging.info("The dispatcher at %s answers", address)
 
 
 def run(argv=None):

@@ -169,25 +169,41 @@ def test_the_watchdog_ends_only_a_wait_longer_than_its_timeout():
         watchdog.stop()
 
 
+def _stderr_lines(proc):
+    """(lines read so far, thread reading `proc`'s stderr to its end)."""
+    lines = []
+    thread = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    thread.start()
+    return lines, thread
+
+
 def test_the_entry_point_serves_until_stopped(capsys):
+    """A worker started before its dispatcher says that it waits, then serves; both stop on
+    SIGTERM with their line."""
     port, worker_port = free_ports(2)
+    address = f"localhost:{port}"
     tool = [sys.executable, "-m", "albert_tf.data_service"]
-    procs = [subprocess.Popen(tool + args, cwd=ROOT, stderr=subprocess.PIPE, text=True)
-             for args in ([f"--dispatcher_port={port}",
-                           f"--worker_addresses=localhost:{worker_port}"],
-                          [f"--dispatcher_address=localhost:{port}",
-                           f"--worker_port={worker_port}"])]
+    worker = subprocess.Popen(tool + [f"--dispatcher_address={address}",
+                                      f"--worker_port={worker_port}"],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    procs = [worker]
     try:
-        address = f"localhost:{port}"
+        lines, reader = _stderr_lines(worker)
+        deadline = time.monotonic() + 60
+        while not any("this worker waits for it" in line for line in lines):
+            assert worker.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
+        procs.append(subprocess.Popen(tool + [f"--dispatcher_port={port}",
+                                              f"--worker_addresses=localhost:{worker_port}"],
+                                      cwd=ROOT, stderr=subprocess.PIPE, text=True))
         # Asked before the dispatcher listens, the service's client retries its calls for
         # minutes in threads that outlive the question (and hold up other servers' stops).
-        deadline = time.monotonic() + 60
         while True:
             try:
                 check_dispatcher(address)
                 break
             except ServiceUnavailable:
-                assert procs[0].poll() is None and time.monotonic() < deadline
+                assert procs[1].poll() is None and time.monotonic() < deadline
                 time.sleep(0.1)
         assert wait_for_workers(address, 60) == 1
         numbers = shard_for_workers(tf.data.Dataset.range(10**6).repeat().map(lambda i: (i, 3 * i)))
@@ -196,11 +212,18 @@ def test_the_entry_point_serves_until_stopped(capsys):
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
-    for proc, role in zip(procs, ("dispatcher on port", "worker")):
-        err = proc.communicate(timeout=60)[1]
+    worker.wait(timeout=60)
+    reader.join(timeout=60)
+    errs = ["".join(lines), procs[1].communicate(timeout=60)[1]]
+    for proc, err, role in zip(procs, errs, ("worker", "dispatcher on port")):
         assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
         assert f"tf.data service {role}" in err
         assert "\ndata_service: stopped on SIGTERM\n" in err and "Traceback" not in err, err
+    assert (f"no tf.data service dispatcher answers at {address} (Connection refused); start "
+            f"one with python -m albert_tf.data_service --dispatcher_port={port} "
+            f"--worker_addresses=...; this worker waits for it") in errs[0]
+    assert f"The dispatcher at {address} answers" in errs[0]
+    assert "Failed to Worker heartbeat" not in errs[0]  # TensorFlow's retries, unexplained
 
     for flags, message in [
             ({}, "give --dispatcher_port (a dispatcher) or --dispatcher_address with "
@@ -214,3 +237,21 @@ def test_the_entry_point_serves_until_stopped(capsys):
             (dict(dispatcher_port=5050, dispatcher_address="localhost:5050"), "give "
                                                                                "--dispatcher_port")]:
         assert_refused(run_tool(data_service, capsys, **flags), message)
+
+
+def test_a_taken_port_or_a_worker_the_dispatcher_does_not_list_is_one_line(capsys):
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+    with local_service(workers=1, started=0) as (address, _):
+        port = int(address.rsplit(":", 1)[1])
+        # (gRPC would start a second dispatcher on the port beside the first.)
+        with pytest.raises(ValueError, match=f"^port {port} is taken \\(another process listens "
+                                             f"there\\): the tf.data service dispatcher cannot "
+                                             f"start on it$"):
+            start_dispatcher(port, ["localhost:1"])
+        unlisted, = free_ports(1)
+        assert_refused(run_tool(data_service, capsys, dispatcher_address=address,
+                                worker_port=unlisted),
+                       f"the dispatcher at {address} does not take this worker as "
+                       f"localhost:{unlisted}: its --worker_addresses are [localhost:")
+    # The tool's signal handlers end with it (it also runs inside other programs).
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers

@@ -14,6 +14,8 @@ part of the data. A resumed run starts a new job at the batch
 after its checkpoint (the workers skip what came before without masking it).
 """
 
+import contextlib
+import re
 import socket
 import threading
 import time
@@ -152,14 +154,45 @@ def in_index_order(pairs, first_index, window):
 def start_dispatcher(port, worker_addresses, work_dir=None):
     """A dispatcher for static sharding over `worker_addresses` (a worker's position in the
     list is its shard), running in this process."""
-    return SERVICE.DispatchServer(SERVICE.DispatcherConfig(
-        port=port, worker_addresses=list(worker_addresses), work_dir=work_dir,
-        fault_tolerant_mode=bool(work_dir)))
+    with _server_errors(port, "dispatcher"):
+        return SERVICE.DispatchServer(SERVICE.DispatcherConfig(
+            port=port, worker_addresses=list(worker_addresses), work_dir=work_dir,
+            fault_tolerant_mode=bool(work_dir)))
 
 
 def start_worker(dispatcher_address, port, worker_address):
     """A worker of the dispatcher at `dispatcher_address`, running in this process;
     `worker_address` as the dispatcher's list spells it."""
-    return SERVICE.WorkerServer(SERVICE.WorkerConfig(
-        dispatcher_address=dispatcher_address.split("://")[-1], worker_address=worker_address,
-        port=port))
+    with _server_errors(port, "worker", dispatcher_address, worker_address):
+        return SERVICE.WorkerServer(SERVICE.WorkerConfig(
+            dispatcher_address=dispatcher_address.split("://")[-1],
+            worker_address=worker_address, port=port))
+
+
+@contextlib.contextmanager
+def _server_errors(port, role, dispatcher_address=None, worker_address=None):
+    """A server's start that fails on the user's setup (a taken port, a worker the
+    dispatcher does not list) as a ValueError that says which; other failures unchanged."""
+    taken = ValueError(f"port {port} is taken (another process listens there): the tf.data "
+                       f"service {role} cannot start on it")
+    # gRPC servers share a port (SO_REUSEPORT): a second one would start beside the first.
+    with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as probe:
+        try:
+            probe.bind(("", port))
+        except OSError:
+            raise taken from None
+    try:
+        yield
+    except RuntimeError as e:
+        message = str(e)
+        if "Could not start gRPC server" in message:
+            raise taken from None
+        if "Failed to assign an index for worker" in message:
+            listed = re.search(r"Configured workers list: (\[.*?\])", message)
+            raise ValueError(
+                f"the dispatcher at {dispatcher_address} does not take this worker as "
+                f"{worker_address}: its --worker_addresses are "
+                f"{listed.group(1) if listed else 'others'}, or a worker already serves as "
+                f"{worker_address}. Give --worker_address as the dispatcher lists it "
+                f"(one worker per entry)") from None
+        raise
