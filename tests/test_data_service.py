@@ -244,9 +244,9 @@ def test_a_taken_port_or_a_worker_the_dispatcher_does_not_list_is_one_line(capsy
     with local_service(workers=1, started=0) as (address, _):
         port = int(address.rsplit(":", 1)[1])
         # (gRPC would start a second dispatcher on the port beside the first.)
-        with pytest.raises(ValueError, match=f"^port {port} is taken \\(another process listens "
-                                             f"there\\): the tf.data service dispatcher cannot "
-                                             f"start on it$"):
+        with pytest.raises(ValueError, match=f"^the tf.data service dispatcher cannot listen on "
+                                             f"port {port} \\(Address already in use: another "
+                                             f"process holds it\\)$"):
             start_dispatcher(port, ["localhost:1"])
         unlisted, = free_ports(1)
         assert_refused(run_tool(data_service, capsys, dispatcher_address=address,

@@ -15,6 +15,7 @@ after its checkpoint (the workers skip what came before without masking it).
 """
 
 import contextlib
+import errno
 import re
 import socket
 import threading
@@ -171,22 +172,15 @@ def start_worker(dispatcher_address, port, worker_address):
 
 @contextlib.contextmanager
 def _server_errors(port, role, dispatcher_address=None, worker_address=None):
-    """A server's start that fails on the user's setup (a taken port, a worker the
-    dispatcher does not list) as a ValueError that says which; other failures unchanged."""
-    taken = ValueError(f"port {port} is taken (another process listens there): the tf.data "
-                       f"service {role} cannot start on it")
-    # gRPC servers share a port (SO_REUSEPORT): a second one would start beside the first.
-    with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as probe:
-        try:
-            probe.bind(("", port))
-        except OSError:
-            raise taken from None
+    """A server's start that fails on the user's setup (a port it cannot listen on, a worker
+    the dispatcher does not list) as a ValueError that says which; other failures unchanged."""
+    _check_port_free(port, role)
     try:
         yield
     except RuntimeError as e:
         message = str(e)
         if "Could not start gRPC server" in message:
-            raise taken from None
+            raise ValueError(f"the tf.data service {role} cannot listen on port {port}") from None
         if "Failed to assign an index for worker" in message:
             listed = re.search(r"Configured workers list: (\[.*?\])", message)
             raise ValueError(
@@ -196,3 +190,20 @@ def _server_errors(port, role, dispatcher_address=None, worker_address=None):
                 f"{worker_address}. Give --worker_address as the dispatcher lists it "
                 f"(one worker per entry)") from None
         raise
+
+
+def _check_port_free(port, role):
+    """gRPC servers share a port (SO_REUSEPORT): a second one would start beside the first."""
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
+        try:
+            probe = socket.socket(family)
+        except OSError:  # no IPv6 on this host
+            continue
+        with probe:
+            try:
+                probe.bind((host, port))
+            except OSError as e:
+                held = ": another process holds it" if e.errno == errno.EADDRINUSE else ""
+                raise ValueError(f"the tf.data service {role} cannot listen on port {port} "
+                                 f"({e.strerror}{held})") from None
+        return
