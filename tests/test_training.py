@@ -1,3 +1,4 @@
+import gc
 import json
 import os
 import re
@@ -5,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -76,6 +78,14 @@ def test_train_checkpoint_and_resume_state(records, tmp_path):
     np.testing.assert_array_equal(_weights(loaded)["cls/predictions/output_bias"],
                                   weights["cls/predictions/output_bias"])
     assert any(f.startswith("events") for f in os.listdir(tmp_path / "train"))
+    # Closed, the trainer lets its input pipeline go at once, not at Python's next collection.
+    iterator = weakref.ref(trainer._input.iterator)
+    gc.disable()
+    try:
+        trainer.close()
+        assert iterator() is None
+    finally:
+        gc.enable()
 
 
 def test_gradient_accumulation_gives_the_same_update(records, tmp_path):

@@ -437,6 +437,10 @@ class Trainer:
                                    higher_is_better)
 
     def close(self):
+        """Closes the summary writers and lets the training input go now (the trainer itself,
+        held in reference cycles by its tf.functions, lingers until Python collects it, and with
+        it the input pipeline's threads and buffers)."""
+        self._input = None
         for writer in self._writers.values():
             writer.close()
         if not self.chief:
