@@ -18,15 +18,12 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
-import signal
-import threading
-
 from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.data.service import (ServiceUnavailable, check_dispatcher, split_address,
                                     start_dispatcher, start_worker)
-from albert_tf.training.failures import Interrupted
+from albert_tf.training.failures import Interrupted, StopRequest
 
 FLAGS = flags.FLAGS
 
@@ -67,7 +64,8 @@ def main(_):
         _check_port(FLAGS.worker_port, "worker_port")
         address = FLAGS.worker_address or f"localhost:{FLAGS.worker_port}"
         split_address(address, "worker_address")
-    with _StopOnSignals() as stop:
+    stop = StopRequest()
+    try:
         if dispatcher:
             server = start_dispatcher(FLAGS.dispatcher_port, FLAGS.worker_addresses,
                                       FLAGS.work_dir)
@@ -80,7 +78,9 @@ def main(_):
             server = start_worker(FLAGS.dispatcher_address, FLAGS.worker_port, address)
             logging.info("tf.data service worker %s serving the dispatcher at %s", address,
                          FLAGS.dispatcher_address)
-        _serve(server, stop)
+        _serve_until_stopped(server, stop)
+    finally:
+        stop.restore()
 
 
 def _check_port(port, flag):
@@ -88,37 +88,16 @@ def _check_port(port, flag):
         raise app.UsageError(f"--{flag}={port} is not a port (1..65535)")
 
 
-class _StopOnSignals:
-    """Within it, SIGINT and SIGTERM are caught: `wait` returns when time is up and raises
-    Interrupted once one came. (Waits happen in Python: a server's join() would not see
-    signals.)"""
-
-    def __enter__(self):
-        self._stopped, self._received = threading.Event(), []
-        self._before = {sig: signal.signal(sig, self._handle)
-                        for sig in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self._before.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum, frame):
-        self._received.append(signum)
-        self._stopped.set()
-
-    def wait(self, seconds):
-        """Waits `seconds` (None: until a signal comes)."""
-        while not self._stopped.wait(1.0 if seconds is None else seconds):
-            if seconds is not None:
-                return
-        signum = self._received[0]
-        raise Interrupted(f"stopped on {signal.Signals(signum).name}", signum)
+def _serve_until_stopped(server, stop):
+    """Waits in Python (a server's join() would not see signals) until SIGINT or SIGTERM;
+    `server` stays referenced meanwhile (collected, it would stop)."""
+    while not stop.wait(1.0):
+        pass
+    raise _stopped(stop)
 
 
-def _serve(server, stop):
-    """Keeps `server` (collected, it would stop) until SIGINT or SIGTERM."""
-    stop.wait(None)
+def _stopped(stop):
+    return Interrupted(f"stopped on {stop.requested}", stop.signum)
 
 
 def _wait_for_dispatcher(address, stop):
@@ -133,7 +112,8 @@ def _wait_for_dispatcher(address, stop):
             if not said:
                 logging.warning("%s; this worker waits for it", e)
                 said = True
-            stop.wait(2.0)
+            if stop.wait(2.0):
+                raise _stopped(stop)
     if said:
         logging.info("The dispatcher at %s answers", address)
 

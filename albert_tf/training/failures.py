@@ -54,10 +54,12 @@ COLLECTIVE_FAILURES = (tf.errors.UnavailableError, tf.errors.CancelledError,
 
 
 class StopRequest:
-    """Turns SIGTERM/SIGINT into a request to stop after the current steps and save."""
+    """Turns SIGTERM/SIGINT into a request to stop after the current steps and save (or, for a
+    server, a wait that ends)."""
 
     def __init__(self):
         self.requested, self.signum = None, None
+        self._signalled = threading.Event()
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -65,6 +67,11 @@ class StopRequest:
 
     def _handle(self, signum, frame):
         self.requested, self.signum = signal.Signals(signum).name, signum
+        self._signalled.set()
+
+    def wait(self, seconds):
+        """Whether a stop was requested, waiting up to `seconds` for one."""
+        return self._signalled.wait(seconds)
 
     def restore(self):
         for sig, handler in self._previous.items():
