@@ -1,5 +1,6 @@
 """The package's shape: no import cycles, the original's tokenization names where users import
-them, the tokenizers without TensorFlow, and no long functions in the tokenizer rooms."""
+them, the tokenizers without TensorFlow, every module without the extras' packages, and no long
+functions in the tokenizer rooms."""
 
 import ast
 import pathlib
@@ -102,3 +103,45 @@ def test_no_function_over_60_lines_in_the_tokenizer_and_format_rooms():
                     if lines > 60:
                         long.append(f"{folder}/{path.name}:{node.name} ({lines} lines)")
     assert not long, long
+
+
+
+# The extras' packages (setup.py): a base install (`pip install albert_tf`) has none of them.
+EXTRAS = ("apache_beam", "ai_edge_litert", "torch", "transformers", "keras_hub", "tf_keras",
+          "matplotlib", "seqeval", "nbclient", "onnx", "onnxruntime")
+_WITHOUT_EXTRAS = f"""
+import importlib, runpy, sys
+
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {EXTRAS!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+sys.meta_path.insert(0, Absent())
+"""
+
+
+def _without_extras(code, *args):
+    return subprocess.run([sys.executable, "-c", _WITHOUT_EXTRAS + code, *args],
+                          capture_output=True, text=True, cwd=PACKAGE.parent)
+
+
+def test_every_module_imports_on_a_base_install():
+    """Every module but the [beam] extra's own builder imports without the extras' packages
+    (the blocker does block them), and asking for Beam there is the tool's one line naming the
+    extra."""
+    names = sorted(n for n in _modules() if n != "albert_tf.data.beam_builder")
+    out = _without_extras("for name in sys.argv[1:]: importlib.import_module(name)\n"
+                          "print('imported', len(sys.argv) - 1)", *names)
+    assert out.returncode == 0 and out.stdout == f"imported {len(names)}\n", out.stderr[-3000:]
+    out = _without_extras("import transformers")
+    assert "ModuleNotFoundError: No module named 'transformers'" in out.stderr
+    out = _without_extras("sys.argv[0] = 'create_pretraining_data'\n"
+                          "runpy.run_module('albert_tf.create_pretraining_data', "
+                          "run_name='__main__')", "--input_file=x.txt",
+                          "--output_file=x.tfrecord", "--vocab_file=x.vocab",
+                          "--runner=DirectRunner")
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr == (
+        "create_pretraining_data: error: --runner=DirectRunner needs Apache Beam: pip install "
+        "'albert_tf[beam]' (No module named 'apache_beam')\n"), out.stderr[-3000:]
