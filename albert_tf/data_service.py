@@ -69,9 +69,12 @@ def main(_):
         if dispatcher:
             server = start_dispatcher(FLAGS.dispatcher_port, FLAGS.worker_addresses,
                                       FLAGS.work_dir)
-            logging.info("tf.data service dispatcher on port %d for %d workers (%s); trainers "
-                         "pass --data_service_address=<this host>:%d", FLAGS.dispatcher_port,
-                         len(FLAGS.worker_addresses), ", ".join(FLAGS.worker_addresses),
+            logging.info("tf.data service dispatcher on port %d for %d workers (%s), %s; "
+                         "trainers pass --data_service_address=<this host>:%d",
+                         FLAGS.dispatcher_port, len(FLAGS.worker_addresses),
+                         ", ".join(FLAGS.worker_addresses),
+                         f"journaling its state to {FLAGS.work_dir}" if FLAGS.work_dir else
+                         "its state lost if it restarts (--work_dir keeps it)",
                          FLAGS.dispatcher_port)
         else:
             _wait_for_dispatcher(FLAGS.dispatcher_address, stop)

@@ -32,13 +32,24 @@ NOISE = (
     "INFO:apache_beam.runners.worker.", "INFO:__main__:Python sdk harness",
     "INFO:__main__:Logging handler created", "INFO:__main__:semi_persistent_directory",
     "INFO:__main__:Pipeline_options",
+    # The tf.data service dispatcher's last words on its config (our own line says it).
+    "It will not recover its state on restart.",
 )
+# Lines that open a multi-line dump, dropped with it up to its blank line: the tf.data service
+# servers' configuration protos (python -m albert_tf.data_service logs what they serve).
+DUMPS = ("] Worker registered with dispatcher running at ", "] Started tf.data service dispatcher in ")
 _FILTER = """
 import sys
-noise = sys.argv[1:]
+split = sys.argv.index("--")
+noise, dumps = sys.argv[1:split], sys.argv[split + 1:]
 out = sys.stdout.buffer
+dropping = 0
 for line in sys.stdin.buffer:
-    if not any(n.encode() in line for n in noise):
+    if dropping:
+        dropping = 0 if not line.strip() else dropping - 1
+    elif any(d.encode() in line for d in dumps):
+        dropping = 40
+    elif not any(n.encode() in line for n in noise):
         out.write(line)
         out.flush()
 """
@@ -79,8 +90,9 @@ def quiet_stderr():
     read_end, write_end = os.pipe()
     # Its own session: Ctrl-C at a terminal signals the whole foreground process group, and the
     # filter must outlive the tool to pass on its last lines; it ends when the pipe closes.
-    child = subprocess.Popen([sys.executable, "-c", _FILTER, *NOISE], stdin=read_end,
-                             stdout=original, close_fds=True, start_new_session=True)
+    child = subprocess.Popen([sys.executable, "-c", _FILTER, *NOISE, "--", *DUMPS],
+                             stdin=read_end, stdout=original, close_fds=True,
+                             start_new_session=True)
     os.close(read_end)
     os.dup2(write_end, 2)
     os.close(write_end)

@@ -224,6 +224,9 @@ def test_the_entry_point_serves_until_stopped(capsys):
             f"--worker_addresses=...; this worker waits for it") in errs[0]
     assert f"The dispatcher at {address} answers" in errs[0]
     assert "Failed to Worker heartbeat" not in errs[0]  # TensorFlow's retries, unexplained
+    assert "its state lost if it restarts (--work_dir keeps it)" in errs[1]
+    for err in errs:  # the servers' configuration protos, dumped by TensorFlow
+        assert "goo.gle/debug" not in err and "\nport: " not in err, err
 
     for flags, message in [
             ({}, "give --dispatcher_port (a dispatcher) or --dispatcher_address with "

@@ -149,6 +149,8 @@ def test_demo_script_uses_flags_its_tools_define():
 
 
 def test_quiet_stderr_drops_only_the_known_noise_and_survives_a_crash():
+    """The known lines, and a tf.data service server's configuration dump up to its blank
+    line."""
     code = ("from albert_tf.startup import quiet_stderr\n"
             "quiet_stderr()\n"
             "import os\n"
@@ -156,6 +158,8 @@ def test_quiet_stderr_drops_only_the_known_noise_and_survives_a_crash():
             "os.write(2, b'a real warning\\n')\n"
             "print('stdout line', flush=True)\n"
             "os.write(2, b'I0000 port.cc:153] oneDNN custom operations are on.\\n')\n"
+            "os.write(2, b'I0000 worker_impl.cc:190] Worker registered with dispatcher running "
+            "at h:1. Worker config: goo.gle/debugstr \\nport: 2\\nprotocol: grpc\\n\\n')\n"
             "os.write(2, b'the last words\\n')\n"
             "os.abort()\n")
     proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT),
