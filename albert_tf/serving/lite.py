@@ -6,6 +6,7 @@ import importlib.util
 import os
 import tempfile
 import time
+import warnings
 from typing import Callable, Optional
 
 import numpy as np
@@ -216,7 +217,12 @@ def convert(serving_default, quantization, calibration=None, **keep):
         converter.target_spec._experimental_custom_op_registerers = list(
             tflite_registrar.SELECT_TFTEXT_OPS)
         quantize(converter, quantization, calibration)
-        return converter.convert()
+        with warnings.catch_warnings():
+            # TensorFlow's int8 calibrator builds a tf.lite.Interpreter, whose deprecation
+            # notice is addressed to its callers: this module runs LiteRT's.
+            warnings.filterwarnings("ignore", r"\s*Warning: tf\.lite\.Interpreter is deprecated",
+                                    UserWarning)
+            return converter.convert()
 
 
 def _as_texts(calibration, tokenizer, keys):
