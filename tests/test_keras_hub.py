@@ -103,10 +103,15 @@ def test_keras_hub_presets_load_with_keras_hub_outputs(spm, tmp_path, groups, in
     theirs = _keras_hub_outputs(backbone, head_model, vocab)
     keras.mixed_precision.set_global_policy(policy)
     try:
-        encoder = AlbertEncoder.from_pretrained(str(preset))
-        pretrainer = AlbertPretrainer.from_pretrained(str(preset)) if masked_lm else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            encoder = AlbertEncoder.from_pretrained(str(preset))
+            pretrainer = AlbertPretrainer.from_pretrained(str(preset)) if masked_lm else None
+        assert keras.mixed_precision.global_policy().name == policy
     finally:
         keras.mixed_precision.set_global_policy("float32")
+    assert encoder.dtype_policy.name == policy
+    assert not [str(w.message) for w in caught if "Skipping variable loading" in str(w.message)]
     mask = _inputs(vocab)[1]
     atol = 1e-5 if policy == "float32" else 0.1
     _assert_close(_our_outputs(encoder, vocab), {k: v for k, v in theirs.items()

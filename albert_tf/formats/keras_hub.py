@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.tokenization import SENTENCEPIECE, vocabulary_kind
+from albert_tf.training.distribution import float32_policy
 
 TOKENIZER_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
 BACKBONE = "AlbertBackbone"
@@ -148,14 +149,18 @@ def read_preset(directory):
     task = os.path.join(directory, "task.json")
     task = _read_json(task).get("class_name") if tf.io.gfile.exists(task) else None
     head = dense = None
-    if task == MASKED_LM:
-        model = keras_hub.models.AlbertMaskedLM.from_preset(directory, preprocessor=None)
-        backbone, head = model.backbone, model.masked_lm_head
-    elif task == CLASSIFIER:
-        model = keras_hub.models.AlbertTextClassifier.from_preset(directory, preprocessor=None)
-        backbone, dense = model.backbone, model.output_dense
-    else:
-        backbone = keras_hub.models.AlbertBackbone.from_preset(directory)
+    # The stored weights as they are: a task built under a mixed policy compiles a loss-scale
+    # optimizer that KerasHub then warns does not match the saved one.
+    with float32_policy():
+        if task == MASKED_LM:
+            model = keras_hub.models.AlbertMaskedLM.from_preset(directory, preprocessor=None)
+            backbone, head = model.backbone, model.masked_lm_head
+        elif task == CLASSIFIER:
+            model = keras_hub.models.AlbertTextClassifier.from_preset(directory,
+                                                                      preprocessor=None)
+            backbone, dense = model.backbone, model.output_dense
+        else:
+            backbone = keras_hub.models.AlbertBackbone.from_preset(directory)
     return {name: _to_tf1(name, variable.numpy(), backbone.hidden_dim)
             for name, variable in _mapping(backbone, head, dense)}
 

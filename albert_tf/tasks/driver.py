@@ -169,14 +169,10 @@ def _restore_for_inference(trainer, task, FLAGS, doing):  # noqa: N803
 def _float32_copy(model, build):
     """The model rebuilt in float32 with the same weights: exports serve (and TFLite converts)
     in full precision whatever the training policy was."""
-    policy = keras.mixed_precision.global_policy()
-    if policy.name == "float32":
+    if keras.mixed_precision.global_policy().name == "float32":
         return model
-    keras.mixed_precision.set_global_policy("float32")
-    try:
+    with distribution.float32_policy():
         copy = build()
-    finally:
-        keras.mixed_precision.set_global_policy(policy)
     copy.set_weights(model.get_weights())
     return copy
 
