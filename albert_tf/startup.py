@@ -37,7 +37,8 @@ NOISE = (
 )
 # Lines that open a multi-line dump, dropped with it up to its blank line: the tf.data service
 # servers' configuration protos (python -m albert_tf.data_service logs what they serve).
-DUMPS = ("] Worker registered with dispatcher running at ", "] Started tf.data service dispatcher in ")
+DUMPS = ("] Worker registered with dispatcher running at ",
+         "] Started tf.data service dispatcher in ")
 _FILTER = """
 import sys
 split = sys.argv.index("--")
