@@ -266,10 +266,11 @@ def exports(version, precision, jit):
     return jit == "false" and (precision == "none" or (version, precision) == ("v1", "bfloat16"))
 
 
-# v1 runs the whole matrix; v2 differs only in its head, whose other precision paths are
-# covered by test_squad.py (mixed policies) and test_training.py (the XLA step).
+# v1 runs the whole matrix; v2 differs only in its head and its no-answer scores: float32,
+# and bfloat16 with XLA as a TPU runs it. Its head under mixed_float16 (finite losses and
+# gradients, near float32's) is in test_squad.py; float16's path through the script is v1's.
 @pytest.mark.parametrize("version,precision,jit", [("v1",) + c for c in SCRIPT_MATRIX] + [
-    ("v2", "none", "false"), ("v2", "bfloat16", "true"), ("v2", "float16", "false")])
+    ("v2", "none", "false"), ("v2", "bfloat16", "true")])
 def test_precision_and_xla_matrix(matrix_runs, version, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA
     (the heads once crashed at the first mixed-precision step): every file written, EM/F1
