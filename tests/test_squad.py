@@ -367,3 +367,38 @@ def test_heads_train_under_mixed_precision(tiny_config, policy):
         assert float(loss) == pytest.approx(float(expected), rel=0.03), (version_2, policy)
         assert inference["start_top_index"].shape[0] == 3
 
+
+
+def test_trainer_leaves_the_unused_pooler_as_it_is(tiny_config, tmp_path, caplog):
+    """No loss reaches the pooler under the span head: as the original's optimizers skip a
+    variable without a gradient, it keeps its weights (no weight decay; LAMB's trust ratio
+    would otherwise shrink it by the learning rate each step), and keeps its slots, so
+    checkpoints hold the same variables as before."""
+    import tensorflow as tf
+    from albert_tf import create_optimizer
+    from albert_tf.modeling.squad import AlbertSquad
+    from albert_tf.training.trainer import Trainer
+    batch = dict(_model_inputs(np.random.RandomState(0), batch=4),
+                 start_positions=np.array([4, 5, 6, 7]), end_positions=np.array([5, 6, 7, 8]))
+    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                      lambda: AlbertSquad(tiny_config, dropout_prob=0.0),
+                      lambda: create_optimizer(0.1, 10, 0, "lamb"), str(tmp_path),
+                      global_batch_size=4)
+    before = {k: v.numpy() for k, v in trainer.model.tf1_weights().items()}
+    with caplog.at_level(logging.INFO, logger="absl"):
+        trainer.train(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), 3,
+                      save_checkpoints_steps=3, log_steps=3)
+    after = {k: v.numpy() for k, v in trainer.model.tf1_weights().items()}
+    pooler = {k for k in before if "/pooler/" in k}
+    assert pooler == {"bert/pooler/dense/kernel", "bert/pooler/dense/bias"}
+    for name in before:
+        assert np.array_equal(after[name], before[name]) == (name in pooler), name
+    assert "No loss reaches pooler/kernel, pooler/bias: not updated" in caplog.text
+    optimizer, variables = trainer.optimizer, trainer.model.trainable_variables
+    for variable in variables:
+        if "pooler" in variable.path:
+            i = optimizer._get_variable_index(variable)
+            assert not optimizer._m[i].numpy().any() and not optimizer._v[i].numpy().any()
+    saved = tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path)))
+    slots = [n for n, _ in saved if n.startswith("optimizer/_variables/")]
+    assert len(slots) == 2 * len(variables) == len(optimizer.variables) - 1  # and the step

@@ -198,8 +198,24 @@ class Trainer:
             scaled = self.optimizer.scale_loss(loss)
         variables = self.model.trainable_variables
         grads = tape.gradient(scaled, variables)
+        # Known when traced: the variables no loss reaches (the pooler under a span or tagging
+        # head). They get zeros to accumulate and no update (_apply).
+        self._unreached = [g is None for g in grads]
         return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                 for g, v in zip(grads, variables)], sums
+
+    def _apply(self, grads):
+        """The update, as the original's optimizers make it: a variable without a gradient is
+        left as it is (no weight decay, no LAMB step) and keeps its (zero) slots."""
+        pairs = [(g, v) for g, v, unreached in zip(
+            grads, self.model.trainable_variables, self._unreached) if not unreached]
+        skipped = [getattr(v, "path", v.name) for v, unreached in zip(
+            self.model.trainable_variables, self._unreached) if unreached]
+        if skipped and not getattr(self, "_logged_unreached", False):
+            self._logged_unreached = True
+            logging.info("No loss reaches %s: not updated (as in the original)",
+                         ", ".join(skipped))
+        self.optimizer.apply_gradients(pairs)
 
     def _replica_step(self, features):
         context = tf.distribute.get_replica_context()
@@ -220,7 +236,7 @@ class Trainer:
                 g, s = self._grad_fn({n: v[i] for n, v in micro.items()}, denominators)
                 grads = [a + b for a, b in zip(grads, g)]
                 sums = {n: sums[n] + s[n] for n in sums}
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        self._apply(grads)
         return sums
 
     def _zero_sums(self):
