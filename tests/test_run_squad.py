@@ -260,6 +260,12 @@ def matrix_runs(assets, tmp_path_factory):
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
+def _pooler(checkpoint):
+    reader = tf.train.load_checkpoint(str(checkpoint))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if "pooler" in name}
+
+
 def exports(version, precision, jit):
     """float32, and v1 after bfloat16 training (what `auto` picks on bf16 CPUs): the export
     rebuilds the model in float32 whatever the policy (float16 takes the same path)."""
@@ -271,7 +277,7 @@ def exports(version, precision, jit):
 # gradients, near float32's) is in test_squad.py; float16's path through the script is v1's.
 @pytest.mark.parametrize("version,precision,jit", [("v1",) + c for c in SCRIPT_MATRIX] + [
     ("v2", "none", "false"), ("v2", "bfloat16", "true")])
-def test_precision_and_xla_matrix(matrix_runs, version, precision, jit):
+def test_precision_and_xla_matrix(assets, matrix_runs, version, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA
     (the heads once crashed at the first mixed-precision step): every file written, EM/F1
     finite and near the float32 run's."""
@@ -279,6 +285,13 @@ def test_precision_and_xla_matrix(matrix_runs, version, precision, jit):
     assert_step_compiled(out, jit)
     results = _read_kv(out / "eval_results.txt")
     assert results["global_step"] == 40
+    # No loss reaches the pooler: trained under every policy, it is the initial one still.
+    init, trained = _pooler(assets["init"]), _pooler(out / "model.ckpt-40")
+    assert len(init) == 2 and init.keys() == trained.keys()
+    for name in init:
+        np.testing.assert_array_equal(trained[name], init[name], name)
+    assert "No loss reaches pooler/kernel, pooler/bias: not updated" in (
+        out / "log.txt").read_text()
     assert all(math.isfinite(v) for v in results.values()), results
     reference = matrix_runs(version, "none", "false")
     if version == "v1":

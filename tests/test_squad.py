@@ -368,7 +368,6 @@ def test_heads_train_under_mixed_precision(tiny_config, policy):
         assert inference["start_top_index"].shape[0] == 3
 
 
-
 def test_trainer_leaves_the_unused_pooler_as_it_is(tiny_config, tmp_path, caplog):
     """No loss reaches the pooler under the span head: as the original's optimizers skip a
     variable without a gradient, it keeps its weights (no weight decay; LAMB's trust ratio

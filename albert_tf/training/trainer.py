@@ -85,6 +85,7 @@ class Trainer:
         self._writers = {}
         self._input = None
         self._agree_fn = None
+        self._logged_unreached = False
         self.num_workers = worker_index_and_count(strategy)[1]
 
     # ---- state ---------------------------------------------------------------------------
@@ -207,11 +208,13 @@ class Trainer:
     def _apply(self, grads):
         """The update, as the original's optimizers make it: a variable without a gradient is
         left as it is (no weight decay, no LAMB step) and keeps its (zero) slots."""
-        pairs = [(g, v) for g, v, unreached in zip(
-            grads, self.model.trainable_variables, self._unreached) if not unreached]
-        skipped = [getattr(v, "path", v.name) for v, unreached in zip(
-            self.model.trainable_variables, self._unreached) if unreached]
-        if skipped and not getattr(self, "_logged_unreached", False):
+        pairs, skipped = [], []
+        for g, v, unreached in zip(grads, self.model.trainable_variables, self._unreached):
+            if unreached:
+                skipped.append(v.path)
+            else:
+                pairs.append((g, v))
+        if skipped and not self._logged_unreached:  # (traced again for each padded length)
             self._logged_unreached = True
             logging.info("No loss reaches %s: not updated (as in the original)",
                          ", ".join(skipped))
