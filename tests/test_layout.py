@@ -1,6 +1,6 @@
 """The package's shape: no import cycles, the original's tokenization names where users import
-them, the tokenizers without TensorFlow, every module without the extras' packages, and no long
-functions in the tokenizer rooms."""
+them, the tokenizers without TensorFlow, every module without the extras' packages, no long
+functions in the tokenizer rooms, and no AutoGraph in its traced functions."""
 
 import ast
 import pathlib
@@ -104,6 +104,18 @@ def test_no_function_over_60_lines_in_the_tokenizer_and_format_rooms():
                         long.append(f"{folder}/{path.name}:{node.name} ({lines} lines)")
     assert not long, long
 
+
+
+def test_every_traced_function_is_built_without_autograph():
+    """The package's loops and conditions are TensorFlow ops: its tf.functions are
+    tracing.graph_function (autograph=False). A bare tf.function brings back AutoGraph's
+    rewriting of every function it calls (bench/bench_startup.py)."""
+    bare = [f"{path.relative_to(PACKAGE)}:{node.lineno}"
+            for path in PACKAGE.rglob("*.py") if path.name != "tracing.py"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == "function"
+            and isinstance(node.value, ast.Name) and node.value.id == "tf"]
+    assert not bare, bare
 
 
 # The extras' packages (setup.py): a base install (`pip install albert_tf`) has none of them.

@@ -142,17 +142,20 @@ def _shuffled_epochs(columns, n, seed, pipelines, pipeline_id):
     not a shuffle buffer of the whole data set."""
     share = tf.range(pipeline_id, n, pipelines, dtype=tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def epoch(e):
         key = tf.stack([tf.constant(seed, tf.int64), e])
         return tf.data.Dataset.from_tensor_slices(
             tf.random.experimental.stateless_shuffle(share, key))
 
+    @tf.autograph.experimental.do_not_convert
     def example(i):
         return tf.nest.map_structure(lambda column: tf.gather(column, i), columns)
 
     return tf.data.Dataset.range(2**62).flat_map(epoch).map(example)
 
 
+@tf.autograph.experimental.do_not_convert
 def _merge(sequences, per_example):
     out = dict(per_example)
     mask = tf.ones_like(sequences["input_word_ids"])
@@ -166,6 +169,7 @@ def _merge(sequences, per_example):
 
 def _round_up_fn(multiple, max_seq_length):
     """Pads a batch's sequence axis up to a multiple (capped at max_seq_length) with zeros."""
+    @tf.autograph.experimental.do_not_convert
     def fn(batch):
         length = tf.shape(batch["input_word_ids"])[-1]
         target = tf.minimum((length + multiple - 1) // multiple * multiple, max_seq_length)

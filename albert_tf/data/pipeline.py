@@ -155,6 +155,7 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     if is_training:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
 
+    @tf.autograph.experimental.do_not_convert
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
         if vocab_size:
@@ -163,6 +164,7 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
                                         else value)
                 for name, value in parsed.items()}
 
+    @tf.autograph.experimental.do_not_convert
     def parse_and_mask(step, serialized):
         batch = restore_original_tokens(parse(serialized))
         return dynamic_mask(batch, batch_seed(seed, index, step), options)

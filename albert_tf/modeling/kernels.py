@@ -13,6 +13,8 @@ import math
 
 import tensorflow as tf
 
+from albert_tf.tracing import graph_function
+
 _GELU_C = math.sqrt(2.0 / math.pi)
 _GELU_K = 0.044715
 _unfused_depth = 0
@@ -106,12 +108,12 @@ def _gelu_slope(y, approximate):
     return cdf + y * tf.exp(-0.5 * y * y) * (1.0 / math.sqrt(2.0 * math.pi))
 
 
-@tf.function(jit_compile=True)
+@graph_function(jit_compile=True)
 def _bias_gelu_fwd(x, bias, approximate):
     return tf.cast(_gelu(_f32(x) + bias, approximate), x.dtype)
 
 
-@tf.function(jit_compile=True)
+@graph_function(jit_compile=True)
 def _bias_gelu_bwd(dy, x, bias, approximate):
     dx = _f32(dy) * _gelu_slope(_f32(x) + bias, approximate)
     return tf.cast(dx, x.dtype), _column_sum(dx)
@@ -148,13 +150,13 @@ def _normalize(parts, bias, epsilon):
     return centred * rstd, rstd
 
 
-@tf.function(jit_compile=True)
+@graph_function(jit_compile=True)
 def _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype):
     xhat, _ = _normalize(parts, bias, epsilon)
     return tf.cast(xhat * gamma + beta, out_dtype)
 
 
-@tf.function(jit_compile=True)
+@graph_function(jit_compile=True)
 def _layer_norm_bwd(dy, parts, bias, gamma, epsilon):
     xhat, rstd = _normalize(parts, bias, epsilon)
     dy = _f32(dy)
@@ -192,12 +194,12 @@ def softmax_reference(scores, bias, scale=1.0):
     return tf.cast(tf.nn.softmax(_f32(scores) * scale + bias), scores.dtype)
 
 
-@tf.function(jit_compile=True)
+@graph_function(jit_compile=True)
 def _softmax_fwd(scores, bias, scale):
     return tf.cast(tf.nn.softmax(_f32(scores) * scale + bias), scores.dtype)
 
 
-@tf.function(jit_compile=True)
+@graph_function(jit_compile=True)
 def _softmax_bwd(dp, scores, bias, scale):
     p = tf.nn.softmax(_f32(scores) * scale + bias)
     dp = _f32(dp)

@@ -15,6 +15,7 @@ from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tok
                                            check_export_dir, encoder_input_specs, pack_inputs,
                                            save_atomically, stage_assets, tf_variables)
 from albert_tf.tokenization import in_graph_tokenizer, vocabulary_file
+from albert_tf.tracing import graph_function
 
 EXPORT_TYPES = ("encoder", "pretrainer", "preprocessor")
 __all__ = ["ENCODER_INPUTS", "export_encoder", "export_from_checkpoint", "export_preprocessor",
@@ -34,7 +35,7 @@ class _Callable(Trackable):
         for training in (True, False):
             self.__call__.get_concrete_function(specs, training=training)
 
-    @tf.function
+    @graph_function
     def __call__(self, inputs, training=False):
         return self._fn(inputs, training)
 
@@ -88,7 +89,7 @@ def export_encoder(model_or_encoder, export_dir, vocabulary, do_lower_case=True,
 
     # One dict argument: the attributes take a dict (keras.layers.TFSMLayer calls `serve`, its
     # default endpoint, so), the SignatureDef takes the dict's keys as named inputs.
-    @tf.function(input_signature=[encoder_input_specs()])
+    @graph_function(input_signature=[encoder_input_specs()])
     def serving_default(inputs):
         return _flat(_encoder_outputs(encoder, inputs, False))
     root.serve = root.serving_default = serving_default
@@ -115,7 +116,7 @@ def export_encoder(model_or_encoder, export_dir, vocabulary, do_lower_case=True,
         root.sop = _Callable(sop_fn, ENCODER_INPUTS, sop_vars,
                              [v for v in sop_vars if v.trainable])
 
-        @tf.function(input_signature=[encoder_input_specs(
+        @graph_function(input_signature=[encoder_input_specs(
             ENCODER_INPUTS + ("masked_lm_positions",))])
         def mlm(inputs):
             out = mlm_fn(inputs, False)
@@ -137,11 +138,11 @@ class _Tokenize(Trackable):
         super().__init__()
         self.tokenizer = tokenizer
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @graph_function(input_signature=[tf.TensorSpec([None], tf.string)])
     def __call__(self, sentences):
         return self.tokenizer.tokenize(sentences)
 
-    @tf.function(input_signature=[])
+    @graph_function(input_signature=[])
     def get_special_tokens_dict(self):
         t = self.tokenizer
         values = {"vocab_size": t.vocab_size, "padding_id": t.pad_id,
@@ -164,7 +165,7 @@ class _BertPackInputs(Trackable):
                 self.__call__.get_concrete_function([spec] * n)
                 self.__call__.get_concrete_function([spec] * n, length)
 
-    @tf.function
+    @graph_function
     def __call__(self, inputs, seq_length=None):
         cls_id, sep_id, pad_id = self._ids
         if seq_length is None:
@@ -186,7 +187,7 @@ class _Preprocessor(Trackable):
         self.__call__.get_concrete_function(strings)
         self.__call__.get_concrete_function(strings, tf.TensorSpec([], tf.int32))
 
-    @tf.function
+    @graph_function
     def __call__(self, sentences, seq_length=None):
         return self.bert_pack_inputs([self.tokenize(sentences)], seq_length)
 
@@ -202,7 +203,7 @@ def export_preprocessor(export_dir, vocabulary, do_lower_case=True, default_seq_
         tokenizer = in_graph_tokenizer(vocab_copy, do_lower_case=do_lower_case)
         root = _Preprocessor(tokenizer, default_seq_length)
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+        @graph_function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
         def serving_default(sentences):
             return root(sentences)
         signatures = {"serving_default": serving_default,

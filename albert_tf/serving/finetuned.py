@@ -15,6 +15,7 @@ from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tok
                                            encoder_input_specs, pack_texts, save_atomically,
                                            stage_assets, tf_variables)
 from albert_tf.tokenization import in_graph_tokenizer
+from albert_tf.tracing import graph_function
 
 
 def _default_outputs(outputs):
@@ -82,7 +83,7 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment
         raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
     specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
 
-    @tf.function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
+    @graph_function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
     def serve(texts):
         packed = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
                             first_segment_length, offsets)
@@ -99,7 +100,7 @@ def convert_to_tflite(saved_model_dir, seq_length, batch_size=1,
     loaded = tf.saved_model.load(os.fspath(saved_model_dir))
     specs = encoder_input_specs(input_names or ENCODER_INPUTS, seq_length, batch_size)
 
-    @tf.function(input_signature=[specs])
+    @graph_function(input_signature=[specs])
     def fn(inputs):
         out = loaded(inputs, training=False)
         return {k: out[k] for k in output_keys}
@@ -117,7 +118,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
     output_fn = output_fn or _default_outputs
     specs = encoder_input_specs(ENCODER_INPUTS, seq_length, batch_size)
 
-    @tf.function(input_signature=[specs])
+    @graph_function(input_signature=[specs])
     def serving_default(inputs):
         return dict(output_fn(model(inputs, training=False)))
     return lite.convert(serving_default, quantization, calibration and (

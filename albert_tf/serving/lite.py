@@ -20,6 +20,7 @@ from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
                                                WORDPIECE_SPECIALS, vocabulary_kind)
+from albert_tf.tracing import graph_function
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
 LITERT_MISSING = ("running .tflite files needs LiteRT, which is not installed: "
@@ -176,7 +177,7 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
     whitespace = tf_text.WhitespaceTokenizer()
     specs = {k: tf.TensorSpec([1], tf.string, name=k) for k in keys}
 
-    @tf.function(input_signature=[specs])
+    @graph_function(input_signature=[specs])
     def serving_default(texts):
         segments = [tokenizer.tokenize(texts[k]) for k in keys[:-1]]
         if offsets:
@@ -269,7 +270,7 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
     label_table = tf.constant(list(labels))
     window = seq_length - 2
 
-    @tf.function(input_signature=[tf.TensorSpec([1], tf.string, name="sentences")])
+    @graph_function(input_signature=[tf.TensorSpec([1], tf.string, name="sentences")])
     def serving_default(sentences):
         words = whitespace.tokenize(sentences).flat_values
         ids, counts = tokenizer.tokenize_words(words)

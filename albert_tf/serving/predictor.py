@@ -16,8 +16,8 @@ def inference_function(model):
     """`model(inputs, training=False)` as one TensorFlow graph, not op by op from Python
     (bench/bench_serving.py: 4.8x faster at batch 1). With reduce_retracing a second batch
     shape makes the trace shape-generic, so there are at most two traces."""
-    import tensorflow as tf
-    return tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
+    from albert_tf.tracing import graph_function
+    return graph_function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
 
 
 def pack(a, b, max_seq_length, cls_id, sep_id):

@@ -9,6 +9,7 @@ from absl import logging
 from albert_tf.files import writing
 from albert_tf.outputs import SAVED_MODEL_ENTRIES, check_output_dir
 from albert_tf.tokenization import SENTENCEPIECE, FullTokenizer, load_sp_model, vocabulary_kind
+from albert_tf.tracing import graph_function
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 Trackable = tf.__internal__.tracking.AutoTrackable  # tf.Module's `variables` is read-only
@@ -183,7 +184,7 @@ def attach_tokenizer_info(root, vocab_copy, do_lower_case, vocab_size, config_co
     root.vocab_size = tf.Variable(int(vocab_size), dtype=tf.int32, trainable=False,
                                   name="vocab_size")
 
-    @tf.function(input_signature=[])
+    @graph_function(input_signature=[])
     def tokenization_info():
         return {"vocab_file": asset.asset_path,
                 "do_lower_case": tf.identity(root.do_lower_case)}

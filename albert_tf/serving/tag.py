@@ -14,6 +14,7 @@ from albert_tf.serving.finetuned import save_serving
 from albert_tf.serving.predictor import PredictError, Predictor, batches
 from albert_tf.tasks.conll_metrics import chunks
 from albert_tf.tokenization import in_graph_tokenizer
+from albert_tf.tracing import graph_function
 
 SENTENCES = "sentences"
 
@@ -26,7 +27,7 @@ def tagging_function(model, tokenizer, max_seq_length, labels, stride=None):
     check_window(max_seq_length, stride)
     label_table = tf.constant(list(labels))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SENTENCES)])
+    @graph_function(input_signature=[tf.TensorSpec([None], tf.string, name=SENTENCES)])
     def tag(sentences):
         words = tf.strings.split(sentences)
         pieces = tokenizer.tokenize(words.flat_values)

@@ -21,6 +21,7 @@ from absl import logging
 from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.formats.tokenizers import keep_vocabulary
+from albert_tf.tracing import graph_function
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
     CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, record_run_kind,
@@ -77,11 +78,11 @@ class Trainer:
         self.whole_step_jit = bool(jit_compile) and isinstance(
             strategy, tf.distribute.OneDeviceStrategy)
         self.gradients_jit = bool(jit_compile) and not self.whole_step_jit
-        self._grad_fn = tf.function(self._gradients, jit_compile=self.gradients_jit)
-        self._step_fn = (tf.function(self._replica_step, jit_compile=True)
+        self._grad_fn = graph_function(self._gradients, jit_compile=self.gradients_jit)
+        self._step_fn = (graph_function(self._replica_step, jit_compile=True)
                          if self.whole_step_jit else self._replica_step)
-        self._train_fn = tf.function(self._train_steps)
-        self._eval_fn = tf.function(self._eval_step)
+        self._train_fn = graph_function(self._train_steps)
+        self._eval_fn = graph_function(self._eval_step)
         self._writers = {}
         self._input = None
         self._agree_fn = None
@@ -229,16 +230,18 @@ class Trainer:
             k = self.accumulation
             micro = {name: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], 0))
                      for name, value in features.items()}
-            grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
-            sums = self._zero_sums()
-            for i in tf.range(k):
-                # One micro-batch at a time: overlapping iterations (tf.while_loop runs up to
-                # 10 at once by default) would hold several micro-batches' activations, which
-                # accumulation exists to avoid, and race on the dropout seed state.
-                tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+
+            def micro_step(i, grads, sums):
                 g, s = self._grad_fn({n: v[i] for n, v in micro.items()}, denominators)
-                grads = [a + b for a, b in zip(grads, g)]
-                sums = {n: sums[n] + s[n] for n in sums}
+                return i + 1, [a + b for a, b in zip(grads, g)], {n: sums[n] + s[n] for n in sums}
+
+            # One micro-batch at a time: overlapping iterations (tf.while_loop runs up to 10 at
+            # once by default) would hold several micro-batches' activations, which
+            # accumulation exists to avoid, and race on the dropout seed state.
+            _, grads, sums = tf.while_loop(
+                lambda i, *_: i < k, micro_step,
+                (tf.constant(0), [tf.zeros_like(v) for v in self.model.trainable_variables],
+                 self._zero_sums()), parallel_iterations=1, maximum_iterations=k)
         self._apply(grads)
         return sums
 
@@ -246,12 +249,12 @@ class Trainer:
         return {name: tf.zeros([]) for name in self.model.LOSS_SUM_NAMES}
 
     def _train_steps(self, iterator, num_steps):
-        totals = self._zero_sums()
-        for _ in tf.range(num_steps):
+        def step(i, totals):
             per_replica = self.strategy.run(self._step_fn, args=(iterator.next(),))
-            totals = {n: totals[n] + self.strategy.reduce(SUM, per_replica[n], axis=None)
-                      for n in totals}
-        return totals
+            return i + 1, {n: totals[n] + self.strategy.reduce(SUM, per_replica[n], axis=None)
+                           for n in totals}
+        return tf.while_loop(lambda i, _: i < num_steps, step,
+                             (tf.constant(0), self._zero_sums()))[1]
 
     def _eval_step(self, features):
         def replica(batch):
@@ -373,7 +376,7 @@ class Trainer:
             def agree(flag):
                 per_replica = self.strategy.run(lambda: tf.identity(flag))
                 return self.strategy.reduce(SUM, per_replica, axis=None)
-            self._agree_fn = tf.function(agree)
+            self._agree_fn = graph_function(agree)
         return float(self._agree_fn(tf.constant(1.0 if requested else 0.0))) > 0
 
     def _run_chunk(self, iterator, chunk, last_saved):
@@ -433,7 +436,7 @@ class Trainer:
         """The model's `prediction_outputs(features, outputs)` for every batch, as numpy arrays
         concatenated in batch order and gathered over replicas (arrays need equal trailing dims)."""
         if getattr(self, "_predict_fn", None) is None:
-            self._predict_fn = tf.function(self._predict_step)
+            self._predict_fn = graph_function(self._predict_step)
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         chunks = [{n: v.numpy() for n, v in self._predict_fn(features).items()}
                   for features in dataset]
