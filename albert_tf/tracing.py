@@ -3,8 +3,9 @@
 Our traced code writes its loops and conditions as TensorFlow ops (tf.while_loop, tf.where),
 so AutoGraph has nothing to convert; left on, it parses and rewrites the source of every
 Python function a traced function calls, tensorflow_text's included, on each process's first
-trace (bench/bench_startup.py measures it). tf.data's map functions take
-`tf.autograph.experimental.do_not_convert` for the same reason.
+trace (bench/bench_startup.py measures it). The input pipelines' parsing, masking and
+padding functions, which tf.data's `map` would convert too, are marked
+`tf.autograph.experimental.do_not_convert`.
 """
 
 import functools

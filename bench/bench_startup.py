@@ -2,7 +2,8 @@
 our traced functions as they are now (AutoGraph off, albert_tf/tracing.py) and with AutoGraph
 converting them, as tf.function does by default (what the package did before).
 
-    python bench/bench_startup.py --config=configs/albert_base_v2.json --repeats=3
+    python bench/bench_startup.py --repeats=3
+    python bench/bench_startup.py --config=configs/albert_base_v2.json --tools=pretraining
 
 Builds a SentencePiece model and pretraining records from the bundled corpus (bench_input.py),
 then alternates the two modes, `--repeats` times each: `run_pretraining` (dynamic masking,
@@ -70,13 +71,15 @@ def child(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=os.path.join(ROOT, "configs", "albert_base_v2.json"))
+    p.add_argument("--config", default=os.path.join(ROOT, "configs", "albert_demo.json"))
     p.add_argument("--seq_length", type=int, default=128)
     p.add_argument("--predictions", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--precision", default="none")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--tools", default="pretraining,classifier",
+                   help="which runs, in order (classifier starts from pretraining's checkpoint)")
     p.add_argument("--vocab_size", type=int, default=5000)
     p.add_argument("--workdir")
     p.add_argument("--child", choices=("pretraining", "classifier"), help=argparse.SUPPRESS)
@@ -89,11 +92,12 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_startup_")
     corpus = os.path.join(ROOT, "data", "corpus", "persuasion.txt")
     build_records(workdir, corpus, args.seq_length, args.predictions, args.vocab_size, 1)
-    times = {(mode, tool): [] for mode in MODES for tool in ("pretraining", "classifier")}
+    tools = args.tools.split(",")
+    times = {(mode, tool): [] for mode in MODES for tool in tools}
     for repeat in range(args.repeats):
         for mode in MODES if repeat % 2 == 0 else MODES[::-1]:
             subprocess.run(["rm", "-rf", os.path.join(workdir, mode)], check=True)
-            for tool in ("pretraining", "classifier"):
+            for tool in tools:
                 start = time.monotonic()
                 done = subprocess.run(
                     [sys.executable, __file__, *sys.argv[1:], f"--workdir={workdir}",
@@ -108,7 +112,7 @@ def main():
                     f"{k} {v:6.1f}" for k, v in figures.items()), flush=True)
     print(f"\nmedians over {args.repeats} repeats ({args.config}, seq {args.seq_length}, "
           f"batch {args.batch}, {args.steps} steps, precision {args.precision}):")
-    for tool in ("pretraining", "classifier"):
+    for tool in tools:
         med = {m: {k: statistics.median(f[k] for f in times[m, tool]) for k in times[m, tool][0]}
                for m in MODES}
         print(f"  {tool:11s} " + "  ".join(
