@@ -66,7 +66,8 @@ def child(args):
     except SystemExit as e:  # absl's app.run exits, 0 included
         if e.code:
             raise
-    print(json.dumps({"albert_tf_import_s": imported - start, "run_s": time.monotonic() - imported}))
+    print(json.dumps({"albert_tf_import_s": imported - start,
+                      "run_s": time.monotonic() - imported}))
 
 
 def main():

@@ -83,7 +83,8 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment
         raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
     specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
 
-    @graph_function(input_signature=[specs])  # a dict argument: the signature's inputs keep its keys
+    # A dict argument: the signature's inputs keep its keys.
+    @graph_function(input_signature=[specs])
     def serve(texts):
         packed = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
                             first_segment_length, offsets)
