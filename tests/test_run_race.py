@@ -4,6 +4,8 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -139,8 +141,6 @@ def test_feature_files_stand_in_for_the_data(assets, tmp_path):
 
 
 def test_command_line_defaults_are_the_originals():
-    import subprocess
-    import sys
     shim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "run_race.py")
     text = subprocess.run([sys.executable, shim, "--helpfull"], capture_output=True, text=True,
