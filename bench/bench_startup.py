@@ -85,7 +85,7 @@ def main():
     p.add_argument("--tools", default="pretraining,classifier",
                    help="which runs, in order (classifier starts from pretraining's checkpoint)")
     p.add_argument("--vocab_size", type=int, default=5000)
-    p.add_argument("--workdir")
+    p.add_argument("--workdir", help=argparse.SUPPRESS)  # the children's; the parent makes its own
     p.add_argument("--child", choices=("pretraining", "classifier"), help=argparse.SUPPRESS)
     p.add_argument("--child_mode", choices=MODES, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -93,7 +93,7 @@ def main():
         return child(args)
 
     from bench_input import build_records
-    workdir = args.workdir or tempfile.mkdtemp(prefix="bench_startup_")
+    workdir = tempfile.mkdtemp(prefix="bench_startup_")
     corpus = os.path.join(ROOT, "data", "corpus", "persuasion.txt")
     build_records(workdir, corpus, args.seq_length, args.predictions, args.vocab_size, 1)
     tools = args.tools.split(",")
