@@ -50,8 +50,6 @@ setup(
             "keras-hub==0.32.*",
             # scripts/demo_report.py draws the demo's curves (tests/test_demo.py).
             "matplotlib>=3.8",
-            # The independent entity-level scores the CoNLL metric is checked against.
-            "seqeval>=1.2",
             # notebooks/ run headless (tests/test_notebook.py).
             "nbclient>=0.10",
             "nbformat>=5.10",

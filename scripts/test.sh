@@ -5,8 +5,8 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
-# The TFLite Task Library in its own environment (its protobuf pin excludes TensorFlow's).
-.venv/bin/python tests/task_library.py
+# The TFLite Task Library and seqeval, each in its own environment (tests/side_envs.py).
+.venv/bin/python tests/side_envs.py
 # One worker per core, each taking whole files (module fixtures are built once per file), in
 # the order conftest.LONGEST_FILES gives them (xdist would otherwise reorder them by test count).
 exec .venv/bin/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests "$@"

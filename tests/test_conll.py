@@ -1,14 +1,14 @@
 """CoNLL files in, and the entity-level metrics conlleval (and seqeval's default mode) compute:
-compared with seqeval on tricky sequences and on random ones, in IOB2, IOB1 and IOBES."""
+compared with seqeval (in its own environment: tests/side_envs.py) on tricky sequences and on
+random ones, in IOB2, IOB1 and IOBES."""
 
 import random
 
 import pytest
-from seqeval.metrics import accuracy_score, classification_report, f1_score
-from seqeval.metrics import precision_score, recall_score
 
 from albert_tf.data.conll import label_list, read_conll, split_file
 from albert_tf.tasks.conll_metrics import chunks, evaluate
+import side_envs
 
 TRICKY = [
     # I- without B- starts an entity (conlleval), at the start and after O
@@ -39,25 +39,28 @@ def _random_tags(rng, n, prefixes):
             for _ in range(n)]
 
 
-def _check_against_seqeval(gold, predicted):
-    ours = evaluate(gold, predicted)
-    assert ours["precision"] == pytest.approx(precision_score(gold, predicted), abs=1e-12)
-    assert ours["recall"] == pytest.approx(recall_score(gold, predicted), abs=1e-12)
-    assert ours["f1"] == pytest.approx(f1_score(gold, predicted), abs=1e-12)
-    assert ours["accuracy"] == pytest.approx(accuracy_score(gold, predicted), abs=1e-12)
-    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
-    for kind, row in report.items():
-        if kind.endswith(" avg"):
-            continue
-        assert ours[f"precision_{kind}"] == pytest.approx(row["precision"], abs=1e-12), kind
-        assert ours[f"recall_{kind}"] == pytest.approx(row["recall"], abs=1e-12), kind
-        assert ours[f"f1_{kind}"] == pytest.approx(row["f1-score"], abs=1e-12), kind
-    return ours
+def _check_against_seqeval(*cases):
+    """Each (gold, predicted) case scored by evaluate and by seqeval: the same scores overall
+    and per entity type. Returns ours."""
+    results = []
+    for (gold, predicted), scores in zip(cases, side_envs.seqeval(*cases)):
+        ours = evaluate(gold, predicted)
+        for key in ("precision", "recall", "f1", "accuracy"):
+            assert ours[key] == pytest.approx(scores[key], abs=1e-12), key
+        kinds = [kind for kind in scores["report"] if not kind.endswith(" avg")]
+        assert kinds, "seqeval found no entity type"
+        for kind in kinds:
+            row = scores["report"][kind]
+            assert ours[f"precision_{kind}"] == pytest.approx(row["precision"], abs=1e-12), kind
+            assert ours[f"recall_{kind}"] == pytest.approx(row["recall"], abs=1e-12), kind
+            assert ours[f"f1_{kind}"] == pytest.approx(row["f1-score"], abs=1e-12), kind
+        results.append(ours)
+    return results
 
 
 def test_tricky_sequences_score_as_seqeval_and_by_hand():
     gold, predicted = zip(*TRICKY)
-    ours = _check_against_seqeval(list(gold), list(predicted))
+    ours, = _check_against_seqeval((list(gold), list(predicted)))
     # By hand: gold PER(0-1) LOC(3) | PER(0-1) LOC(2-3) | ORG(1) ORG(2-3) | MISC(0) | PER(2) |
     # LOC(0-1) | LOC(0-2) | PER(0-1): 11 chunks. Predicted: the first three sentences' six
     # and PER(2) are right; LOC(0-2), LOC(0-1), ORG(0-1) are wrong; MISC is missed: 7 of 10.
@@ -71,14 +74,15 @@ def test_tricky_sequences_score_as_seqeval_and_by_hand():
 
 def test_iobes_and_random_sequences_score_as_seqeval():
     gold, predicted = zip(*IOBES)
-    _check_against_seqeval(list(gold), list(predicted))
+    cases = [(list(gold), list(predicted))]
     rng = random.Random(0)
     for prefixes in (("B", "I"), ("I",), ("B", "I", "E", "S")):
         gold = [_random_tags(rng, rng.randint(1, 12), prefixes) for _ in range(200)]
         predicted = [[t if rng.random() < 0.7 else rng.choice(["O", t[:2] + "LOC" if t != "O"
                                                               else "B-PER"]) for t in s]
                      for s in gold]
-        _check_against_seqeval(gold, predicted)
+        cases.append((gold, predicted))
+    _check_against_seqeval(*cases)
 
 
 def test_mismatched_lengths_are_refused():

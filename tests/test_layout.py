@@ -120,7 +120,7 @@ def test_every_traced_function_is_built_without_autograph():
 
 # The extras' packages (setup.py): a base install (`pip install albert_tf`) has none of them.
 EXTRAS = ("apache_beam", "ai_edge_litert", "torch", "transformers", "keras_hub", "tf_keras",
-          "matplotlib", "seqeval", "nbclient", "onnx", "onnxruntime")
+          "matplotlib", "nbclient", "onnx", "onnxruntime")
 _WITHOUT_EXTRAS = f"""
 import importlib, runpy, sys
 

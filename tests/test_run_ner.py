@@ -18,6 +18,7 @@ from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, 
 from test_run_race import TINY
 from tool_runner import assert_refused, digests, run_tool
 import ner_data
+import side_envs
 import zh_release
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
@@ -89,7 +90,6 @@ def _predicted_file(path):
 def test_learns_and_scores_as_conlleval(assets, matrix_runs):
     """Entity F1 far above the majority tag's (O everywhere: F1 0); eval_results.txt and the
     test scores match an independent computation (seqeval) on the written predictions."""
-    import seqeval.metrics
     out = matrix_runs("none", "false") / "run"
     results = _read_kv(out / "eval_results.txt")
     assert set(results) >= {"eval_f1", "eval_precision", "eval_recall", "eval_accuracy",
@@ -102,21 +102,22 @@ def test_learns_and_scores_as_conlleval(assets, matrix_runs):
     assert "metric = eval_f1" in (out / "best_checkpoint.txt").read_text()
     assert (out / "labels.txt").read_text().split() == ["O", "B-LOC", "I-LOC", "B-ORG",
                                                         "B-PER", "I-PER"]
+    cases = {}
     for split in ("dev", "test"):
         written = _predicted_file(out / f"{split}_predictions.txt")
         source = assets["data"][split]
         assert [[head for head, _ in s] for s in written] == [
             [f"{w} NN I-NP {t}" for w, t in s] for s in source]  # every token, long ones too
-        gold = [[t for _, t in s] for s in source]
-        predicted = [[tag for _, tag in s] for s in written]
+        cases[split] = ([[t for _, t in s] for s in source],
+                        [[tag for _, tag in s] for s in written])
+    for (split, (gold, predicted)), theirs in zip(cases.items(),
+                                                  side_envs.seqeval(*cases.values())):
         scores = _read_kv(out / f"{split}_results.txt")
         ours = conll_metrics.evaluate(gold, predicted)
         assert float(scores["eval_f1"]) == pytest.approx(ours["f1"])
-        assert float(scores["eval_f1"]) == pytest.approx(
-            seqeval.metrics.f1_score(gold, predicted))
+        assert float(scores["eval_f1"]) == pytest.approx(theirs["f1"])
         assert float(scores["eval_precision_PER"]) == pytest.approx(
-            seqeval.metrics.precision_score(gold, predicted, average=None,
-                                            mode=None)[2])  # LOC, ORG, PER
+            theirs["report"]["PER"]["precision"])
         assert float(scores["eval_accuracy"]) == pytest.approx(
             np.mean([a == b for g, p in zip(gold, predicted) for a, b in zip(g, p)]))
     dev_scores = _read_kv(out / "dev_results.txt")
