@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.autograph.impl import api as autograph_api
 
 from albert_tf import data_service, run_pretraining
 from albert_tf.data.pipeline import pretraining_dataset
@@ -55,8 +56,14 @@ def service():
 
 
 @pytest.mark.parametrize("dynamic_masking", [True, False])
-def test_the_service_sends_the_in_process_batches(data, service, dynamic_masking):  # noqa: F811
-    """Batch for batch, masks included, from the start and from a later batch (a resume)."""
+def test_the_service_sends_the_in_process_batches(data, service, dynamic_masking,  # noqa: F811
+                                                  monkeypatch):
+    """Batch for batch, masks included, from the start and from a later batch (a resume).
+    AutoGraph rewrites none of the pipelines' functions (they are TensorFlow ops already)."""
+    converted, convert = [], autograph_api._convert_actual
+    monkeypatch.setattr(autograph_api, "_convert_actual",
+                        lambda entity, context: converted.append(entity) or convert(entity,
+                                                                                    context))
     options = dict(input_patterns=data[0], batch_size=4, max_seq_length=16,
                    max_predictions_per_seq=4, seed=7, dynamic_masking=dynamic_masking,
                    vocab_size=60)
@@ -64,6 +71,7 @@ def test_the_service_sends_the_in_process_batches(data, service, dynamic_masking
     for start in (0, 5):
         served = list(pretraining_dataset(**options, data_service=service,
                                           start_batch=start).take(16 - start))
+        assert not converted, converted
         assert len(served) == 16 - start
         for expected, got in zip(local[start:], served):
             assert sorted(got) == sorted(expected)

@@ -173,8 +173,9 @@ def pretraining_dataset(input_patterns, batch_size, max_seq_length, max_predicti
     if data_service:
         ds = shard_for_workers(ds.enumerate().skip(start_batch))
         make = parse_and_mask if dynamic_masking else (lambda step, serialized: parse(serialized))
-        ds = ds.map(lambda step, serialized: (step, make(step, serialized)),
-                    num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(tf.autograph.experimental.do_not_convert(
+            lambda step, serialized: (step, make(step, serialized))),
+            num_parallel_calls=tf.data.AUTOTUNE)
         return read_from_service(ds, data_service, start_batch, data_service_timeout)
     if start_batch:
         raise ValueError("start_batch needs data_service (in-process inputs resume from their "

@@ -76,7 +76,8 @@ def wait_for_workers(address, timeout):
     of probes with every index in it means every worker is there."""
     hint = tf.data.experimental.SHARD_HINT
     probe = (tf.data.Dataset.range(2**40).shard(hint, hint).take(2).batch(2)
-             .map(lambda pair: tf.stack([pair[0], pair[1] - pair[0]])).repeat())
+             .map(tf.autograph.experimental.do_not_convert(
+                 lambda pair: tf.stack([pair[0], pair[1] - pair[0]]))).repeat())
     found, error, stop = {}, [], threading.Event()
 
     def poll():
@@ -130,6 +131,7 @@ def in_index_order(pairs, first_index, window):
     empty = tf.nest.map_structure(lambda s: tf.zeros([window, *s.shape], s.dtype), spec)
     positions = tf.range(window, dtype=tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def step(state, pair):
         due, held, slots = state
         index, batch = pair
