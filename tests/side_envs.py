@@ -40,6 +40,13 @@ def _link_libusb(folder, executable):
 AFTER_INSTALL = {"task_library": _link_libusb}
 
 
+def _read(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read()
+
+
 def python(name):
     """The environment's interpreter, set up first unless it holds PACKAGES[name] already."""
     folder = path(name)
@@ -49,7 +56,7 @@ def python(name):
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     with open(folder + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers set it up once
-        if not os.path.exists(marker) or open(marker).read() != wanted:
+        if _read(marker) != wanted:
             venv.create(folder, with_pip=True, clear=True)
             subprocess.run([executable, "-m", "pip", "install", "-q", *PACKAGES[name]],
                            check=True)
