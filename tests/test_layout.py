@@ -1,8 +1,10 @@
 """The package's shape: no import cycles, the original's tokenization names where users import
 them, the tokenizers without TensorFlow, every module without the extras' packages, no long
-functions in the tokenizer rooms, and no AutoGraph in its traced functions."""
+functions in the tokenizer rooms, no AutoGraph in its traced functions, and no scikit-learn in
+the suite's environment."""
 
 import ast
+import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -116,6 +118,18 @@ def test_every_traced_function_is_built_without_autograph():
             if isinstance(node, ast.Attribute) and node.attr == "function"
             and isinstance(node.value, ast.Name) and node.value.id == "tf"]
     assert not bare, bare
+
+
+def test_the_suite_s_environment_has_no_scikit_learn():
+    """Keras imports scikit-learn (and SciPy) whenever it is installed: 2 s of CPU in each of
+    the suite's TensorFlow processes, for nothing of ours. Test tools that need it run in
+    environments of their own (tests/side_envs.py)."""
+    for name in ("sklearn", "scipy"):
+        spec = importlib.util.find_spec(name)
+        assert spec is None, (
+            f"{name} is installed ({spec.origin}): a test dependency pulled it in (move that "
+            f"tool to tests/side_envs.py), or .venv predates a775b70 (remove it and rerun "
+            f"scripts/test.sh)")
 
 
 # The extras' packages (setup.py): a base install (`pip install albert_tf`) has none of them.
