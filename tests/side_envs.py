@@ -19,10 +19,13 @@ PACKAGES = {"task_library": ("tflite-support==0.4.4", "libusb-package==1.0.30.0"
             "seqeval": ("seqeval==1.2.2",)}
 
 
+def _default(name):
+    return os.path.join(ROOT, ".venv-" + name.replace("_", "-"))
+
+
 def path(name):
     """The environment's folder: $ALBERT_TF_<NAME>_VENV, else .venv-<name> in the checkout."""
-    return os.environ.get(f"ALBERT_TF_{name.upper()}_VENV",
-                          os.path.join(ROOT, ".venv-" + name.replace("_", "-")))
+    return os.environ.get(f"ALBERT_TF_{name.upper()}_VENV", _default(name))
 
 
 def _link_libusb(folder, executable):
@@ -57,6 +60,12 @@ def python(name):
     with open(folder + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers set it up once
         if _read(marker) != wanted:
+            # Rebuilt from scratch: only a folder this module made (or the checkout's own).
+            if (os.path.isdir(folder) and os.listdir(folder) and _read(marker) is None
+                    and folder != _default(name)):
+                raise RuntimeError(
+                    f"{folder} (${f'ALBERT_TF_{name.upper()}_VENV'}) holds files that are not "
+                    f"a test environment made here: name a new or empty folder")
             venv.create(folder, with_pip=True, clear=True)
             subprocess.run([executable, "-m", "pip", "install", "-q", *PACKAGES[name]],
                            check=True)

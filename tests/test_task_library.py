@@ -1,5 +1,5 @@
 """The ids-in LiteRT files with the TFLite Task Library's metadata (serving.lite_metadata): the
-Task Library itself (tflite-support 0.4.4, in its own environment: tests/task_library.py) reads
+Task Library itself (tflite-support 0.4.4, in its own environment: tests/side_envs.py) reads
 the metadata, tokenizes with the packed vocabulary and gives our model's numbers."""
 
 import random
