@@ -2,6 +2,9 @@
 and predict on NumPy and tf.data under every policy, and .keras files from every checkpoint
 format we read."""
 
+import contextlib
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -120,9 +123,33 @@ def test_regression_multiple_choice_and_squad():
     bce = keras.losses.BinaryCrossentropy(from_logits=True)
     v2.compile(optimizer="adam", loss=[SCCE, SCCE, bce])
     impossible = np.array([0, 1] * 8, np.float32)
-    history = v2.fit(dict(x, start_positions=starts), (starts, ends, impossible), epochs=1,
-                     verbose=0)
+    pooler = _pooler(v2)
+    with _missing_gradient_warnings() as missing:
+        history = v2.fit(dict(x, start_positions=starts), (starts, ends, impossible), epochs=1,
+                         verbose=0)
     assert np.isfinite(history.history["loss"][0])
+    # No loss reaches the pooler: left as it was, without Keras's warning about a forgotten loss.
+    assert missing == [] and _pooler(v2) == pooler
+    # A loss on the start only: the end and answerability heads get no gradient, and Keras says so.
+    v2.compile(optimizer="adam", loss=[SCCE, None, None])
+    with _missing_gradient_warnings() as missing:
+        v2.fit(dict(x, start_positions=starts), (starts, ends, impossible), epochs=1, verbose=0)
+    assert missing and all("end_logits_dense_0_kernel" in m and "pooler/kernel" in m
+                           for m in missing), missing
+
+
+def _pooler(model):
+    return [v.numpy().tolist() for v in model.encoder.pooler.weights]
+
+
+@contextlib.contextmanager
+def _missing_gradient_warnings():
+    """The messages of Keras's warnings about variables without a gradient, while inside."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        missing = []
+        yield missing
+    missing += [str(w.message) for w in caught if "Gradients do not exist" in str(w.message)]
 
 
 def test_token_classifier_with_a_keras_loss_and_with_its_own_objective(tmp_path):
@@ -136,8 +163,11 @@ def test_token_classifier_with_a_keras_loss_and_with_its_own_objective(tmp_path)
     model = AlbertTokenClassifier(config, num_labels=3, classifier_dropout=0.0)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss)
-    history = model.fit(x, labels, epochs=8, batch_size=8, verbose=0).history["loss"]
+    pooler = _pooler(model)
+    with _missing_gradient_warnings() as missing:
+        history = model.fit(x, labels, epochs=8, batch_size=8, verbose=0).history["loss"]
     assert history[-1] < history[0] - 0.3
+    assert missing == [] and _pooler(model) == pooler  # no loss reaches it, no warning
     logits = model.predict(x, verbose=0)["logits"]
     assert logits.shape == (16, 12, 3)
     real = x["input_mask"] == 1

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from albert_tf.formats.checkpoints import assign_weights, read_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.task_model import UNUSED_POOLER, TaskModel, example_weights
+from albert_tf.modeling.task_model import (POOLER_PATHS, UNUSED_POOLER, TaskModel,
+                                           example_weights)
 
 V1_HEAD = ("cls/squad/",)
 V2_HEAD = ("start_logits/", "end_logits/", "answer_class/")
@@ -28,6 +29,8 @@ class AlbertSquad(TaskModel):
     `end_log_probs` (given `start_positions`) and `cls_logits` [B]. Inference adds the
     fixed-size top-k outputs that `prediction_outputs` returns.
     """
+
+    unreached = POOLER_PATHS
 
     def __init__(self, encoder, version_2=False, n_best_size=20, start_n_top=5, end_n_top=5,
                  dropout_prob=0.1, **kwargs):

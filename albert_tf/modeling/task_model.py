@@ -1,6 +1,9 @@
 """What the fine-tuning models share: the encoder they wrap, the weight of each example, and
 Keras's own loop (`compile`, `fit`, `evaluate`, `predict`, `.keras` files)."""
 
+import re
+import warnings
+
 import keras
 import tensorflow as tf
 
@@ -12,6 +15,8 @@ from albert_tf.training.optimizers import finetuning_optimizer
 # The pooler, which token and span heads do not use: transformers' AlbertForTokenClassification
 # and AlbertForQuestionAnswering files have none.
 UNUSED_POOLER = ("bert/pooler/",)
+# The same variables by their Keras paths.
+POOLER_PATHS = ("pooler/",)
 
 
 class TaskModel(PretrainedMixin, keras.Model):
@@ -24,6 +29,10 @@ class TaskModel(PretrainedMixin, keras.Model):
     dict keyed by output names meet those outputs. `compile` without a loss trains the task's
     own objective, its labels read from the features (`label_ids`, ...), as run_* scripts do.
     """
+
+    # Variables (path prefixes) that no loss of the head reaches. Keras's loop leaves them as they
+    # are, as the original's optimizers skipped a variable without a gradient.
+    unreached = ()
 
     def __init__(self, encoder, **kwargs):
         super().__init__(**kwargs)
@@ -69,6 +78,16 @@ class TaskModel(PretrainedMixin, keras.Model):
         self.compile(**keras.saving.deserialize_keras_object(config))
         if self.optimizer is not None and self.built:
             self.optimizer.build(self.trainable_variables)
+
+    def train_step(self, data):
+        """Keras's step, without Keras's warning that the variables of `unreached` get no
+        gradient (it asks whether `compile` forgot a loss); a warning that names others stays."""
+        paths = [v.path for v in self.trainable_variables if v.path.startswith(self.unreached)]
+        with warnings.catch_warnings():
+            if paths:
+                warnings.filterwarnings("ignore", re.escape(
+                    f"Gradients do not exist for variables {paths} when"))
+            return super().train_step(data)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if self._compile_loss is None:  # compiled without a loss: the task's own objective

@@ -3,7 +3,8 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.task_model import UNUSED_POOLER, TaskModel, example_weights
+from albert_tf.modeling.task_model import (POOLER_PATHS, UNUSED_POOLER, TaskModel,
+                                           example_weights)
 
 HEAD_NAMES = ("token_classifier/",)
 
@@ -18,6 +19,8 @@ class AlbertTokenClassifier(TaskModel):
     the pieces that carry a label, 0 elsewhere) and `tag_mask` (1 on each word's scored first
     piece) from the features: cross-entropy averaged over the labelled pieces of the batch.
     """
+
+    unreached = POOLER_PATHS
 
     def __init__(self, encoder, num_labels, classifier_dropout=0.1, **kwargs):
         kwargs.setdefault("name", "albert_token_classifier")
