@@ -164,22 +164,25 @@ def test_an_unknown_quantization_is_refused():
 
 def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
     """run_ner's tagger_text.tflite (SentencePiece: test_run_ner.py) with a WordPiece
-    vocabulary: words, tags and scores of the serving tagger for sentences within a window,
-    a word with no piece read as [UNK]."""
+    vocabulary: words, tags and scores of the serving tagger, a word with no piece read as
+    [UNK], sentences longer than a window through the same windows (two strides)."""
     vocab = vocabularies["wordpiece"]
     tf.keras.utils.set_random_seed(0)
     model = AlbertTokenClassifier(AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab)))), 3)
     labels = ["O", "B-X", "I-X"]
-    runner = lite.interpreter(model_content=lite.tagger_to_tflite(
-        model, vocab, True, 32, labels)).get_signature_runner()
-    served = tagging_function(model, tokenization.in_graph_tokenizer(vocab, True), 32, labels)
-    for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y"]:
-        got = runner(sentences=np.array([text.encode()], object))
-        want = {k: v.numpy()[0] for k, v in served(tf.constant([text])).items()}
-        n = int(want["word_count"])
-        assert [w.decode() for w in got["words"]] == text.split()
-        assert got["tags"].tolist() == want["tags"][:n].tolist()
-        np.testing.assert_allclose(got["scores"], want["scores"][:n], atol=1e-6)
+    long = " ".join(["Anna Smith went to Paris, 北京 and x \u0301 y."] * 7)  # ~70 pieces
+    for stride in (None, 7):
+        runner = lite.interpreter(model_content=lite.tagger_to_tflite(
+            model, vocab, True, 32, labels, stride=stride)).get_signature_runner()
+        served = tagging_function(model, tokenization.in_graph_tokenizer(vocab, True), 32,
+                                  labels, stride)
+        for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y", long]:
+            got = runner(sentences=np.array([text.encode()], object))
+            want = {k: v.numpy()[0] for k, v in served(tf.constant([text])).items()}
+            n = int(want["word_count"])
+            assert [w.decode() for w in got["words"]] == text.split()
+            assert got["tags"].tolist() == want["tags"][:n].tolist()
+            np.testing.assert_allclose(got["scores"], want["scores"][:n], atol=1e-6)
 
 
 def test_int8_without_calibration_data_is_one_clear_error():

@@ -153,32 +153,29 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
         n = int(served["word_count"][i])
         assert n == len(sentence)
         assert [t.decode() for t in served["tags"][i, :n].numpy()] == [t for _, t in sentence]
-    # tagger_text.tflite on LiteRT, sentence by sentence: the export's tags and scores for every
-    # sentence that fits one window (the longer ones are tagged up to its end, from that window
-    # alone).
+    # tagger_text.tflite on LiteRT, sentence by sentence: the export's words, tags and scores for
+    # every sentence, those longer than a window through the same windows.
     runner = lite.interpreter(model_path=str(out / "export" / "tagger_text.tflite")
                               ).get_signature_runner()
     assert (out / "export" / "labels.txt").read_text().split() == [
         "O", "B-LOC", "I-LOC", "B-ORG", "B-PER", "I-PER"]
     tokenizer = load_tokenizer(assets["spm"], True)
-    fitting = []
+    long = []
     for i, text in enumerate(texts):
         on_device = runner(sentences=np.array([text.encode()], object))
-        k = len(on_device["tags"])
-        pieces = sum(max(len(tokenizer.encode(w)), 1) for w in text.split())  # window: 32 - 2
-        if pieces > 30:
-            assert 0 < k < int(served["word_count"][i]), text
-            continue
-        fitting.append(text)
-        assert k == int(served["word_count"][i]), text
+        n = int(served["word_count"][i])
+        assert [w.decode() for w in on_device["words"]] == text.split(), text
         assert [t.decode() for t in on_device["tags"]] == [
-            t.decode() for t in served["tags"][i, :k].numpy()], text
-        np.testing.assert_allclose(on_device["scores"], served["scores"][i, :k], atol=1e-5)
-    assert 0 < len(fitting) < len(texts)  # some sentences are longer than a window
+            t.decode() for t in served["tags"][i, :n].numpy()], text
+        np.testing.assert_allclose(on_device["scores"], served["scores"][i, :n], atol=1e-5)
+        if sum(max(len(tokenizer.encode(w)), 1) for w in text.split()) > 30:  # window: 32 - 2
+            long.append(text)
+    assert 0 < len(long) < len(texts)  # some sentences are longer than a window
     from_export = Tagger(str(out / "export"))(texts[:12])
     # predict --model=<export>/tagger_text.tflite: the same through the Tagger
-    on_litert = Tagger(str(out / "export" / "tagger_text.tflite"))(fitting[:6] + ["  "])
-    for a, b in zip(on_litert, Tagger(str(out / "export"))(fitting[:6] + ["  "])):
+    some = texts[:4] + long[:2] + ["  "]
+    on_litert = Tagger(str(out / "export" / "tagger_text.tflite"))(some)
+    for a, b in zip(on_litert, Tagger(str(out / "export"))(some)):
         assert (a["words"], a["tags"], a["entities"]) == (b["words"], b["tags"], b["entities"])
         np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-5)
     from_checkpoint = Tagger(str(out / "run"), spm_model_file=assets["spm"],

@@ -67,10 +67,10 @@ def plan_windows(piece_counts, window, stride):
                        ceil_div(2 * first_piece - n + 1, stride))
     candidate = tf.clip_by_value(
         tf.stack([low, ceil_div(n - window, stride), cross - 1, cross], axis=1),
-        low[:, None], high[:, None])
+        tf.expand_dims(low, 1), tf.expand_dims(high, 1))
     start = candidate * stride
-    end = tf.minimum(start + window, n[:, None]) - 1
-    piece = first_piece[:, None]
+    end = tf.minimum(start + window, tf.expand_dims(n, 1)) - 1
+    piece = tf.expand_dims(first_piece, 1)
     context = tf.minimum(piece - start, end - piece)
     most = tf.reduce_max(tf.concat([windows, [1]], 0))
     key = context * most + (most - 1 - candidate)  # ties: the earlier window

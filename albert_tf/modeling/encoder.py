@@ -14,7 +14,9 @@ INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 def attention_bias_from_mask(input_mask):
     """[batch, seq] 1/0 mask → additive bias [batch, 1, 1, seq]: 0 to keep, -10000 to drop."""
     mask = tf.cast(input_mask, tf.float32)
-    return (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * -10000.0
+    # expand_dims, not [:, None, None, :]: LiteRT has no builtin for a slice that adds axes to
+    # a tensor whose batch is not known (the tagger's windows).
+    return tf.expand_dims(tf.expand_dims(1.0 - mask, 1), 1) * -10000.0
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -15,6 +15,7 @@ import tensorflow_text as tf_text
 from absl import logging
 from tensorflow_text import tflite_registrar
 
+from albert_tf.data.tagging import check_window, default_stride, plan_windows
 from albert_tf.serving.saved_model import Trackable, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
@@ -255,20 +256,22 @@ def quantize(converter, quantization, calibration=None):
 
 
 def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
-                     quantization="none"):
+                     quantization="none", stride=None):
     """TFLite bytes of a tagger on one sentence (`sentences`, string [1]): words split on
-    whitespace, each tokenized on its own (a word with no piece is one <unk>), one window of
-    `seq_length - 2` pieces; outputs, for the words whose first piece is in the window, `words`
-    (string [k]), `tags` (their first piece's best tag, string [k]) and `scores` (its
-    probability, float [k]). A longer sentence is tagged up to the window's end.
+    whitespace, each tokenized on its own (a word with no piece is one <unk>), cut into the
+    run's overlapping windows of `seq_length - 2` pieces (`stride` apart, as data.tagging cuts
+    them; all of a sentence's windows in one model call); outputs, per word, `words` (string),
+    `tags` (its first piece's best tag in the window where that piece has the most context) and
+    `scores` (that tag's probability).
     `quantization`: none, float16 or dynamic_int8 (int8 has no calibration texts here)."""
     if quantization == "int8":
         raise ValueError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 or "
                          "dynamic_int8")
+    stride = stride or default_stride(seq_length)
+    check_window(seq_length, stride)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
     whitespace = tf_text.WhitespaceTokenizer()
     label_table = tf.constant(list(labels))
-    window = seq_length - 2
 
     @graph_function(input_signature=[tf.TensorSpec([1], tf.string, name="sentences")])
     def serving_default(sentences):
@@ -278,20 +281,34 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
         ids = tf.concat([ids, [tokenizer.unk_id]], 0)
         rows = tf.maximum(counts, 1)
         starts = tf.where(counts > 0, tf.cumsum(counts, exclusive=True), tf.size(ids) - 1)
-        pieces = expand(tf.range(tf.size(rows)), starts, rows, ids)[:window]
-        first = tf.cumsum(rows, exclusive=True)
-        kept = tf.reduce_sum(tf.cast(first < window, tf.int32))
-        inputs = {"input_word_ids": tf.concat([[tokenizer.cls_id], pieces, [tokenizer.sep_id]],
-                                              0)[None]}
-        inputs["input_mask"] = tf.ones_like(inputs["input_word_ids"])
-        inputs["input_type_ids"] = tf.zeros_like(inputs["input_word_ids"])
-        probabilities = tf.gather(model(inputs, training=False)["probabilities"][0],
-                                  first[:kept] + 1)
-        return {"words": words[:kept],
+        pieces = expand(tf.range(tf.size(rows)), starts, rows, ids)
+        plan = plan_windows(tf.RaggedTensor.from_row_lengths(rows, tf.reshape(tf.size(rows), [1]),
+                                                             validate=False),
+                            seq_length - 2, stride)
+        probabilities = tf.gather_nd(
+            model(dense_windows(pieces, plan, tokenizer), training=False)["probabilities"],
+            tf.stack([plan["word_window"], plan["word_position"] + 1], 1))
+        return {"words": words,
                 "tags": tf.gather(label_table, tf.argmax(probabilities, -1, output_type=tf.int32)),
                 "scores": tf.reduce_max(probabilities, -1)}
     return convert(serving_default, quantization, tokenizer=tokenizer, whitespace=whitespace,
-                    variables=tf_variables(model.variables))
+                   variables=tf_variables(model.variables))
+
+
+def dense_windows(pieces, plan, tokenizer):
+    """The encoder inputs of one sentence's planned windows (data.tagging.plan_windows over
+    `pieces`, its piece ids [n]): `[CLS] pieces [SEP]` per row, padded to the longest, in
+    builtin ops (data.tagging.window_ids builds the same rows as a RaggedTensor)."""
+    length = tf.expand_dims(plan["window_length"], 1)
+    position = tf.range(tf.reduce_max(length) + 2)[None]
+    index = tf.expand_dims(plan["window_start"], 1) + position - 1
+    body = tf.gather(pieces, tf.clip_by_value(index, 0, tf.size(pieces) - 1))
+    ids = tf.where(position == 0, tokenizer.cls_id,
+                   tf.where(position <= length, body,
+                            tf.where(position == length + 1, tokenizer.sep_id,
+                                     tokenizer.pad_id)))
+    mask = tf.cast(position <= length + 1, tf.int32)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": tf.zeros_like(ids)}
 
 
 def segment_texts(tokenizer, ids, types, count):

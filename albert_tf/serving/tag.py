@@ -88,7 +88,7 @@ def entities(sentence, words, tags):
 class Tagger(Predictor):
     """Tags per word and the entities they form, from a run_ner output_dir (its
     model.ckpt-best, albert_config.json and labels.txt; or `labels`), its serving export or the
-    export's tagger_text.tflite (LiteRT, one window per sentence)."""
+    export's tagger_text.tflite (LiteRT, one sentence per call)."""
 
     def __init__(self, model, labels=None, **kwargs):
         super().__init__(model, **kwargs)

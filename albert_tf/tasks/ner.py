@@ -157,8 +157,8 @@ class NerTask:
 
     def export(self, model, export_dir, lite_options=None):
         """The raw-sentence serving SavedModel (serving.tag), and unless `lite_options.files`
-        is "none", export_dir/tagger_text.tflite (one sentence in: words, tags, scores of
-        one window; `serving.lite.tagger_to_tflite`) with labels.txt beside it."""
+        is "none", export_dir/tagger_text.tflite (one sentence in: words, tags, scores, through
+        the run's windows; `serving.lite.tagger_to_tflite`) with labels.txt beside it."""
         from albert_tf.serving import lite
         from albert_tf.serving.tag import export_tagger
 
@@ -173,7 +173,7 @@ class NerTask:
         path = os.path.join(os.fspath(export_dir), "tagger_text.tflite")
         atomic_write_bytes(path, lite.tagger_to_tflite(
             model, self.tokenizer.asset_file, self.tokenizer.do_lower_case, self.max_seq_length,
-            self.labels, options.quantization))
+            self.labels, options.quantization, self.window_stride))
         conll.write_labels(export_dir, self.labels)
         logging.info("Wrote %s (%s)", path, options.quantization)
         return export_dir
