@@ -2,6 +2,7 @@
 FullTokenizer's, in TensorFlow and in LiteRT's interpreter, and string-in classifiers against
 the serving SavedModel's path (in-graph tokenizer + pack_texts), float and quantized."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,7 +11,8 @@ from albert_tf import AlbertConfig, tokenization
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving import lite
-from albert_tf.serving.saved_model import pack_texts
+from albert_tf.serving.finetuned import model_to_tflite
+from albert_tf.serving.saved_model import float32_model, pack_texts
 from albert_tf.serving.tag import tagging_function
 from conftest import TINY
 import ner_data
@@ -183,6 +185,47 @@ def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
             assert [w.decode() for w in got["words"]] == text.split()
             assert got["tags"].tolist() == want["tags"][:n].tolist()
             np.testing.assert_allclose(got["scores"], want["scores"][:n], atol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_models_under_a_mixed_policy_convert_in_float32(vocabularies, policy):
+    """Models built under a mixed policy (Keras's fit on a TPU, a GPU, an AMX CPU) convert to
+    files LiteRT runs, with their float32 copy's outputs: a file converted from the bfloat16 or
+    float16 graph failed on the device (no such MatMul kernel). The models are left as they
+    were, and so is the global policy."""
+    vocab = vocabularies["sentencepiece"]
+    config = AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab))))
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        tf.keras.utils.set_random_seed(0)
+        classifier, tagger = AlbertClassifier(config, 2), AlbertTokenClassifier(config, 3)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    copy = float32_model(classifier)
+    assert copy.dtype_policy.name == "float32" and classifier.dtype_policy.name == policy
+    ids = np.array([[2, 7, 9, 11, 3] + [0] * 11], np.int32)
+    inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+              "input_type_ids": np.zeros_like(ids)}
+    runner = lite.interpreter(model_content=model_to_tflite(classifier, 16)).get_signature_runner()
+    np.testing.assert_allclose(runner(**inputs)["probabilities"],
+                               copy(inputs)["probabilities"].numpy(), atol=1e-5)
+    text = "Anna Smith went to Paris."
+    files = [lite.text_model_to_tflite(model, vocab, True, 16, ["text"],
+                                       lambda out: {"probabilities": out["probabilities"]})
+             for model in (classifier, copy)]
+    got, want = (lite.interpreter(model_content=f).get_signature_runner()(
+        text=np.array([text.encode()], object))["probabilities"] for f in files)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    labels = ["O", "B-X", "I-X"]
+    long = " ".join([text] * 4)  # three windows of 14 pieces
+    on_device = lite.interpreter(model_content=lite.tagger_to_tflite(
+        tagger, vocab, True, 16, labels)).get_signature_runner()(
+            sentences=np.array([long.encode()], object))
+    served = tagging_function(float32_model(tagger), tokenization.in_graph_tokenizer(vocab, True),
+                              16, labels)(tf.constant([long]))
+    assert on_device["tags"].tolist() == served["tags"].numpy()[0].tolist()
+    np.testing.assert_allclose(on_device["scores"], served["scores"].numpy()[0], atol=1e-5)
+    assert keras.mixed_precision.global_policy().name == "float32"
 
 
 def test_int8_without_calibration_data_is_one_clear_error():

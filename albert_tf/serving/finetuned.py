@@ -12,8 +12,8 @@ from albert_tf.data.conll import write_labels
 from albert_tf.files import atomic_write_bytes
 from albert_tf.serving import lite, lite_metadata
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
-                                           encoder_input_specs, pack_texts, save_atomically,
-                                           stage_assets, tf_variables)
+                                           encoder_input_specs, float32_model, pack_texts,
+                                           save_atomically, stage_assets, tf_variables)
 from albert_tf.tokenization import in_graph_tokenizer
 from albert_tf.tracing import graph_function
 
@@ -117,6 +117,7 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
     outputs (numeric tensors only; default: the model's dict outputs); `quantization`: one of
     `lite.QUANTIZATIONS` (int8 calibrated on `calibration()`'s input dicts)."""
     output_fn = output_fn or _default_outputs
+    model = float32_model(model)
     specs = encoder_input_specs(ENCODER_INPUTS, seq_length, batch_size)
 
     @graph_function(input_signature=[specs])
@@ -145,7 +146,9 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
     ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
     outputs and the Task Library's metadata (tokenizer and labels packed in).
-    Returns (export_dir, ids-level tflite path or None)."""
+    Returns (export_dir, ids-level tflite path or None). A model under a mixed policy is
+    exported in float32 (`saved_model.float32_model`)."""
+    model = float32_model(model)
     options = lite_options or lite.LiteOptions()
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,

@@ -16,7 +16,7 @@ from absl import logging
 from tensorflow_text import tflite_registrar
 
 from albert_tf.data.tagging import check_window, default_stride, plan_windows
-from albert_tf.serving.saved_model import Trackable, place_offsets, tf_variables
+from albert_tf.serving.saved_model import Trackable, float32_model, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
@@ -174,6 +174,7 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
     last text's pieces, the UTF-8 byte range [start, end) in that text of the whitespace-separated
     word the piece comes from (the token-to-character map of an answer span); (-1, -1) at the
     other positions. That text is then tokenized word by word (the same ids)."""
+    model = model and float32_model(model)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
     whitespace = tf_text.WhitespaceTokenizer()
     specs = {k: tf.TensorSpec([1], tf.string, name=k) for k in keys}
@@ -269,6 +270,7 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
                          "dynamic_int8")
     stride = stride or default_stride(seq_length)
     check_window(seq_length, stride)
+    model = float32_model(model)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
     whitespace = tf_text.WhitespaceTokenizer()
     label_table = tf.constant(list(labels))

@@ -10,6 +10,7 @@ from albert_tf.files import writing
 from albert_tf.outputs import SAVED_MODEL_ENTRIES, check_output_dir
 from albert_tf.tokenization import SENTENCEPIECE, FullTokenizer, load_sp_model, vocabulary_kind
 from albert_tf.tracing import graph_function
+from albert_tf.training.distribution import float32_policy
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 Trackable = tf.__internal__.tracking.AutoTrackable  # tf.Module's `variables` is read-only
@@ -105,6 +106,21 @@ def place_offsets(ranges, inputs, segment):
     # A row to gather from when the text has no pieces.
     ranges = tf.concat([ranges, tf.fill([tf.shape(ranges)[0], 1, 2], -1)], 1)
     return tf.where(inside[..., None], tf.gather(ranges, tf.maximum(rank, 0), batch_dims=1), -1)
+
+
+def float32_model(model, build=None):
+    """`model`, or where it computes in bfloat16/float16 (a mixed policy), the same model rebuilt
+    in float32 with its weights (`build()` builds it; by default its Keras config does): exports
+    serve in full precision whatever the training policy was, and LiteRT has no bfloat16 or
+    float16 MatMul kernel (a mixed-policy model converts, then fails on the device). What is
+    not a Keras model (a wrapper of one, such as tasks.squad.SquadServing) is left as it is."""
+    policy = getattr(model, "dtype_policy", None)
+    if policy is None or policy.compute_dtype == "float32":
+        return model
+    with float32_policy():
+        copy = build() if build else type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def check_export_dir(export_dir, flag=None, overwrite=True, inputs=None,

@@ -12,6 +12,7 @@ from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving.classify import label_names
 from albert_tf.serving.finetuned import save_serving
 from albert_tf.serving.predictor import PredictError, Predictor, batches
+from albert_tf.serving.saved_model import float32_model
 from albert_tf.tasks.conll_metrics import chunks
 from albert_tf.tokenization import in_graph_tokenizer
 from albert_tf.tracing import graph_function
@@ -60,7 +61,9 @@ def tagging_function(model, tokenizer, max_seq_length, labels, stride=None):
 def export_tagger(model, export_dir, vocabulary, do_lower_case, max_seq_length, labels,
                   stride=None):
     """The raw-sentence serving SavedModel: `serving_default(sentences)` → words, tags, scores,
-    word_count (see `tagging_function`); `label_names` holds the tag set."""
+    word_count (see `tagging_function`); `label_names` holds the tag set. A model under a
+    mixed policy is exported in float32 (`saved_model.float32_model`)."""
+    model = float32_model(model)
     save_serving(model, export_dir, vocabulary, do_lower_case,
                  lambda tokenizer: {"serving_default": tagging_function(
                      model, tokenizer, max_seq_length, labels, stride)},

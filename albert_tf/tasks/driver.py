@@ -166,17 +166,6 @@ def _restore_for_inference(trainer, task, FLAGS, doing):  # noqa: N803
         logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
 
 
-def _float32_copy(model, build):
-    """The model rebuilt in float32 with the same weights: exports serve (and TFLite converts)
-    in full precision whatever the training policy was."""
-    if keras.mixed_precision.global_policy().name == "float32":
-        return model
-    with distribution.float32_policy():
-        copy = build()
-    copy.set_weights(model.get_weights())
-    return copy
-
-
 class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
@@ -296,13 +285,13 @@ class _Run:
                     f"{k} {v:.4g}" for k, v in sorted(scores.items())))
 
     def export(self, export_dir):
-        from albert_tf.serving.saved_model import check_export_dir
+        from albert_tf.serving.saved_model import check_export_dir, float32_model
 
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
         # Checked before training; again now, in case the directory changed since.
         check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False),
                          overwrite_flag="overwrite_export")
-        model = _float32_copy(self.trainer.model, self.build_model)
+        model = float32_model(self.trainer.model, self.build_model)
         self.task.export(model, export_dir, self.lite_options(model))
 
     def lite_options(self, model):
