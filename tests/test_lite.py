@@ -167,7 +167,8 @@ def test_an_unknown_quantization_is_refused():
 def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
     """run_ner's tagger_text.tflite (SentencePiece: test_run_ner.py) with a WordPiece
     vocabulary: words, tags and scores of the serving tagger, a word with no piece read as
-    [UNK], sentences longer than a window through the same windows (two strides)."""
+    [UNK], sentences longer than a window through the same windows (two strides), and no
+    word for an empty sentence."""
     vocab = vocabularies["wordpiece"]
     tf.keras.utils.set_random_seed(0)
     model = AlbertTokenClassifier(AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab)))), 3)
@@ -178,7 +179,7 @@ def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
             model, vocab, True, 32, labels, stride=stride)).get_signature_runner()
         served = tagging_function(model, tokenization.in_graph_tokenizer(vocab, True), 32,
                                   labels, stride)
-        for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y", long]:
+        for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y", long, " "]:
             got = runner(sentences=np.array([text.encode()], object))
             want = {k: v.numpy()[0] for k, v in served(tf.constant([text])).items()}
             n = int(want["word_count"])

@@ -304,6 +304,8 @@ def dense_windows(pieces, plan, tokenizer):
     length = tf.expand_dims(plan["window_length"], 1)
     position = tf.range(tf.reduce_max(length) + 2)[None]
     index = tf.expand_dims(plan["window_start"], 1) + position - 1
+    # (A padding id at the end: a sentence without words has a window of no pieces.)
+    pieces = tf.concat([pieces, [tokenizer.pad_id]], 0)
     body = tf.gather(pieces, tf.clip_by_value(index, 0, tf.size(pieces) - 1))
     ids = tf.where(position == 0, tokenizer.cls_id,
                    tf.where(position <= length, body,
