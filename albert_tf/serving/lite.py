@@ -174,7 +174,7 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
     last text's pieces, the UTF-8 byte range [start, end) in that text of the whitespace-separated
     word the piece comes from (the token-to-character map of an answer span); (-1, -1) at the
     other positions. That text is then tokenized word by word (the same ids)."""
-    model = model and float32_model(model)
+    model = float32_model(model)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
     whitespace = tf_text.WhitespaceTokenizer()
     specs = {k: tf.TensorSpec([1], tf.string, name=k) for k in keys}
