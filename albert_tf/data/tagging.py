@@ -81,16 +81,38 @@ def plan_windows(piece_counts, window, stride):
             "word_position": first_piece - best * stride}
 
 
+def window_inputs(pieces, begin, length, cls_id, sep_id, pad_id=0):
+    """The encoder inputs of windows over `pieces` (int32 [n]): row k is `[CLS]`, the
+    `length[k]` pieces from `begin[k]`, `[SEP]`, then `pad_id` up to the longest row; int32
+    `input_word_ids`, `input_mask`, `input_type_ids` [windows, longest + 2]. Builtin ops only
+    (LiteRT runs them)."""
+    length = tf.expand_dims(length, 1)
+    position = tf.range(tf.reduce_max(length) + 2)[None]
+    # (A padding id at the end: a sentence without words has a window of no pieces.)
+    pieces = tf.concat([pieces, [pad_id]], 0)
+    index = tf.clip_by_value(tf.expand_dims(begin, 1) + position - 1, 0, tf.size(pieces) - 1)
+    ids = tf.where(position == 0, cls_id,
+                   tf.where(position <= length, tf.gather(pieces, index),
+                            tf.where(position == length + 1, sep_id, pad_id)))
+    return {"input_word_ids": ids, "input_mask": tf.cast(position <= length + 1, tf.int32),
+            "input_type_ids": tf.zeros_like(ids)}
+
+
+def window_begins(piece_ids, plan):
+    """Where each planned window starts in `piece_ids.flat_values` (piece_ids: a RaggedTensor
+    [sentences, (pieces)])."""
+    offsets = tf.cast(piece_ids.row_starts(), tf.int32)
+    return tf.gather(offsets, plan["window_sentence"]) + plan["window_start"]
+
+
 def window_ids(piece_ids, plan, cls_id, sep_id):
     """RaggedTensor [windows, (length + 2)]: `[CLS] pieces [SEP]` of each planned window, from
     piece_ids, a RaggedTensor [sentences, (pieces)]."""
-    offsets = tf.cast(piece_ids.row_starts(), tf.int32)
-    begin = tf.gather(offsets, plan["window_sentence"]) + plan["window_start"]
-    body = tf.gather(tf.cast(piece_ids.flat_values, tf.int32),
-                     tf.ragged.range(begin, begin + plan["window_length"]))
-    ends = tf.ones([tf.size(begin), 1], tf.int32)
-    return tf.concat([tf.RaggedTensor.from_tensor(ends * cls_id), body,
-                      tf.RaggedTensor.from_tensor(ends * sep_id)], axis=1)
+    inputs = window_inputs(tf.cast(piece_ids.flat_values, tf.int32),
+                           window_begins(piece_ids, plan), plan["window_length"], cls_id,
+                           sep_id)
+    return tf.RaggedTensor.from_tensor(inputs["input_word_ids"],
+                                       lengths=plan["window_length"] + 2)
 
 
 def word_pieces(tokenizer, words):

@@ -15,7 +15,7 @@ import tensorflow_text as tf_text
 from absl import logging
 from tensorflow_text import tflite_registrar
 
-from albert_tf.data.tagging import check_window, default_stride, plan_windows
+from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_inputs
 from albert_tf.serving.saved_model import Trackable, float32_model, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
@@ -287,32 +287,15 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
         plan = plan_windows(tf.RaggedTensor.from_row_lengths(rows, tf.reshape(tf.size(rows), [1]),
                                                              validate=False),
                             seq_length - 2, stride)
-        probabilities = tf.gather_nd(
-            model(dense_windows(pieces, plan, tokenizer), training=False)["probabilities"],
-            tf.stack([plan["word_window"], plan["word_position"] + 1], 1))
+        inputs = window_inputs(pieces, plan["window_start"], plan["window_length"],
+                               tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+        probabilities = tf.gather_nd(model(inputs, training=False)["probabilities"],
+                                     tf.stack([plan["word_window"], plan["word_position"] + 1], 1))
         return {"words": words,
                 "tags": tf.gather(label_table, tf.argmax(probabilities, -1, output_type=tf.int32)),
                 "scores": tf.reduce_max(probabilities, -1)}
     return convert(serving_default, quantization, tokenizer=tokenizer, whitespace=whitespace,
                    variables=tf_variables(model.variables))
-
-
-def dense_windows(pieces, plan, tokenizer):
-    """The encoder inputs of one sentence's planned windows (data.tagging.plan_windows over
-    `pieces`, its piece ids [n]): `[CLS] pieces [SEP]` per row, padded to the longest, in
-    builtin ops (data.tagging.window_ids builds the same rows as a RaggedTensor)."""
-    length = tf.expand_dims(plan["window_length"], 1)
-    position = tf.range(tf.reduce_max(length) + 2)[None]
-    index = tf.expand_dims(plan["window_start"], 1) + position - 1
-    # (A padding id at the end: a sentence without words has a window of no pieces.)
-    pieces = tf.concat([pieces, [tokenizer.pad_id]], 0)
-    body = tf.gather(pieces, tf.clip_by_value(index, 0, tf.size(pieces) - 1))
-    ids = tf.where(position == 0, tokenizer.cls_id,
-                   tf.where(position <= length, body,
-                            tf.where(position == length + 1, tokenizer.sep_id,
-                                     tokenizer.pad_id)))
-    mask = tf.cast(position <= length + 1, tf.int32)
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": tf.zeros_like(ids)}
 
 
 def segment_texts(tokenizer, ids, types, count):

@@ -7,7 +7,8 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.conll import LABELS_FILE, read_labels
-from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_ids
+from albert_tf.data.tagging import (check_window, default_stride, plan_windows,
+                                    window_begins, window_inputs)
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.serving.classify import label_names
 from albert_tf.serving.finetuned import save_serving
@@ -41,9 +42,9 @@ def tagging_function(model, tokenizer, max_seq_length, labels, stride=None):
         plan = plan_windows(per_word, max_seq_length - 2, stride)
         by_sentence = tf.RaggedTensor.from_row_lengths(pieces.flat_values,
                                                        tf.reduce_sum(per_word, axis=1))
-        ids = window_ids(by_sentence, plan, tokenizer.cls_id, tokenizer.sep_id)
-        inputs = {"input_word_ids": ids.to_tensor(), "input_mask": tf.ones_like(ids).to_tensor(),
-                  "input_type_ids": tf.zeros_like(ids).to_tensor()}
+        inputs = window_inputs(tf.cast(by_sentence.flat_values, tf.int32),
+                               window_begins(by_sentence, plan), plan["window_length"],
+                               tokenizer.cls_id, tokenizer.sep_id)
         probabilities = model(inputs, training=False)["probabilities"]
         at = tf.stack([plan["word_window"], plan["word_position"] + 1], axis=1)
         per_word_probabilities = tf.gather_nd(probabilities, at)
