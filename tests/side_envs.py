@@ -59,13 +59,14 @@ def python(name):
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     with open(folder + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers set it up once
-        if _read(marker) != wanted:
+        installed = _read(marker)
+        if installed != wanted:
             # Rebuilt from scratch: only a folder this module made (or the checkout's own).
-            if (os.path.isdir(folder) and os.listdir(folder) and _read(marker) is None
+            if (installed is None and os.path.isdir(folder) and os.listdir(folder)
                     and folder != _default(name)):
-                raise RuntimeError(
-                    f"{folder} (${f'ALBERT_TF_{name.upper()}_VENV'}) holds files that are not "
-                    f"a test environment made here: name a new or empty folder")
+                variable = f"ALBERT_TF_{name.upper()}_VENV"
+                raise RuntimeError(f"{folder} (${variable}) holds files that are not a test "
+                                   f"environment made here: name a new or empty folder")
             venv.create(folder, with_pip=True, clear=True)
             subprocess.run([executable, "-m", "pip", "install", "-q", *PACKAGES[name]],
                            check=True)
