@@ -185,6 +185,21 @@ def test_token_classifier_with_a_keras_loss_and_with_its_own_objective(tmp_path)
     np.testing.assert_allclose(loaded(x)["logits"], own(x)["logits"], atol=1e-6)
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"], indirect=True)
+def test_no_gradient_warning_for_the_pooler_under_mixed_policies_with_xla(policy):
+    """The pooler, which no loss of a tagging head reaches, under the mixed policies compiled
+    with XLA (float16 through Keras's LossScaleOptimizer): left as it was, no warning."""
+    keras.utils.set_random_seed(8)
+    x, _ = _sentences(8, seed=9)
+    model = AlbertTokenClassifier(AlbertConfig(**SMALL), num_labels=3, classifier_dropout=0.0)
+    model.compile(jit_compile=True)  # the run_ner objective
+    pooler = _pooler(model)
+    with _missing_gradient_warnings() as missing:
+        model.fit(dict(x, tag_ids=x["input_word_ids"] % 3 + 1, tag_mask=x["input_mask"]),
+                  epochs=1, batch_size=8, verbose=0)
+    assert missing == [] and _pooler(model) == pooler
+
+
 def test_pretrainer_fit_evaluate_predict():
     keras.utils.set_random_seed(4)
     config = AlbertConfig(**SMALL)
