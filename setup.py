@@ -6,7 +6,8 @@ from setuptools import find_packages, setup
 # WriteToTFRecord and the CRC package it needs are not used). Beam pins protobuf<7, and
 # sentencepiece 0.2.3's model protobuf needs protobuf 7 (without it transformers' AutoTokenizer
 # cannot read a spiece.model): sentencepiece 0.2.2 serves both.
-BEAM = ["apache-beam>=2.77,<3", "sentencepiece>=0.2,<0.2.3"]
+SENTENCEPIECE_0_2_2 = "sentencepiece>=0.2,<0.2.3"
+BEAM = ["apache-beam>=2.77,<3", SENTENCEPIECE_0_2_2]
 # LiteRT, the runtime TFLite became (TensorFlow 2.21 deprecates tf.lite.Interpreter): runs the
 # exported .tflite files as phones and small CPUs do.
 LITERT = ["ai-edge-litert>=2.3,<3"]
@@ -56,7 +57,9 @@ setup(
             "ipykernel>=6.29",
         ],
         # scripts/demo.sh: the PNG of the training curves; LiteRT scores the exported .tflite.
-        "demo": ["matplotlib>=3.8", *LITERT],
+        # The test extra's SentencePiece: 0.2.2 and 0.2.3 train different vocabularies from the
+        # same text, and the demo's must not depend on which README command ran first.
+        "demo": ["matplotlib>=3.8", *LITERT, SENTENCEPIECE_0_2_2],
         # notebooks/: Jupyter and the inline plots.
         "notebook": ["jupyterlab>=4", "matplotlib>=3.8"],
         "keras_hub": ["keras-hub==0.32.*"],

@@ -26,6 +26,8 @@ from albert_tf.startup import quiet_stderr  # noqa: E402
 if __name__ == "__main__":
     quiet_stderr()
 
+from albert_tf.formats.resolve import run_checkpoint  # noqa: E402
+from albert_tf.training.excursions import read_log  # noqa: E402
 from albert_tf.training.results import read_scalars  # noqa: E402
 
 # Each sentence with the word its [MASK] hides, in the three training novels' world.
@@ -115,13 +117,29 @@ def read_results(path):
         return {k.strip(): float(v) for k, v in (line.split("=", 1) for line in f if "=" in line)}
 
 
+def excursions_summary(pretrain_dir):
+    """The run's loss excursions and how each was recovered, from its excursions.json."""
+    recoveries = read_log(pretrain_dir)
+    if not recoveries:
+        return "  No loss excursion: the training loss never spiked or kept rising."
+    return "\n".join(
+        f"  Excursion {r['number']} ({r['kind']}) seen at step {r['detected_at_step']}: back to "
+        f"step {r['rolled_back_to_step']}, past {r['skipped_batches']} batches, learning rate "
+        f"x{r['lr_scale']:g}." for r in recoveries)
+
+
 def report_all(demo_dir, config_path, train_tsv):
     png = os.path.join(demo_dir, "curves.png")
-    plot_curves(os.path.join(demo_dir, "pretrained"), png)
-    held_out = read_results(os.path.join(demo_dir, "pretrained", "eval_results.txt"))
+    pretrained = os.path.join(demo_dir, "pretrained")
+    plot_curves(pretrained, png)
+    held_out = read_results(os.path.join(pretrained, "eval_results.txt"))
     print(f"Pretraining, held-out novel at step {int(held_out['global_step'])}: masked-LM "
           f"accuracy {held_out['masked_lm_accuracy']:.3f} (one of 8000 pieces), sentence-order "
           f"accuracy {held_out['sentence_order_accuracy']:.3f} (chance 0.5).")
+    print(excursions_summary(pretrained))
+    prefix, why = run_checkpoint(pretrained)
+    print(f"  Fine-tuning, the exports and fill-mask start from {os.path.basename(prefix)}: "
+          f"{why}.")
     print(f"Curves (training and held-out MLM loss, MLM accuracy, SOP accuracy): {png}")
     initial = os.path.join(demo_dir, "initial")
     write_initial(config_path, initial)

@@ -8,7 +8,11 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.conversion import convert
-from conftest import TINY, torch_outputs
+from albert_tf.formats.checkpoints import read_checkpoint
+from albert_tf.formats.sources import ModelSource
+from albert_tf.training.optimizers import create_optimizer
+from albert_tf.training.trainer import Trainer
+from conftest import SMALL, TINY, torch_outputs
 from tool_runner import run_tool_logged
 
 
@@ -295,3 +299,37 @@ def test_a_head_of_another_shape_is_left_at_its_initial_values(tmp_path, caplog)
     with pytest.raises(ValueError, match="output_weights: checkpoint"):
         AlbertClassifier(AlbertConfig(**TINY), num_labels=2).load_checkpoint(
             str(tmp_path), allow_missing=HEAD_NAMES)
+
+
+def test_a_run_directory_means_its_best_checkpoint_for_every_reader(tmp_path, caplog):
+    """One checkpoint rule (resolve.run_checkpoint): a run directory means the run's best
+    (model.ckpt-best, by its evaluations), else its newest; the log says which and why. Every
+    reader goes through it: from_pretrained and --init_checkpoint (read_checkpoint),
+    convert_checkpoint, predict and the exports (ModelSource); a prefix is read as given."""
+    run = tmp_path / "run"
+    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                      lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
+                      lambda: create_optimizer(1e-2, 10, 0, "lamb"), str(run), global_batch_size=2)
+    dense = "bert/encoder/embedding_hidden_mapping_in/kernel"
+    weights = {}
+    for step in (2, 4):
+        trainer.optimizer.iterations.assign(step)
+        variable = trainer.model.tf1_weights()[dense]
+        variable.assign(np.full(variable.shape, float(step), np.float32))
+        weights[step] = trainer.save()
+    caplog.set_level("INFO")
+    assert read_checkpoint(str(run))[0][dense][0, 0] == 4.0  # no evaluation: the newest
+    assert "model.ckpt-4 (the run's newest checkpoint (it kept no best" in caplog.text
+    trainer.record_eval({"global_step": 2, "masked_lm_accuracy": 0.5}, weights[2],
+                        "masked_lm_accuracy")
+    trainer.close()
+    caplog.clear()
+    assert read_checkpoint(str(run))[0][dense][0, 0] == 2.0
+    assert (f"Reading the albert_tf checkpoint {run}/model.ckpt-best (the run's best by "
+            f"masked_lm_accuracy (0.5 at step 2); its newest is model.ckpt-4)") in caplog.text
+    assert ModelSource(str(run)).arrays[dense][0, 0] == 2.0
+    encoder = convert(str(run), str(tmp_path / "hf"), "hf")
+    assert encoder.tf1_weights()[dense].numpy()[0, 0] == 2.0
+    caplog.clear()
+    assert read_checkpoint(weights[4])[0][dense][0, 0] == 4.0  # a prefix: as given
+    assert f"Reading the albert_tf checkpoint {weights[4]}\n" in caplog.text + "\n"

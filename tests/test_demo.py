@@ -15,6 +15,7 @@ import pytest
 from albert_tf import AlbertConfig, AlbertPretrainer, FullTokenizer, create_pretraining_data
 from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.startup import NOISE
+from albert_tf.training.excursions import write_log
 from conftest import TINY
 from tool_runner import run_tool, tool_flags
 
@@ -174,3 +175,13 @@ def test_tools_start_without_error_like_lines(run):
     for noise in NOISE:
         assert noise not in run["stderr"]
     assert not re.search(r"^E\d{4} ", run["stderr"], re.MULTILINE), run["stderr"][:2000]
+
+
+def test_the_report_says_how_each_excursion_was_recovered(run, tmp_path):
+    assert report.excursions_summary(run["out"]) == (
+        "  No loss excursion: the training loss never spiked or kept rising.")
+    write_log(str(tmp_path), [dict(number=1, kind="rise", detected_at_step=7169,
+                                   rolled_back_to_step=3870, skipped_batches=3299, lr_scale=0.5)])
+    assert report.excursions_summary(str(tmp_path)) == (
+        "  Excursion 1 (rise) seen at step 7169: back to step 3870, past 3299 batches, learning "
+        "rate x0.5.")

@@ -19,7 +19,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
 from albert_tf.formats import hf, keras_hub
-from albert_tf.formats.resolve import resolve_checkpoint
+from albert_tf.formats.resolve import checkpoint_choice, resolve_checkpoint
 from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
@@ -32,7 +32,7 @@ _TF1_IGNORED = re.compile(r"(^global_step$|/(adam|lamb)_[mv]$|/Adam(_1)?$|^beta[
 def read_checkpoint(path):
     """(arrays {TF1 name: np.ndarray}, config path or None, format) for any supported path."""
     fmt, location, config = resolve_checkpoint(path)
-    logging.info("Reading the %s checkpoint %s", fmt, location)
+    logging.info("Reading the %s checkpoint %s%s", fmt, location, checkpoint_choice(path))
     if fmt == "hf":
         arrays = hf.hf_to_tf1(hf.read_hf_state(location))
     elif fmt == "keras_hub":

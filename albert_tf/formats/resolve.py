@@ -19,34 +19,61 @@ def _exists(path):
     return tf.io.gfile.exists(path)
 
 
-def _find_tf_prefix(directory):
-    """The checkpoint prefix inside a directory: latest in `checkpoint`, else model.ckpt-best, else
-    the highest-numbered *.index."""
+BEST_NAME = "model.ckpt-best"  # a run's best checkpoint, as the original releases name theirs
+BEST_RECORD = "best_checkpoint.txt"  # which step, metric and value model.ckpt-best holds
+
+
+def read_best_record(directory):
+    """{"global_step", "metric", "value", "checkpoint"} of the directory's best checkpoint, from
+    best_checkpoint.txt (None without one: a release's model.ckpt-best, or no evaluation)."""
+    path = os.path.join(directory, BEST_RECORD)
+    if not _exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        fields = dict(line.split(" = ", 1) for line in f.read().splitlines() if " = " in line)
+    try:
+        return dict(fields, global_step=int(fields["global_step"]), value=float(fields["value"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def run_checkpoint(directory):
+    """(prefix, why) of the checkpoint that a directory means, for every tool that reads one
+    (fine-tuning's --init_checkpoint, export_hub, convert_checkpoint, predict): the run's best
+    (model.ckpt-best, kept by its evaluations) when it has one, else its newest; (None, None)
+    when the directory holds no TensorFlow checkpoint."""
     latest = tf.train.latest_checkpoint(directory)
+    best = os.path.join(directory, BEST_NAME)
+    if _exists(best + ".index"):
+        record = read_best_record(directory)
+        why = (f"the run's best by {record['metric']} ({record['value']:.4g} at step "
+               f"{record['global_step']})" if record else f"the directory's {BEST_NAME}")
+        if latest:
+            why += f"; its newest is {os.path.basename(latest)}"
+        return best, why
     if latest:
-        return latest
-    for prefix in ("model.ckpt-best", "variables/variables", "model.ckpt"):
-        if _exists(os.path.join(directory, prefix + ".index")):
-            return os.path.join(directory, prefix)
+        return latest, "the run's newest checkpoint (it kept no best: no evaluation ran)"
+    for name in ("variables/variables", "model.ckpt"):
+        if _exists(os.path.join(directory, name + ".index")):
+            return os.path.join(directory, name), None
     indexes = tf.io.gfile.glob(os.path.join(directory, "*.index"))
     if not indexes:
-        return None
+        return None, None
 
     def step(path):
         m = re.search(r"-(\d+)\.index$", path)
         return int(m.group(1)) if m else -1
-    return max(indexes, key=step)[: -len(".index")]
+    return max(indexes, key=step)[: -len(".index")], None
 
 
-def best_of(path):
-    """What predict and export read from a path: in a directory holding model.ckpt-best (a
-    fine-tuning run's best, or a release's), that checkpoint; else the path itself (whose
-    latest checkpoint resolve_checkpoint takes)."""
+def checkpoint_choice(path):
+    """Why `path` resolves to the checkpoint it does, for the log: which checkpoint of a run
+    directory and why; "" for a prefix or file given explicitly (read as given)."""
     path = os.fspath(path).rstrip("/")
-    best = os.path.join(path, "model.ckpt-best")
-    if tf.io.gfile.isdir(path) and _exists(best + ".index"):
-        return best
-    return path
+    if not tf.io.gfile.isdir(path) or _exists(path + ".index"):
+        return ""
+    prefix, why = run_checkpoint(path)
+    return f" ({why})" if prefix and why else ""
 
 
 def resolve_checkpoint(path):
@@ -71,7 +98,7 @@ def resolve_checkpoint(path):
     for weights in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
         if _exists(os.path.join(path, weights)) and _exists(os.path.join(path, "config.json")):
             return "hf", os.path.join(path, weights), os.path.join(path, "config.json")
-    prefix = _find_tf_prefix(path)
+    prefix, _ = run_checkpoint(path)
     if prefix is None:
         raise ValueError(f"no checkpoint in {path}: expected a TF checkpoint (*.index), or a "
                          f"Hugging Face config.json with model.safetensors/pytorch_model.bin")

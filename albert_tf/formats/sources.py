@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.formats.checkpoints import assign_weights, missing_allowed, read_checkpoint
-from albert_tf.formats.resolve import SourceError, best_of, is_saved_model
+from albert_tf.formats.resolve import SourceError, is_saved_model
 
 
 def _import_tensorflow_text():
@@ -19,14 +19,14 @@ def _import_tensorflow_text():
 
 
 def _checkpoint_location(path):
-    """(path for read_checkpoint: a directory's model.ckpt-best first, directory beside it)."""
+    """(path for read_checkpoint, the directory beside it)."""
     path = os.fspath(path).rstrip("/")
-    return best_of(path), (path if tf.io.gfile.isdir(path) else os.path.dirname(path) or ".")
+    return path, (path if tf.io.gfile.isdir(path) else os.path.dirname(path) or ".")
 
 
 class ModelSource:
     """What a model path holds: `kind` is "checkpoint" (any format `read_checkpoint` reads;
-    a directory with model.ckpt-best uses that one), one of the SavedModel export kinds
+    a run directory means its best checkpoint, resolve.run_checkpoint), one of the SavedModel export kinds
     "encoder", "pretrainer", "text_classifier" (raw-string serving), "text_tagger" (run_ner's
     raw-sentence serving), "preprocessor", or a LiteRT file: "tflite_text" (strings in) or
     "tflite_ids" (token ids in; its vocabulary is the export's beside it)."""

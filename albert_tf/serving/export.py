@@ -227,7 +227,7 @@ def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
     An existing export at `export_path` is replaced only with `overwrite`; anything else there
     (an input, a run directory, a file) stops the export before it starts. `inputs`
     ({flag: path}) names the inputs in that message; by default the arguments'."""
-    from albert_tf.formats.resolve import best_of, find_vocabulary
+    from albert_tf.formats.resolve import find_vocabulary
 
     if export_type not in EXPORT_TYPES:
         raise ValueError(f"--export_type={export_type!r}; use one of {', '.join(EXPORT_TYPES)}")
@@ -256,7 +256,7 @@ def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
         from albert_tf.modeling.pretrainer import AlbertPretrainer as cls
     else:
         from albert_tf.modeling.encoder import AlbertEncoder as cls
-    model = cls.from_pretrained(best_of(init_checkpoint), config=albert_config_file)
+    model = cls.from_pretrained(init_checkpoint, config=albert_config_file)
     logging.info("Loaded %s from %s", cls.__name__, init_checkpoint)
     return export_encoder(model, export_path, vocabulary, do_lower_case,
                           with_pretrainer_heads=export_type == "pretrainer")

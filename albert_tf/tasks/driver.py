@@ -151,12 +151,12 @@ def _saved_checkpoints(output_dir):
 
 
 def _restore_for_inference(trainer, task, FLAGS, doing):  # noqa: N803
-    """model.ckpt-best, else the latest checkpoint in output_dir, else --init_checkpoint."""
-    from albert_tf.training.results import BEST_NAME
-    best = os.path.join(FLAGS.output_dir, BEST_NAME)
-    path = best if tf.io.gfile.exists(best + ".index") else tf.train.latest_checkpoint(
-        FLAGS.output_dir)
+    """The run's checkpoint (resolve.run_checkpoint: model.ckpt-best, else the newest), else
+    --init_checkpoint."""
+    from albert_tf.formats.resolve import run_checkpoint
+    path, why = run_checkpoint(FLAGS.output_dir)
     if path:
+        logging.info("%s with %s (%s)", doing.capitalize(), path, why)
         trainer.restore(path)
     elif FLAGS.init_checkpoint:
         logging.warning("no fine-tuned checkpoint in %s; %s with %s (its task head may be "

@@ -86,11 +86,22 @@ class TrainingInput:
             write_json(self._prefix(step) + ".json", self.signature)
             self._checkpoint.write(self._prefix(step))
 
-    def restore(self, step):
+    def skip(self, batches):
+        """Reads past `batches` global batches (a loss-excursion recovery's; served input
+        starts past them, `restore`'s offset)."""
+        if self.served or not batches:
+            return
+        logging.info("Skipping %d batches of the training input (a recovery's)", batches)
+        for _ in range(batches * (self.local_replicas if self.resumable else 1)):
+            next(self.iterator)
+
+    def restore(self, step, batches_read=None):
         """Puts the input where it was after `step`; False (with a warning) when the state of
-        that step is missing or does not fit this input pipeline."""
+        that step is missing or does not fit this input pipeline. `batches_read`: the global
+        batches read up to `step`, where known (the loss guard counts them: recoveries skip
+        some), else `step`; served input starts after them."""
         if self.served:
-            first = step * self.local_replicas
+            first = (step if batches_read is None else batches_read) * self.local_replicas
             self._start(start_batch=first)
             logging.info("Training batches come from the tf.data service, from batch %d", first)
             return step > 0

@@ -83,6 +83,29 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
+class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule times a variable: the learning rate that a loss-excursion recovery lowers
+    (training.excursions), a checkpointed factor on the unchanged schedule."""
+
+    def __init__(self, schedule, scale):
+        self.schedule, self.scale = schedule, scale
+
+    def __call__(self, step):
+        return self.schedule(step) * tf.cast(self.scale, tf.float32)
+
+    def get_config(self):
+        raise NotImplementedError("a ScaledSchedule lives in a trainer, not in a saved model")
+
+
+def scale_learning_rate(optimizer, scale):
+    """Makes `optimizer`'s schedule (inside a loss-scale wrapper too) read `scale` (a variable)."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    schedule = optimizer._learning_rate
+    if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        raise ValueError("a learning rate that recoveries lower must be a schedule")
+    optimizer.learning_rate = ScaledSchedule(schedule, scale)
+
+
 def _matches_any(name, patterns):
     return any(re.search(p, name) for p in patterns or ())
 

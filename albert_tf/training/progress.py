@@ -18,6 +18,10 @@ class Progress:
     def _reset(self):
         self.sums, self.steps, self.start = None, 0, time.perf_counter()
 
+    def restart(self):
+        """Forgets the steps since the last line (training went back to a checkpoint)."""
+        self._reset()
+
     def add(self, sums, steps):
         self.sums = sums if self.sums is None else {n: self.sums[n] + sums[n] for n in sums}
         self.steps += steps

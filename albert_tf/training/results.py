@@ -4,15 +4,13 @@ apart as model.ckpt-best (best_checkpoint.txt says which step and value it holds
 import collections
 import glob
 import os
-import re
 
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.files import atomic_write_text
 from albert_tf.formats.checkpoints import publish_checkpoint
-
-BEST_NAME = "model.ckpt-best"
+from albert_tf.formats.resolve import BEST_NAME, BEST_RECORD, read_best_record
 
 
 def write_eval_results(path, result):
@@ -36,12 +34,11 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
     logging.info("Eval at step %d: %s", step, "  ".join(
         f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step"))
-    best_file = os.path.join(output_dir, "best_checkpoint.txt")
+    best_file = os.path.join(output_dir, BEST_RECORD)
     value = result[best_metric]
-    if tf.io.gfile.exists(best_file):
-        with tf.io.gfile.GFile(best_file) as f:
-            previous = float(re.search(r"value = (\S+)", f.read()).group(1))
-        if (value <= previous) if higher_is_better else (value >= previous):
+    previous = read_best_record(output_dir)
+    if previous is not None:
+        if (value <= previous["value"]) if higher_is_better else (value >= previous["value"]):
             return False
     # Until the new best_checkpoint.txt is written, none: a kill in between leaves the best
     # checkpoint without a record of its value rather than with the value of another.

@@ -27,12 +27,14 @@ from albert_tf.training.checkpoint_files import (
     CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, record_run_kind,
     refuse_foreign_checkpoints, resumable_checkpoints, unreadable_reason)
 from albert_tf.training.distribution import check_batch_sizes, is_chief
+from albert_tf.training.excursions import LossExcursionError, LossGuard, read_log, write_log
 from albert_tf.training.failures import (
     COLLECTIVE_FAILURES, CorruptInputError, InputServiceError, Interrupted, NonFiniteLossError,
     StopRequest, Watchdog, WorkerLostError, bad_record, corrupt_input_message, corrupt_where,
     failure_detail, rerun_to, service_gap_message)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
-from albert_tf.training.optimizers import ReplicaLossScaleOptimizer, current_learning_rate
+from albert_tf.training.optimizers import (
+    ReplicaLossScaleOptimizer, current_learning_rate, scale_learning_rate)
 from albert_tf.training.progress import Progress
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -43,7 +45,8 @@ class Trainer:
 
     def __init__(self, strategy, model_fn, optimizer_fn, output_dir, *, global_batch_size,
                  gradient_accumulation_steps=1, steps_per_execution=1, jit_compile=False,
-                 keep_checkpoint_max=5, run_lock=None, run_kind=None, tokenizer=None):
+                 keep_checkpoint_max=5, run_lock=None, run_kind=None, tokenizer=None,
+                 excursions=None):
         self.strategy = strategy
         self.run_lock = run_lock  # checked before each save (see training.run_lock)
         self.run_kind = run_kind  # recorded with the first checkpoint (checkpoint_files)
@@ -64,13 +67,25 @@ class Trainer:
             if keras.mixed_precision.global_policy().name == "mixed_float16":
                 self.optimizer = ReplicaLossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
+            # Loss excursions (training.excursions): the guard's state is saved with every
+            # checkpoint; a recovery lowers the learning rate through this factor.
+            self.excursions = excursions
+            self.guard = LossGuard(excursions) if excursions else None
+            if self.guard:
+                self.lr_scale = tf.Variable(
+                    1.0, trainable=False, name="lr_scale",
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                scale_learning_rate(self.optimizer, self.lr_scale)
         self._config_written = False
         # Dropout's random state is saved too: a resumed run draws the masks the killed one
         # would have drawn.
         self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
                                               optimizer=self.optimizer,
-                                              rng=random_state(self.model))
+                                              rng=random_state(self.model),
+                                              **({"guard": self.guard} if self.guard else {}))
         self.keep_checkpoint_max = keep_checkpoint_max
+        self._input_skip = 0  # batches a resumed recovery still has to skip (train)
+        self._eval_excursion = None
         self.manager = self._checkpoint_manager()
         # One device: forward, backward and update as one XLA computation. Mirrored and
         # multi-worker updates all-reduce across replicas, which stays outside XLA: there the
@@ -96,9 +111,39 @@ class Trainer:
         return int(self.optimizer.iterations.numpy())
 
     def _checkpoint_manager(self):
+        # With a guard, _prune keeps the checkpoints (a recovery's must outlive the newest).
         return tf.train.CheckpointManager(
-            self.checkpoint, self.write_dir, max_to_keep=self.keep_checkpoint_max,
+            self.checkpoint, self.write_dir,
+            max_to_keep=None if self.guard else self.keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
+
+    def _checkpoint_steps(self):
+        """{step: prefix} of this trainer's checkpoints on disk."""
+        return {step: prefix for step, prefix in resumable_checkpoints(self.write_dir)
+                if tf.io.gfile.exists(prefix + ".index")}
+
+    def _prune(self):
+        """Keeps the newest keep_checkpoint_max checkpoints and, for each of the guard's
+        anchors, the newest checkpoint at or before it: what a recovery goes back to."""
+        steps = sorted(self._checkpoint_steps())
+        keep = set(steps[-self.keep_checkpoint_max:])
+        for anchor in self.guard.anchor_steps():
+            keep.update([s for s in steps if s <= anchor][-1:])
+        self._drop_checkpoints([s for s in steps if s not in keep])
+
+    def _drop_checkpoints(self, steps):
+        """Removes these checkpoints, and lists the others in the `checkpoint` index (written
+        first, so that it never lists a removed one)."""
+        listed = self._checkpoint_steps()
+        kept = [listed[s] for s in sorted(listed) if s not in steps]
+        if kept:
+            write_checkpoint_index(self.write_dir, kept)
+        for step in steps:
+            prefix = os.path.join(self.write_dir, f"{CHECKPOINT_NAME}-{step}")
+            for path in tf.io.gfile.glob(prefix + ".data-*") + tf.io.gfile.glob(prefix + ".index"):
+                tf.io.gfile.remove(path)
+        # The manager lists what it saved itself; the index above lists every kept one.
+        self.manager = self._checkpoint_manager()
 
     def restore_or_initialize(self, init_checkpoint=None, init_from_group0=False,
                               allow_missing=(), allow_reshaped=()):
@@ -115,7 +160,7 @@ class Trainer:
             check_run_config(self.output_dir, self.model.config)
             resumed = self._restore_newest_intact(candidates)
             logging.info("Resumed from %s at step %d", resumed, self.step)
-            return resumed
+            return self._finish_recovery(resumed)
         refuse_foreign_checkpoints(self.output_dir)
         if init_checkpoint:
             self.model.load_checkpoint(init_checkpoint, init_from_group0=init_from_group0,
@@ -150,6 +195,43 @@ class Trainer:
         raise ValueError(
             f"no checkpoint in --output_dir={self.output_dir} can be read: "
             f"{'; '.join(failures)}. Move them away to start from step 1, or restore them")
+
+    def _finish_recovery(self, resumed):
+        """A run killed after a recovery was decided and before its next checkpoint: the
+        recovery is made again from excursions.json (the same checkpoint, learning rate and
+        input position as the killed run's), so the rerun ends as an uninterrupted run."""
+        if not self.guard:
+            return resumed
+        log = read_log(self.output_dir)
+        done = self.guard.state["recoveries"]
+        if done > len(log):
+            logging.warning("%s lists %d recoveries and the checkpoint %d: it was changed or "
+                            "removed", os.path.join(self.output_dir, "excursions.json"),
+                            len(log), done)
+        if done >= len(log):
+            return resumed
+        entry = log[-1]
+        logging.warning("Recovery %d was not finished before the run stopped: going back to "
+                        "step %d as it did", entry["number"], entry["rolled_back_to_step"])
+        prefix = self._roll_back(entry)
+        self._input_skip = entry["skipped_batches"]
+        return prefix
+
+    def _roll_back(self, entry):
+        """Restores the recovery's checkpoint (dropping every later one) and applies it: the
+        recovery count, the input offset and the learning-rate factor. Returns the prefix."""
+        anchor = entry["rolled_back_to_step"]
+        prefix = self._checkpoint_steps().get(anchor)
+        if prefix is None:
+            raise LossExcursionError(
+                f"the checkpoint of step {anchor} that recovery {entry['number']} goes back to "
+                f"is not in {self.output_dir}")
+        self._drop_checkpoints([s for s in self._checkpoint_steps() if s > anchor])
+        self.restore(prefix)
+        self.guard.state.update(recoveries=entry["number"], batches_read=entry["batches_read"],
+                                lr_scale=entry["lr_scale"])
+        self.lr_scale.assign(entry["lr_scale"])
+        return prefix
 
     def _write_config(self):
         """albert_config.json and the vocabulary beside the checkpoints (written with the first
@@ -186,8 +268,10 @@ class Trainer:
         if self._input is not None:
             self._input.save(self.step)
         path = self.manager.save(checkpoint_number=self.step)
+        if self.guard:
+            self._prune()
         if self._input is not None:
-            self._input.prune(int(p.rsplit("-", 1)[1]) for p in self.manager.checkpoints)
+            self._input.prune(self._checkpoint_steps())
         return path
 
     # ---- steps ---------------------------------------------------------------------------
@@ -282,19 +366,26 @@ class Trainer:
         return "TensorFlow ops, no XLA"
 
     def train(self, dataset_fn, num_train_steps, *, save_checkpoints_steps, log_steps=100,
-              on_checkpoint=None, on_log=None):
+              on_checkpoint=None, on_log=None, evaluate_restarts=False):
         """Trains up to `num_train_steps` (global steps), saving every `save_checkpoints_steps`.
 
         dataset_fn(input_context) returns the per-replica batches. `on_checkpoint(path, step)`
         runs after each save (the pretraining script evaluates there), `on_log(step, metrics)`
         after each progress line. A non-finite loss stops training before anything is saved.
+        With a guard, a loss excursion is reported or recovered (training.excursions);
+        `evaluate_restarts`: on_checkpoint evaluates, and runs again for the checkpoint that
+        training resumes or rolls back to (whose checkpoint cannot hold its own evaluation),
+        so that the guard sees the held-out losses an uninterrupted run saw.
         """
         last_saved = tf.train.latest_checkpoint(self.output_dir)
         if self.step >= num_train_steps:
             logging.info("Step %d already reaches num_train_steps=%d", self.step, num_train_steps)
             return self.step
         iterator = self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
-        iterator.restore(self.step)
+        iterator.restore(self.step, self.guard.state["batches_read"] if self.guard else None)
+        iterator.skip(self._input_skip)
+        self._input_skip = 0
+        restarts = on_checkpoint if (evaluate_restarts and self.guard) else None
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
                      self._compiled())
         progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
@@ -302,13 +393,22 @@ class Trainer:
         watchdog = self._service_watchdog(dataset_fn)
         stopping, saved_at = False, None
         try:
+            if restarts and last_saved and self.step > 0:
+                self._evaluated(restarts, last_saved)
             while self.step < num_train_steps and not stopping:
                 step = self.step
                 boundaries = [num_train_steps, (step // save_checkpoints_steps + 1)
                               * save_checkpoints_steps, (step // log_steps + 1) * log_steps]
                 chunk = min(self.steps_per_execution, min(boundaries) - step)
                 with watchdog:
-                    progress.add(self._run_chunk(iterator, chunk, last_saved), chunk)
+                    sums = self._run_chunk(iterator, chunk, last_saved)
+                if self.guard and self._recovered(self.guard.observe(
+                        self.step, self.model.metrics_from_sums(sums)["loss"], chunk), restarts):
+                    progress.restart()
+                    last_saved = tf.train.latest_checkpoint(self.output_dir)
+                    stopping = self._any_worker(stop.requested)
+                    continue
+                progress.add(sums, chunk)
                 step = self.step
                 if step % log_steps == 0 or step >= num_train_steps:
                     metrics = progress.log(step, self.model.metrics_from_sums,
@@ -318,8 +418,9 @@ class Trainer:
                 if step % save_checkpoints_steps == 0 or step >= num_train_steps:
                     path = self.save()
                     last_saved, saved_at = path or last_saved, step
-                    if on_checkpoint is not None:
-                        on_checkpoint(path, step)
+                    if on_checkpoint is not None and self._evaluated(on_checkpoint, path):
+                        progress.restart()
+                        last_saved = tf.train.latest_checkpoint(self.output_dir)
                 stopping = self._any_worker(stop.requested)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
             last = tf.train.latest_checkpoint(self.output_dir)
@@ -352,6 +453,72 @@ class Trainer:
                               f"ran. Rerun the same command to resume from {saved}",
                               stop.signum or signal.SIGTERM)
         return self.step
+
+    # ---- loss excursions ---------------------------------------------------------------------
+
+    def observe_eval(self, step, loss):
+        """A held-out loss for the guard (the pretraining script's evaluation reports it)."""
+        if self.guard:
+            self._eval_excursion = self.guard.observe_eval(step, loss)
+
+    def _evaluated(self, on_checkpoint, path):
+        """Runs on_checkpoint for `path`; a held-out excursion it reports is acted on. Returns
+        whether training went back to an earlier checkpoint."""
+        on_checkpoint(path, self.step)
+        excursion, self._eval_excursion = self._eval_excursion, None
+        return self._recovered(excursion, on_checkpoint)
+
+    def _recovered(self, excursion, restarts=None):
+        """Reports an excursion and acts as the settings say; True when training went back to
+        an earlier checkpoint (then `restarts`, given, evaluates it)."""
+        if excursion is None:
+            return False
+        settings, guard = self.excursions, self.guard
+        with self._writer("train").as_default(step=excursion.step):
+            tf.summary.scalar("excursions/" + excursion.kind.replace(" ", "_"), excursion.loss)
+        last = tf.train.latest_checkpoint(self.output_dir)
+        if settings.action == "stop" or (settings.action == "recover" and
+                                         guard.state["recoveries"] >= settings.max_recoveries):
+            why = ("--on_loss_spike=stop" if settings.action == "stop" else
+                   f"{guard.state['recoveries']} recoveries already (--max_loss_recoveries)")
+            raise LossExcursionError(
+                f"{excursion.describe()}; stopped ({why}). Last checkpoint: {last or 'none'}; "
+                f"excursions.json lists the recoveries. Lower --learning_rate and rerun in a "
+                f"new --output_dir, or resume with --on_loss_spike=warn")
+        anchor = guard.anchor_for(excursion)
+        checkpoints = self._checkpoint_steps()
+        before = [s for s in checkpoints if s <= anchor]
+        if settings.action == "warn" or not before:
+            logging.warning("Loss excursion: %s. %s", excursion.describe(),
+                            "Going on (--on_loss_spike=warn)" if settings.action == "warn" else
+                            f"No checkpoint from before it (step <= {anchor}) to go back to: "
+                            f"going on")
+            return False
+        back_to = checkpoints[max(before)]
+        entry = {"number": guard.state["recoveries"] + 1, "kind": excursion.kind,
+                 "detected_at_step": excursion.step, "loss": excursion.loss,
+                 "smoothed": excursion.smoothed, "best": excursion.best,
+                 "best_step": excursion.best_step, "rolled_back_to_step": max(before),
+                 # The input goes on from where it is: past the batches read since then.
+                 "batches_read": guard.state["batches_read"],
+                 "skipped_batches": guard.state["batches_read"] - LossGuard.saved_state(
+                     back_to)["batches_read"],
+                 "lr_scale": guard.state["lr_scale"] * settings.lr_factor}
+        logging.warning(
+            "Loss excursion: %s. Recovery %d: back to step %d (%s), past the %d batches that led "
+            "into it, learning rate x%g", excursion.describe(), entry["number"],
+            entry["rolled_back_to_step"], os.path.basename(back_to), entry["skipped_batches"],
+            entry["lr_scale"])
+        # Written first: a run killed from here on makes the same recovery when rerun.
+        if self.chief:
+            write_log(self.output_dir, read_log(self.output_dir) + [entry])
+        prefix = self._roll_back(entry)
+        with self._writer("train").as_default(step=excursion.step):
+            tf.summary.scalar("excursions/recoveries", entry["number"])
+            tf.summary.scalar("excursions/learning_rate_factor", entry["lr_scale"])
+        if restarts is not None:
+            self._evaluated(restarts, prefix)
+        return True
 
     def _service_watchdog(self, dataset_fn):
         """Stops a run fed by tf.data service whose steps stop coming (its workers gone)."""
@@ -419,11 +586,13 @@ class Trainer:
         """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model, optimizer and
         dropout's random state (kept as it is for checkpoints written without it)."""
         names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
-        if any(n.startswith("rng/") for n in names):
-            self.checkpoint.restore(checkpoint_path).assert_existing_objects_matched()
-        else:
-            tf.train.Checkpoint(model=self.checkpoint.model, optimizer=self.optimizer).restore(
-                checkpoint_path).assert_existing_objects_matched()
+        parts = {"model": self.checkpoint.model, "optimizer": self.optimizer}
+        for name in ("rng", "guard"):  # kept as they are where a checkpoint has none
+            if hasattr(self.checkpoint, name) and any(n.startswith(name + "/") for n in names):
+                parts[name] = getattr(self.checkpoint, name)
+        tf.train.Checkpoint(**parts).restore(checkpoint_path).assert_existing_objects_matched()
+        if self.guard:
+            self.lr_scale.assign(self.guard.state["lr_scale"])
         logging.info("Restored %s (step %d)", checkpoint_path, self.step)
 
     def _predict_step(self, features):

@@ -1,0 +1,175 @@
+"""Loss excursions: a training loss that spikes, a smoothed training loss that keeps rising
+above its best, or a held-out loss that keeps rising. The guard sees them as the run goes; the
+trainer says so (one log line, TensorBoard) and, by default, recovers as PaLM did (Chowdhery et
+al. 2022, §5.1): back to the newest checkpoint from before the excursion, past the batches that
+led into it, at a lower learning rate (as OPT's restarts did).
+
+The guard's state is saved in every checkpoint (a PythonState), and each recovery is written to
+output_dir/excursions.json before anything else changes: a killed run rerun ends as an
+uninterrupted one, across a recovery too.
+"""
+
+import dataclasses
+import json
+import math
+import os
+
+import tensorflow as tf
+
+from albert_tf.files import write_json
+
+ACTIONS = ("recover", "warn", "stop")
+LOG_FILE = "excursions.json"
+
+
+class LossExcursionError(RuntimeError):
+    """A loss excursion stopped the run (--on_loss_spike=stop, or recoveries exhausted)."""
+    exit_status = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ExcursionSettings:
+    """What counts as an excursion and what is done about it (docs/pretraining.md, "Loss
+    excursions", gives the measurements behind the defaults)."""
+    action: str = "recover"
+    # A chunk of steps whose mean loss lies this many standard deviations (of one step's loss
+    # around the smoothed loss) above the smoothed loss is a spike.
+    spike_sigmas: float = 8.0
+    # The smoothed loss this fraction above its best for `smoothing_steps` steps is a rise.
+    rise_tolerance: float = 0.05
+    # The window of the smoothed loss (an exponential moving average), and the patience of a
+    # rise; detection starts after this many steps.
+    smoothing_steps: int = 200
+    # A held-out loss that rose at this many evaluations in a row.
+    eval_rises: int = 2
+    # Each recovery multiplies the learning rate by this.
+    lr_factor: float = 0.5
+    max_recoveries: int = 3
+
+    def __post_init__(self):
+        if self.action not in ACTIONS:
+            raise ValueError(f"--on_loss_spike={self.action!r}; use one of {', '.join(ACTIONS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Excursion:
+    kind: str  # "spike", "rise" or "held-out rise"
+    step: int
+    loss: float
+    smoothed: float
+    best: float
+    best_step: int
+
+    def describe(self):
+        if self.kind == "held-out rise":
+            return (f"the held-out loss rose at {self.smoothed:g} evaluations in a row, to "
+                    f"{self.loss:.4g} at step {self.step} (lowest {self.best:.4g} at step "
+                    f"{self.best_step})")
+        if self.kind == "spike":
+            return (f"a loss spike at step {self.step}: {self.loss:.4g} against a smoothed "
+                    f"{self.smoothed:.4g}")
+        return (f"the smoothed training loss rose to {self.smoothed:.4g} at step {self.step}, "
+                f"above its best {self.best:.4g} (step {self.best_step})")
+
+
+class LossGuard(tf.train.experimental.PythonState):
+    """The detector, fed the loss of each chunk of training steps and each evaluation's."""
+
+    def __init__(self, settings=None):
+        self.settings = settings or ExcursionSettings()
+        self.state = dict(steps=0, ema=None, var=0.0, spiking=0, last=None, last_steps=1, best=math.inf, best_step=0,
+                          above_since=None, eval_last=None, eval_rises=0, eval_best=math.inf,
+                          eval_best_step=0, recoveries=0, batches_read=0, lr_scale=1.0)
+
+    # ---- the checkpointed state ------------------------------------------------------------
+
+    def serialize(self):
+        return json.dumps(self.state)
+
+    def deserialize(self, string_value):
+        self.state = json.loads(string_value.numpy() if hasattr(string_value, "numpy")
+                                else string_value)
+
+    # ---- detection -------------------------------------------------------------------------
+
+    def observe(self, step, loss, steps):
+        """Feeds the mean loss of the `steps` steps (batches) that ended at `step`; returns the
+        Excursion they show, or None."""
+        s, cfg = self.state, self.settings
+        # The input's position: with float16, steps whose gradients overflow read a batch and
+        # leave the step count as it was.
+        s["batches_read"] += steps
+        warm = s["steps"] >= cfg.smoothing_steps
+        spike = warm and loss > s["ema"] + cfg.spike_sigmas * math.sqrt(s["var"] / steps)
+        # A spike is kept out of the smoothed loss and its spread, and reported once; a level
+        # that lasts a window is no spike: the smoothed loss takes it (a rise, if it is one).
+        if spike and s["spiking"] < cfg.smoothing_steps:
+            s["spiking"] += steps
+            if s["spiking"] == steps:
+                return Excursion("spike", step, loss, s["ema"], s["best"], s["best_step"])
+            return None
+        s["spiking"] = 0
+        if s["ema"] is None:
+            s["ema"] = loss
+        else:
+            alpha = steps / min(cfg.smoothing_steps, s["steps"] + steps)
+            s["ema"] += alpha * (loss - s["ema"])
+            # The variance of one step's loss, from the differences of successive chunk means
+            # (a chunk of n steps has 1/n of it): a falling loss does not count as spread.
+            diff = loss - s["last"]
+            s["var"] += alpha * (diff * diff / (1 / steps + 1 / s["last_steps"]) - s["var"])
+        s.update(last=loss, last_steps=steps)
+        s["steps"] += steps
+        if s["ema"] < s["best"]:
+            s.update(best=s["ema"], best_step=step, above_since=None)
+        elif warm and s["ema"] > s["best"] * (1 + cfg.rise_tolerance):
+            if s["above_since"] is None:
+                s["above_since"] = step
+            elif step - s["above_since"] >= cfg.smoothing_steps:
+                s["above_since"] = None  # the next report waits another window
+                return Excursion("rise", step, loss, s["ema"], s["best"], s["best_step"])
+        else:
+            s["above_since"] = None
+        return None
+
+    def observe_eval(self, step, loss):
+        """Feeds a held-out loss; returns an Excursion when it rose `eval_rises` times running."""
+        s = self.state
+        rose = s["eval_last"] is not None and loss > s["eval_last"]
+        s["eval_rises"] = s["eval_rises"] + 1 if rose else 0
+        s["eval_last"] = loss
+        if loss < s["eval_best"]:
+            s.update(eval_best=loss, eval_best_step=step)
+        if s["eval_rises"] >= self.settings.eval_rises:
+            rises, s["eval_rises"] = s["eval_rises"], 0
+            return Excursion("held-out rise", step, loss, rises, s["eval_best"],
+                             s["eval_best_step"])
+        return None
+
+    def anchor_steps(self):
+        """The steps whose newest checkpoint at or before them must be kept: the lowest smoothed
+        training loss's and the lowest held-out loss's (what a recovery goes back to)."""
+        return {self.state["best_step"], self.state["eval_best_step"]}
+
+    @staticmethod
+    def saved_state(prefix):
+        """The guard's state in a checkpoint of the trainer (written as `guard`)."""
+        return json.loads(tf.train.load_checkpoint(prefix).get_tensor(
+            "guard/.ATTRIBUTES/py_state").decode())
+
+    def anchor_for(self, excursion):
+        return (self.state["eval_best_step"] if excursion.kind == "held-out rise"
+                else self.state["best_step"])
+
+
+def read_log(output_dir):
+    """The recoveries of the run in output_dir, oldest first ([] without any)."""
+    path = os.path.join(output_dir, LOG_FILE)
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)["recoveries"]
+
+
+def write_log(output_dir, recoveries):
+    write_json(os.path.join(output_dir, LOG_FILE), {"recoveries": recoveries})

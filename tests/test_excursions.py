@@ -1,0 +1,240 @@
+"""Loss excursions (training.excursions): the detector on loss series, and a run with corrupted
+batches that the trainer sees, goes back from, skips and ends as a clean run; killed after the
+recovery and rerun, it ends exactly as the uninterrupted run."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.training.excursions import ExcursionSettings, LossExcursionError, LossGuard
+from albert_tf.training.trainer import Trainer
+from conftest import write_pretraining_records
+from test_resume import DROPOUT, assert_same_state
+
+SETTINGS = ExcursionSettings(smoothing_steps=10)
+
+
+def _feed(guard, losses, first_step=1):
+    return [(step, e) for step, loss in enumerate(losses, first_step)
+            if (e := guard.observe(step, loss, 1)) is not None]
+
+
+def test_a_spike_is_reported_once_and_kept_out_of_the_smoothed_loss():
+    rng = np.random.default_rng(0)
+    losses = list(3.0 + 0.05 * rng.standard_normal(200))
+    losses[150] = 4.0  # 20 standard deviations above
+    guard = LossGuard(ExcursionSettings(smoothing_steps=50))
+    found = _feed(guard, losses)
+    assert [(s, e.kind) for s, e in found] == [(151, "spike")]
+    assert found[0][1].loss == 4.0
+    assert abs(guard.state["ema"] - 3.0) < 0.03
+    # The spread of a chunk's mean shrinks with its steps: 0.25 above is 5 standard deviations
+    # of one step's loss, 10 of a 4-step chunk's mean.
+    state = guard.serialize()
+    assert guard.observe(201, guard.state["ema"] + 0.25, 1) is None
+    guard.deserialize(state)
+    assert guard.observe(204, guard.state["ema"] + 0.25, 4).kind == "spike"
+
+
+def test_a_level_shift_is_one_spike_then_a_rise():
+    losses = [3.0 + 0.02 * (-1) ** i for i in range(30)] + [3.5] * 40
+    found = _feed(LossGuard(SETTINGS), losses)
+    kinds = [e.kind for _, e in found]
+    assert kinds[0] == "spike" and found[0][0] == 31
+    # The spike lasted a window, the smoothed loss took it; above best by 5% for a window.
+    assert "rise" in kinds and kinds.count("spike") == 1
+    rise = found[kinds.index("rise")][1]
+    assert rise.best == pytest.approx(2.98, abs=0.03) and rise.best_step <= 30
+
+
+def test_a_slow_rise_is_a_rise_noise_and_a_stall_are_not():
+    rng = np.random.default_rng(1)
+    falling = 5.0 - 0.01 * np.arange(100) + 0.05 * rng.standard_normal(100)
+    stall = 4.0 + 0.05 * rng.standard_normal(200)
+    rising = 4.0 + 0.004 * np.arange(200) + 0.05 * rng.standard_normal(200)
+    guard = LossGuard(SETTINGS)
+    assert _feed(guard, np.concatenate([falling, stall])) == []
+    found = _feed(guard, rising, 301)
+    assert [e.kind for _, e in found][:1] == ["rise"]
+    assert found[0][1].smoothed > found[0][1].best * 1.05
+
+
+def test_held_out_rises_and_the_state_round_trips():
+    guard = LossGuard(ExcursionSettings(eval_rises=2))
+    assert guard.observe_eval(10, 3.0) is None
+    assert guard.observe_eval(20, 3.1) is None
+    assert guard.observe_eval(30, 2.9) is None  # fell: the count starts again
+    assert guard.observe_eval(40, 3.0) is None
+    found = guard.observe_eval(50, 3.2)
+    assert (found.kind, found.best, found.best_step) == ("held-out rise", 2.9, 30)
+    assert guard.anchor_for(found) == 30
+    again = LossGuard()
+    again.deserialize(guard.serialize())
+    assert again.state == guard.state
+
+
+def test_unknown_action_is_refused():
+    with pytest.raises(ValueError, match="--on_loss_spike='retry'; use one of recover, warn"):
+        ExcursionSettings(action="retry")
+
+
+# ---- a run with corrupted batches ----------------------------------------------------------
+
+CORRUPT = (30,)  # the batch of step 31 has wrong labels
+STEPS, SAVE, BATCH = 50, 5, 8
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    return write_pretraining_records(tmp_path_factory.mktemp("rec") / "train.tfrecord", 128)
+
+
+def _dataset_fn(records, corrupt):
+    """Learnable labels (each masked label 7 or 8, drawn by batch), and batches in `corrupt`
+    labelled 9 throughout: a loss far above the rest."""
+    def fn(ctx):
+        batches = pretraining_dataset(records, ctx.get_per_replica_batch_size(BATCH), 16, 4,
+                                      is_training=True, input_context=ctx, seed=3)
+
+        def relabel(index, features):
+            ids = features["masked_lm_ids"]
+            coin = tf.random.stateless_uniform(tf.shape(ids), seed=tf.stack([index, 1]))
+            labels = tf.where(coin < 0.5, 7, 8)
+            bad = tf.reduce_any(tf.equal(index, tf.constant(corrupt, tf.int64)))
+            labels = tf.where(bad, tf.fill(tf.shape(ids), 9), labels)
+            return dict(features, masked_lm_ids=tf.cast(labels, ids.dtype))
+        return batches.enumerate().map(relabel)
+    return fn
+
+
+def _trainer(out, precision, action="recover", lr_factor=0.5):
+    policy = {"none": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+    tf.keras.mixed_precision.set_global_policy(policy[precision])
+    tf.keras.utils.set_random_seed(5)
+    return Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                   lambda: AlbertPretrainer(AlbertConfig(**DROPOUT), sop_weight=0.0),
+                   lambda: create_optimizer(1e-2, STEPS, 5, "lamb"), str(out),
+                   global_batch_size=BATCH, jit_compile=precision == "bfloat16",
+                   keep_checkpoint_max=1,
+                   excursions=ExcursionSettings(action=action, smoothing_steps=10,
+                                                lr_factor=lr_factor))
+
+
+class Killed(Exception):
+    pass
+
+
+def _run(out, records, precision, corrupt=CORRUPT, action="recover", kill=None,
+         lr_factor=0.5, eval_losses=None):
+    """Trains; `kill(out, step)` true after a step's progress line stops the run there (as a
+    SIGKILL would: nothing more is written); `eval_losses` {step: loss} are reported to the
+    guard as the held-out losses of the checkpoints before any recovery (3.0 after one)."""
+    trainer = _trainer(out, precision, action, lr_factor)
+    trainer.restore_or_initialize()
+    losses = {}
+
+    def on_log(step, metrics):
+        losses[step] = metrics["masked_lm_loss"]
+        if kill and kill(out, step):
+            raise Killed
+
+    def on_checkpoint(path, step):
+        recovered = trainer.guard.state["recoveries"] > 0
+        trainer.observe_eval(step, 3.0 if recovered else eval_losses[step])
+    try:
+        trainer.train(_dataset_fn(records, corrupt), STEPS, save_checkpoints_steps=SAVE,
+                      log_steps=1, on_log=on_log,
+                      on_checkpoint=on_checkpoint if eval_losses else None,
+                      evaluate_restarts=bool(eval_losses))
+    finally:
+        trainer.close()
+    return losses
+
+
+def _recoveries(out):
+    with open(os.path.join(out, "excursions.json")) as f:
+        return json.load(f)["recoveries"]
+
+
+@pytest.mark.parametrize("precision", ["none", "bfloat16", "float16"])
+def test_corrupted_batches_are_seen_gone_back_from_and_skipped(records, tmp_path, precision,
+                                                                caplog):
+    """Under float32, bfloat16 with the whole step compiled by XLA, and float16 with its loss
+    scale: batch 30 (step 31) is a spike; the run goes back to the checkpoint before it, past
+    the batches read since then, and ends as a clean run (at the same rate: factor 1)."""
+    clean = _run(tmp_path / "clean", records, precision, corrupt=(-1,))
+    caplog.set_level("WARNING")
+    losses = _run(tmp_path / "recover", records, precision, lr_factor=1.0)
+    [entry] = _recoveries(tmp_path / "recover")
+    # The batch of the spike: step 31's, or later under float16 (whose overflowing steps read
+    # a batch without counting a step).
+    spike = entry["detected_at_step"]
+    assert spike == 31 or (precision == "float16" and 25 < spike < 31)
+    # Back to the newest checkpoint at or before the lowest smoothed loss, kept for it (the
+    # trainer keeps one other checkpoint), past every batch read since then.
+    anchor = entry["best_step"] // SAVE * SAVE
+    assert (entry["kind"], entry["rolled_back_to_step"], entry["batches_read"],
+            entry["lr_scale"]) == ("spike", anchor, 31, 1.0)
+    read_at_anchor = 31 - entry["skipped_batches"]
+    assert read_at_anchor == anchor or (precision == "float16" and anchor < read_at_anchor < 31)
+    assert entry["loss"] > 2 * clean[spike]
+    assert (f"Recovery 1: back to step {anchor} (model.ckpt-{anchor}), past the "
+            f"{entry['skipped_batches']} batches that led into it, learning rate x1"
+            ) in caplog.text
+    assert len(losses) == STEPS and abs(losses[STEPS] - clean[STEPS]) < 0.05
+    warned = _run(tmp_path / "warn", records, precision, action="warn")
+    assert not os.path.exists(tmp_path / "warn" / "excursions.json")
+    assert warned[spike] == pytest.approx(entry["loss"], rel=1e-3)
+    assert "Going on (--on_loss_spike=warn)" in caplog.text
+
+
+def _after_recovery(steps_after_checkpoint, checkpoints_after=0):
+    """Kills the run `steps_after_checkpoint` steps after the `checkpoints_after`-th checkpoint
+    that follows its first recovery."""
+    def kill(out, step):
+        recovered = os.path.exists(out / "excursions.json")
+        if recovered and step % SAVE == 0:
+            kill.saves += 1
+        return recovered and step % SAVE == steps_after_checkpoint and \
+            kill.saves > checkpoints_after
+    kill.saves = 0
+    return kill
+
+
+@pytest.mark.parametrize("kill", [_after_recovery(2), _after_recovery(2, checkpoints_after=1)],
+                         ids=["before-the-next-checkpoint", "after-the-next-checkpoint"])
+def test_a_run_killed_after_a_recovery_and_rerun_is_the_same_run(records, tmp_path, kill):
+    """Killed before a checkpoint follows the recovery, the rerun makes the recovery again from
+    excursions.json (the same checkpoint, input position and halved rate); killed after one,
+    it resumes from it. Either way it ends with the uninterrupted run's weights, slots, random
+    state and guard state."""
+    _run(tmp_path / "whole", records, "none")
+    with pytest.raises(Killed):
+        _run(tmp_path / "killed", records, "none", kill=kill)
+    assert len(_recoveries(tmp_path / "killed")) == 1
+    _run(tmp_path / "killed", records, "none")
+    assert _recoveries(tmp_path / "killed") == _recoveries(tmp_path / "whole")
+    assert _recoveries(tmp_path / "whole")[0]["lr_scale"] == 0.5
+    assert_same_state(tmp_path / "whole", tmp_path / "killed", atol=0)
+
+
+def test_a_held_out_rise_goes_back_to_the_lowest_held_out_loss(records, tmp_path, caplog):
+    """Held-out losses that fall to step 15 and rise at 20 and 25: back to step 15 (kept for it
+    though the trainer keeps one other checkpoint), whose evaluation runs again."""
+    caplog.set_level("INFO")
+    evals = {step: 3.0 for step in range(SAVE, STEPS + 1, SAVE)}
+    evals.update({5: 3.5, 10: 3.2, 15: 3.0, 20: 3.1, 25: 3.3})
+    _run(tmp_path, records, "none", corrupt=(-1,), eval_losses=evals)
+    [entry] = _recoveries(tmp_path)
+    assert (entry["kind"], entry["detected_at_step"], entry["rolled_back_to_step"],
+            entry["skipped_batches"], entry["best"]) == ("held-out rise", 25, 15, 10, 3.0)
+    assert "the held-out loss rose at 2 evaluations in a row, to 3.3 at step 25" in caplog.text
+    # Kept: the newest, the lowest held-out loss's (step 15) and, if another, the lowest
+    # smoothed training loss's.
+    kept = {f for f in os.listdir(tmp_path) if f.endswith(".index")}
+    assert {f"model.ckpt-{STEPS}.index", "model.ckpt-15.index"} <= kept and len(kept) <= 3
