@@ -106,7 +106,7 @@ def define_flags():
     excursion = ExcursionSettings()
     _define(E, "on_loss_spike", excursion.action, list(ACTIONS),
             "A loss excursion (a spike, a smoothed training loss that keeps rising above its "
-            "best, a held-out loss that keeps rising): recover (back to the newest checkpoint "
+            "best, a held-out MLM loss that keeps rising): recover (back to the newest checkpoint "
             "from before it, past the batches that led into it, at a lower learning rate), warn "
             "or stop (docs/pretraining.md, \"Loss excursions\").")
     _define(F, "loss_spike_sigmas", excursion.spike_sigmas,
@@ -118,7 +118,7 @@ def define_flags():
     _define(I, "loss_smoothing_steps", excursion.smoothing_steps,
             "Window of the smoothed training loss, and the patience of a rise.", lower_bound=1)
     _define(I, "eval_loss_rises", excursion.eval_rises,
-            "A held-out excursion: the eval loss rose at this many evaluations in a row.",
+            "A held-out excursion: the eval MLM loss rose at this many evaluations in a row.",
             lower_bound=1)
     _define(F, "recovery_lr_factor", excursion.lr_factor,
             "Each recovery multiplies the learning rate by this (1: unchanged).",
@@ -241,7 +241,9 @@ def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_co
     def evaluate(path, step):
         result = trainer.evaluate(eval_fn, FLAGS.max_eval_steps)
         trainer.record_eval(result, path, "masked_lm_accuracy")
-        trainer.observe_eval(step, result["loss"])
+        # The MLM loss: on a small corpus the held-out SOP loss rises as SOP fits the training
+        # pairs while MLM still improves (docs/pretraining.md, "Loss excursions").
+        trainer.observe_eval(step, result["masked_lm_loss"])
 
     try:
         if FLAGS.do_train:

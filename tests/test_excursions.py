@@ -13,8 +13,10 @@ from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.excursions import ExcursionSettings, LossExcursionError, LossGuard
 from albert_tf.training.trainer import Trainer
+from albert_tf import run_pretraining
 from conftest import write_pretraining_records
 from test_resume import DROPOUT, assert_same_state
+from tool_runner import assert_refused, run_tool
 
 SETTINGS = ExcursionSettings(smoothing_steps=10)
 
@@ -238,3 +240,34 @@ def test_a_held_out_rise_goes_back_to_the_lowest_held_out_loss(records, tmp_path
     # smoothed training loss's.
     kept = {f for f in os.listdir(tmp_path) if f.endswith(".index")}
     assert {f"model.ckpt-{STEPS}.index", "model.ckpt-15.index"} <= kept and len(kept) <= 3
+
+
+def test_the_command_line_recovers_then_stops_after_max_loss_recoveries(records, tmp_path,
+                                                                        capsys):
+    """run_pretraining's flags reach the guard: with a hair-trigger threshold the noise is a
+    spike, one recovery is made, the next excursion stops the run in one line (status 1); with
+    --on_loss_spike=stop the first does. A threshold of 0 is refused before anything runs."""
+    config = tmp_path / "albert_config.json"
+    AlbertConfig(**DROPOUT).to_json_file(str(config))
+    flags = dict(albert_config_file=config, input_file=records, max_seq_length=16,
+                 max_predictions_per_seq=4, train_batch_size=8, num_train_steps=40,
+                 num_warmup_steps=2, save_checkpoints_steps=2, log_steps=10,
+                 mixed_precision="none", loss_smoothing_steps=2, loss_spike_sigmas=1e-6,
+                 max_loss_recoveries=1)
+    status, last, err = run_tool(run_pretraining, capsys, output_dir=tmp_path / "recover",
+                                 **flags)
+    assert status == 1, err[-2000:]
+    assert last.startswith("run_pretraining: error: a loss spike at step ") and last.endswith(
+        "stopped (1 recoveries already (--max_loss_recoveries)). Last checkpoint: "
+        f"{tf.train.latest_checkpoint(str(tmp_path / 'recover'))}; excursions.json lists the "
+        "recoveries. Lower --learning_rate and rerun in a new --output_dir, or resume with "
+        "--on_loss_spike=warn"), last
+    assert [r["number"] for r in _recoveries(tmp_path / "recover")] == [1]
+    status, last, err = run_tool(run_pretraining, capsys, output_dir=tmp_path / "stop",
+                                 on_loss_spike="stop", **flags)
+    assert status == 1 and "stopped (--on_loss_spike=stop)" in last, err[-2000:]
+    assert not (tmp_path / "stop" / "excursions.json").exists()
+    assert_refused(run_tool(run_pretraining, capsys, output_dir=tmp_path / "zero",
+                            **dict(flags, loss_spike_sigmas=0)),
+                   "--loss_spike_sigmas=0.0: must be a positive number")
+    assert not (tmp_path / "zero").exists()
