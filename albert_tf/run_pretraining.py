@@ -20,7 +20,7 @@ from albert_tf import cli
 from albert_tf.tasks.flags import POSITIVE, define_if_missing
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import check_run_kind
-from albert_tf.training.excursions import ACTIONS, ExcursionSettings
+from albert_tf.training import excursions
 from albert_tf.training.run_lock import RunLock
 
 FLAGS = flags.FLAGS
@@ -103,28 +103,7 @@ def define_flags():
             "vocab_size; with --dynamic_masking its [MASK] id is used.")
     _define(S, "vocab_file", None, "Optional WordPiece vocabulary of the records (the Chinese "
             "releases' vocab_chinese.txt), instead of --spm_model_file.")
-    excursion = ExcursionSettings()
-    _define(E, "on_loss_spike", excursion.action, list(ACTIONS),
-            "A loss excursion (a spike, a smoothed training loss that keeps rising above its "
-            "best, a held-out MLM loss that keeps rising): recover (back to the newest checkpoint "
-            "from before it, past the batches that led into it, at a lower learning rate), warn "
-            "or stop (docs/pretraining.md, \"Loss excursions\").")
-    _define(F, "loss_spike_sigmas", excursion.spike_sigmas,
-            "A spike: a step's loss this many standard deviations above the smoothed loss.",
-            validator=POSITIVE)
-    _define(F, "loss_rise_tolerance", excursion.rise_tolerance,
-            "A rise: the smoothed loss this fraction above its best for --loss_smoothing_steps.",
-            validator=POSITIVE)
-    _define(I, "loss_smoothing_steps", excursion.smoothing_steps,
-            "Window of the smoothed training loss, and the patience of a rise.", lower_bound=1)
-    _define(I, "eval_loss_rises", excursion.eval_rises,
-            "A held-out excursion: the eval MLM loss rose at this many evaluations in a row.",
-            lower_bound=1)
-    _define(F, "recovery_lr_factor", excursion.lr_factor,
-            "Each recovery multiplies the learning rate by this (1: unchanged).",
-            validator=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
-    _define(I, "max_loss_recoveries", excursion.max_recoveries,
-            "Recoveries before an excursion stops the run.", lower_bound=0)
+    excursions.define_flags(_define, "recover")
     if "strategy" not in FLAGS:
         distribution.define_flags()
 
@@ -227,11 +206,7 @@ def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_co
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock, run_kind="pretraining",
-        tokenizer=tokenizer, excursions=ExcursionSettings(
-            action=FLAGS.on_loss_spike, spike_sigmas=FLAGS.loss_spike_sigmas,
-            rise_tolerance=FLAGS.loss_rise_tolerance, smoothing_steps=FLAGS.loss_smoothing_steps,
-            eval_rises=FLAGS.eval_loss_rises, lr_factor=FLAGS.recovery_lr_factor,
-            max_recoveries=FLAGS.max_loss_recoveries))
+        tokenizer=tokenizer, excursions=excursions.settings_from_flags(FLAGS))
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 

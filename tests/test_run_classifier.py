@@ -13,6 +13,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.serving import lite
 from albert_tf.tasks import GlueTask
+from albert_tf.training.excursions import LossExcursionError
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
@@ -429,3 +430,24 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
     np.testing.assert_allclose(p7, p1, atol=1e-5)
     assert s1 == s7
 
+
+
+def test_fine_tuning_reports_loss_excursions_and_recovers_when_asked(assets, tmp_path, caplog):
+    """The guard runs in the fine-tuning driver too: with a hair-trigger spike threshold it
+    reports (--on_loss_spike=warn, fine-tuning's default) or goes back to a checkpoint
+    (recover), listing the recovery in excursions.json, and stops at the next excursion
+    (--max_loss_recoveries=1)."""
+    caplog.set_level("WARNING")
+    common = dict(task_name="cola", data_dir=assets["data_dir"], spm_model_file=assets["spm"],
+                  init_checkpoint=assets["init"], do_train=True, train_step=30, warmup_step=2,
+                  save_checkpoints_steps=5, loss_smoothing_steps=2, loss_spike_sigmas=1e-6)
+    run(output_dir=tmp_path / "warn", on_loss_spike="warn", **common)
+    assert "Going on (--on_loss_spike=warn)" in caplog.text
+    assert not (tmp_path / "warn" / "excursions.json").exists()
+    with pytest.raises(LossExcursionError, match=r"stopped \(1 recoveries already"):
+        run(output_dir=tmp_path / "recover", on_loss_spike="recover", max_loss_recoveries=1,
+            **common)
+    [recovery] = json.loads((tmp_path / "recover" / "excursions.json").read_text())[
+        "recoveries"]
+    assert recovery["kind"] == "spike"
+    assert f"Recovery 1: back to step {recovery['rolled_back_to_step']}" in caplog.text

@@ -34,6 +34,7 @@ from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
+from albert_tf.training.excursions import settings_from_flags
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.stuck import StuckWatch
 
@@ -204,7 +205,8 @@ class _Run:
             gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
             steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
             keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock,
-            run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None))
+            run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None),
+            excursions=settings_from_flags(FLAGS))
         self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
         self.best = {}
         level = (task.constant_loss(self.train_features)

@@ -8,7 +8,7 @@ from absl import app, flags
 
 from albert_tf.data.features import PADDINGS
 from albert_tf.serving.lite import LITE_FILES, QUANTIZATIONS
-from albert_tf.training import distribution
+from albert_tf.training import distribution, excursions
 from albert_tf.training.optimizers import FINETUNING_UPDATE
 
 # The fine-tuning update's settings (training.optimizers.FINETUNING_UPDATE) by flag name.
@@ -99,6 +99,8 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(I, "gradient_accumulation_steps", 1, "Micro-batches per step.", lower_bound=1)
     D(I, "log_steps", 100, "Steps between progress lines.", lower_bound=1)
     D(I, "random_seed", 12345, "Seed of initialisation, dropout and shuffling.")
+    # Fine-tuning warns: a recovery's defaults were measured on pretraining only.
+    excursions.define_flags(D, "warn")
     if "strategy" not in fv:
         distribution.define_flags(fv)
 

@@ -15,11 +15,50 @@ import math
 import os
 
 import tensorflow as tf
+from absl import flags
 
 from albert_tf.files import write_json
 
 ACTIONS = ("recover", "warn", "stop")
 LOG_FILE = "excursions.json"
+
+
+def define_flags(define, action):
+    """The guard's flags through `define(kind, name, default, help, **kwargs)` (a script's
+    flag-definition helper), --on_loss_spike defaulting to `action`."""
+    d = ExcursionSettings()
+    positive = (lambda v: math.isfinite(v) and v > 0, "must be a positive number")
+    define(flags.DEFINE_enum, "on_loss_spike", action, list(ACTIONS),
+           "A loss excursion (a spike, a smoothed training loss that keeps rising above its "
+           "best, with run_pretraining's --do_eval a held-out MLM loss that keeps rising): "
+           "recover (back to the newest checkpoint from before it, past the batches that led "
+           "into it, at a lower learning rate), warn or stop (docs/pretraining.md, \"Loss "
+           "excursions\").")
+    define(flags.DEFINE_float, "loss_spike_sigmas", d.spike_sigmas,
+           "A spike: a step's loss this many standard deviations above the smoothed loss.",
+           validator=positive)
+    define(flags.DEFINE_float, "loss_rise_tolerance", d.rise_tolerance,
+           "A rise: the smoothed loss this fraction above its best for --loss_smoothing_steps.",
+           validator=positive)
+    define(flags.DEFINE_integer, "loss_smoothing_steps", d.smoothing_steps,
+           "Window of the smoothed training loss, and the patience of a rise.", lower_bound=1)
+    define(flags.DEFINE_integer, "eval_loss_rises", d.eval_rises,
+           "A held-out excursion: the eval MLM loss rose at this many evaluations in a row.",
+           lower_bound=1)
+    define(flags.DEFINE_float, "recovery_lr_factor", d.lr_factor,
+           "Each recovery multiplies the learning rate by this (1: unchanged).",
+           validator=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
+    define(flags.DEFINE_integer, "max_loss_recoveries", d.max_recoveries,
+           "Recoveries before an excursion stops the run.", lower_bound=0)
+
+
+def settings_from_flags(values):
+    """ExcursionSettings from the parsed flags (any object with the flags as attributes)."""
+    return ExcursionSettings(
+        action=values.on_loss_spike, spike_sigmas=values.loss_spike_sigmas,
+        rise_tolerance=values.loss_rise_tolerance, smoothing_steps=values.loss_smoothing_steps,
+        eval_rises=values.eval_loss_rises, lr_factor=values.recovery_lr_factor,
+        max_recoveries=values.max_loss_recoveries)
 
 
 class LossExcursionError(RuntimeError):
