@@ -6,6 +6,7 @@
 # its baseline. The run is sized to this machine by a short timing probe (scripts/demo_plan.py).
 #   DEMO_MINUTES   minutes of work after the install (default 8)
 #   DEMO_STEPS, DEMO_PRECISION (none|bfloat16)   override what the probe picks
+#   DEMO_SEED      --random_seed of the pretraining and fine-tuning runs (default 12345)
 # Everything lands in one folder (default demo_output/, or the first argument); a rerun keeps
 # its vocabulary, rebuilds its records and exports (--overwrite) and resumes its training runs.
 set -euo pipefail
@@ -57,15 +58,18 @@ PLAN=$($PY scripts/demo_plan.py --minutes="$MINUTES" --config=configs/albert_dem
     --batch=32 --seq=$SEQ --preds=$PREDS --epochs=8 --precision="${DEMO_PRECISION:-auto}")
 eval "$PLAN"
 STEPS=${DEMO_STEPS:-$STEPS}
+SEED=${DEMO_SEED:-12345}
 
-stage "3/6 Pretraining: $STEPS steps of 32 sequences, held-out evaluation every $((STEPS / 4))"
+# A checkpoint (and a held-out evaluation) every eighth of the run: a run that goes backwards
+# goes back to the newest checkpoint before it (docs/pretraining.md, "Loss excursions").
+stage "3/6 Pretraining: $STEPS steps of 32 sequences, held-out evaluation every $((STEPS / 8))"
 run $PY -m albert_tf.run_pretraining --albert_config_file=configs/albert_demo.json \
     --input_file="$OUT/pretrain/train.tfrecord*" --eval_input_file="$OUT/pretrain/eval.tfrecord" \
     --output_dir="$OUT/pretrained" --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS \
     --train_batch_size=32 --num_train_steps="$STEPS" --num_warmup_steps=$((STEPS / 10)) \
-    --learning_rate=1e-2 --dynamic_masking --ngram=1 --save_checkpoints_steps=$((STEPS / 4)) \
+    --learning_rate=1e-2 --dynamic_masking --ngram=1 --save_checkpoints_steps=$((STEPS / 8)) \
     --log_steps=$((STEPS / 10)) --do_eval --eval_batch_size=64 --max_eval_steps=10 \
-    --mixed_precision="$PRECISION"
+    --mixed_precision="$PRECISION" --random_seed="$SEED"
 
 stage "4/6 Fine-tuning: which of two held-out novels a sentence comes from ($FINETUNE_EPOCHS epochs)"
 # data/glue/SST-2, see data/README.md. Rate 1e-3: the default (bias-corrected) update's best
@@ -76,7 +80,7 @@ run $PY -m albert_tf.run_classifier --task_name=sst-2 --data_dir=data/glue \
     --export_dir="$OUT/export/classifier" --overwrite_export --max_seq_length=$SEQ \
     --train_batch_size=32 --eval_batch_size=64 --predict_batch_size=64 --learning_rate=1e-3 --optimizer=adamw \
     --num_train_epochs="$FINETUNE_EPOCHS" --warmup_proportion=0.1 --save_checkpoints_steps=100 \
-    --log_steps=50 --mixed_precision="$PRECISION"
+    --log_steps=50 --mixed_precision="$PRECISION" --random_seed="$SEED"
 
 stage "5/6 Exports (TF-Hub pretrainer and text preprocessor) and predictions from them"
 run $PY -m albert_tf.export_hub --export_type=pretrainer --init_checkpoint="$OUT/pretrained" \

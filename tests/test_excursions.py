@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.training.excursions import ExcursionSettings, LossExcursionError, LossGuard
+from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.trainer import Trainer
 from albert_tf import run_pretraining
 from conftest import write_pretraining_records
@@ -61,6 +61,9 @@ def test_a_slow_rise_is_a_rise_noise_and_a_stall_are_not():
     rising = 4.0 + 0.004 * np.arange(200) + 0.05 * rng.standard_normal(200)
     guard = LossGuard(SETTINGS)
     assert _feed(guard, np.concatenate([falling, stall])) == []
+    # Gaussian noise of 300 steps: a few standard deviations at most, a rise of a few percent.
+    assert 2 < guard.state["max_sigmas"] < 6 and guard.state["max_rise"] < 0.03
+    assert guard.headroom().endswith("(a rise: 5% for 10 steps); 0 recoveries")
     found = _feed(guard, rising, 301)
     assert [e.kind for _, e in found][:1] == ["rise"]
     assert found[0][1].smoothed > found[0][1].best * 1.05

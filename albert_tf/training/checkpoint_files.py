@@ -11,6 +11,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.data.records import short_tf_message
 from albert_tf.files import write_json
+from albert_tf.formats.checkpoints import write_checkpoint_index
 
 CHECKPOINT_NAME = "model.ckpt"
 RUN_FILE = "run.json"  # which kind of run the directory's checkpoints belong to
@@ -46,6 +47,35 @@ def resumable_checkpoints(directory):
         if match:
             found[int(match.group(1))] = os.path.join(directory, name)
     return sorted(found.items(), reverse=True)
+
+
+def checkpoints_on_disk(directory):
+    """{step: prefix} of the trainer's checkpoints in `directory` whose files are there."""
+    return {step: prefix for step, prefix in resumable_checkpoints(directory)
+            if tf.io.gfile.exists(prefix + ".index")}
+
+
+def drop_checkpoints(directory, steps):
+    """Removes these checkpoints; the `checkpoint` index lists the others, written first so
+    that it never lists a removed one."""
+    listed = checkpoints_on_disk(directory)
+    kept = [listed[s] for s in sorted(listed) if s not in steps]
+    if kept:
+        write_checkpoint_index(directory, kept)
+    for step in steps:
+        prefix = os.path.join(directory, f"{CHECKPOINT_NAME}-{step}")
+        for path in tf.io.gfile.glob(prefix + ".data-*") + tf.io.gfile.glob(prefix + ".index"):
+            tf.io.gfile.remove(path)
+
+
+def prune_checkpoints(directory, keep_max, anchors):
+    """Keeps the newest `keep_max` checkpoints and, for each anchor step, the newest checkpoint
+    at or before it (what a loss-excursion recovery goes back to)."""
+    steps = sorted(checkpoints_on_disk(directory))
+    keep = set(steps[-keep_max:])
+    for anchor in anchors:
+        keep.update([s for s in steps if s <= anchor][-1:])
+    drop_checkpoints(directory, [s for s in steps if s not in keep])
 
 
 def check_run_config(output_dir, config):

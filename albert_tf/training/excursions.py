@@ -116,7 +116,8 @@ class LossGuard(tf.train.experimental.PythonState):
 
     def __init__(self, settings=None):
         self.settings = settings or ExcursionSettings()
-        self.state = dict(steps=0, ema=None, var=0.0, spiking=0, last=None, last_steps=1, best=math.inf, best_step=0,
+        self.state = dict(steps=0, ema=None, var=0.0, spiking=0, last=None, last_steps=1,
+                          max_sigmas=0.0, max_rise=0.0, best=math.inf, best_step=0,
                           above_since=None, eval_last=None, eval_rises=0, eval_best=math.inf,
                           eval_best_step=0, recoveries=0, batches_read=0, lr_scale=1.0)
 
@@ -139,7 +140,9 @@ class LossGuard(tf.train.experimental.PythonState):
         # leave the step count as it was.
         s["batches_read"] += steps
         warm = s["steps"] >= cfg.smoothing_steps
-        spike = warm and loss > s["ema"] + cfg.spike_sigmas * math.sqrt(s["var"] / steps)
+        sigmas = ((loss - s["ema"]) / math.sqrt(s["var"] / steps)
+                  if warm and s["var"] > 0 else 0.0)
+        spike = sigmas > cfg.spike_sigmas
         # A spike is kept out of the smoothed loss and its spread, and reported once; a level
         # that lasts a window is no spike: the smoothed loss takes it (a rise, if it is one).
         if spike and s["spiking"] < cfg.smoothing_steps:
@@ -148,6 +151,7 @@ class LossGuard(tf.train.experimental.PythonState):
                 return Excursion("spike", step, loss, s["ema"], s["best"], s["best_step"])
             return None
         s["spiking"] = 0
+        s["max_sigmas"] = max(s["max_sigmas"], sigmas)
         if s["ema"] is None:
             s["ema"] = loss
         else:
@@ -159,6 +163,8 @@ class LossGuard(tf.train.experimental.PythonState):
             s["var"] += alpha * (diff * diff / (1 / steps + 1 / s["last_steps"]) - s["var"])
         s.update(last=loss, last_steps=steps)
         s["steps"] += steps
+        if warm:
+            s["max_rise"] = max(s["max_rise"], s["ema"] / s["best"] - 1)
         if s["ema"] < s["best"]:
             s.update(best=s["ema"], best_step=step, above_since=None)
         elif warm and s["ema"] > s["best"] * (1 + cfg.rise_tolerance):
@@ -170,6 +176,17 @@ class LossGuard(tf.train.experimental.PythonState):
         else:
             s["above_since"] = None
         return None
+
+    def headroom(self):
+        """How close the run came to an excursion, for the log at the end of training: the
+        largest step loss above the smoothed loss (in standard deviations, spikes aside) and
+        the largest rise of the smoothed loss above its best so far."""
+        s, cfg = self.state, self.settings
+        return (f"the largest step loss was {s['max_sigmas']:.1f} standard deviations above the "
+                f"smoothed loss (a spike: {cfg.spike_sigmas:g}), the smoothed loss at most "
+                f"{100 * s['max_rise']:.1f}% above its best (a rise: "
+                f"{100 * cfg.rise_tolerance:g}% for {cfg.smoothing_steps} steps); "
+                f"{s['recoveries']} recoveries")
 
     def observe_eval(self, step, loss):
         """Feeds a held-out loss; returns an Excursion when it rose `eval_rises` times running."""
@@ -196,9 +213,32 @@ class LossGuard(tf.train.experimental.PythonState):
         return json.loads(tf.train.load_checkpoint(prefix).get_tensor(
             "guard/.ATTRIBUTES/py_state").decode())
 
+    def apply(self, entry):
+        """The state after a recovery, on the state of the checkpoint it went back to."""
+        self.state.update(recoveries=entry["number"], batches_read=entry["batches_read"],
+                          lr_scale=entry["lr_scale"])
+
     def anchor_for(self, excursion):
         return (self.state["eval_best_step"] if excursion.kind == "held-out rise"
                 else self.state["best_step"])
+
+
+def plan_recovery(guard, excursion, checkpoints):
+    """The excursions.json entry of a recovery from `excursion` ({step: prefix} of the
+    checkpoints there), or None when no checkpoint is from before it. The input goes on from
+    where it is: past the batches read since the checkpoint gone back to."""
+    before = [step for step in checkpoints if step <= guard.anchor_for(excursion)]
+    if not before:
+        return None
+    s = guard.state
+    return {"number": s["recoveries"] + 1, "kind": excursion.kind,
+            "detected_at_step": excursion.step, "loss": excursion.loss,
+            "smoothed": excursion.smoothed, "best": excursion.best,
+            "best_step": excursion.best_step, "rolled_back_to_step": max(before),
+            "batches_read": s["batches_read"],
+            "skipped_batches": s["batches_read"] - LossGuard.saved_state(
+                checkpoints[max(before)])["batches_read"],
+            "lr_scale": s["lr_scale"] * guard.settings.lr_factor}
 
 
 def read_log(output_dir):

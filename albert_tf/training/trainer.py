@@ -24,10 +24,12 @@ from albert_tf.formats.tokenizers import keep_vocabulary
 from albert_tf.tracing import graph_function
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
-    CHECKPOINT_NAME, UNREADABLE, check_run_config, random_state, record_run_kind,
-    refuse_foreign_checkpoints, resumable_checkpoints, unreadable_reason)
+    CHECKPOINT_NAME, UNREADABLE, check_run_config, checkpoints_on_disk, drop_checkpoints,
+    prune_checkpoints, random_state, record_run_kind, refuse_foreign_checkpoints,
+    resumable_checkpoints, unreadable_reason)
 from albert_tf.training.distribution import check_batch_sizes, is_chief
-from albert_tf.training.excursions import LossExcursionError, LossGuard, read_log, write_log
+from albert_tf.training.excursions import (
+    LossExcursionError, LossGuard, plan_recovery, read_log, write_log)
 from albert_tf.training.failures import (
     COLLECTIVE_FAILURES, CorruptInputError, InputServiceError, Interrupted, NonFiniteLossError,
     StopRequest, Watchdog, WorkerLostError, bad_record, corrupt_input_message, corrupt_where,
@@ -118,31 +120,11 @@ class Trainer:
             checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
 
     def _checkpoint_steps(self):
-        """{step: prefix} of this trainer's checkpoints on disk."""
-        return {step: prefix for step, prefix in resumable_checkpoints(self.write_dir)
-                if tf.io.gfile.exists(prefix + ".index")}
-
-    def _prune(self):
-        """Keeps the newest keep_checkpoint_max checkpoints and, for each of the guard's
-        anchors, the newest checkpoint at or before it: what a recovery goes back to."""
-        steps = sorted(self._checkpoint_steps())
-        keep = set(steps[-self.keep_checkpoint_max:])
-        for anchor in self.guard.anchor_steps():
-            keep.update([s for s in steps if s <= anchor][-1:])
-        self._drop_checkpoints([s for s in steps if s not in keep])
+        return checkpoints_on_disk(self.write_dir)
 
     def _drop_checkpoints(self, steps):
-        """Removes these checkpoints, and lists the others in the `checkpoint` index (written
-        first, so that it never lists a removed one)."""
-        listed = self._checkpoint_steps()
-        kept = [listed[s] for s in sorted(listed) if s not in steps]
-        if kept:
-            write_checkpoint_index(self.write_dir, kept)
-        for step in steps:
-            prefix = os.path.join(self.write_dir, f"{CHECKPOINT_NAME}-{step}")
-            for path in tf.io.gfile.glob(prefix + ".data-*") + tf.io.gfile.glob(prefix + ".index"):
-                tf.io.gfile.remove(path)
-        # The manager lists what it saved itself; the index above lists every kept one.
+        drop_checkpoints(self.write_dir, steps)
+        # The manager lists what it saved itself; the index lists every kept one.
         self.manager = self._checkpoint_manager()
 
     def restore_or_initialize(self, init_checkpoint=None, init_from_group0=False,
@@ -228,8 +210,7 @@ class Trainer:
                 f"is not in {self.output_dir}")
         self._drop_checkpoints([s for s in self._checkpoint_steps() if s > anchor])
         self.restore(prefix)
-        self.guard.state.update(recoveries=entry["number"], batches_read=entry["batches_read"],
-                                lr_scale=entry["lr_scale"])
+        self.guard.apply(entry)
         self.lr_scale.assign(entry["lr_scale"])
         return prefix
 
@@ -269,7 +250,8 @@ class Trainer:
             self._input.save(self.step)
         path = self.manager.save(checkpoint_number=self.step)
         if self.guard:
-            self._prune()
+            prune_checkpoints(self.write_dir, self.keep_checkpoint_max, self.guard.anchor_steps())
+            self.manager = self._checkpoint_manager()
         if self._input is not None:
             self._input.prune(self._checkpoint_steps())
         return path
@@ -442,6 +424,8 @@ class Trainer:
         finally:
             stop.restore()
             watchdog.stop()
+        if self.guard:
+            logging.info("Loss guard: %s", self.guard.headroom())
         if stopping and self.step < num_train_steps:
             if saved_at != self.step:
                 self.save()
@@ -485,30 +469,19 @@ class Trainer:
                 f"{excursion.describe()}; stopped ({why}). Last checkpoint: {last or 'none'}; "
                 f"excursions.json lists the recoveries. Lower --learning_rate and rerun in a "
                 f"new --output_dir, or resume with --on_loss_spike=warn")
-        anchor = guard.anchor_for(excursion)
-        checkpoints = self._checkpoint_steps()
-        before = [s for s in checkpoints if s <= anchor]
-        if settings.action == "warn" or not before:
+        entry = (plan_recovery(guard, excursion, self._checkpoint_steps())
+                 if settings.action == "recover" else None)
+        if entry is None:
             logging.warning("Loss excursion: %s. %s", excursion.describe(),
                             "Going on (--on_loss_spike=warn)" if settings.action == "warn" else
-                            f"No checkpoint from before it (step <= {anchor}) to go back to: "
-                            f"going on")
+                            f"No checkpoint from before it (step <= "
+                            f"{guard.anchor_for(excursion)}) to go back to: going on")
             return False
-        back_to = checkpoints[max(before)]
-        entry = {"number": guard.state["recoveries"] + 1, "kind": excursion.kind,
-                 "detected_at_step": excursion.step, "loss": excursion.loss,
-                 "smoothed": excursion.smoothed, "best": excursion.best,
-                 "best_step": excursion.best_step, "rolled_back_to_step": max(before),
-                 # The input goes on from where it is: past the batches read since then.
-                 "batches_read": guard.state["batches_read"],
-                 "skipped_batches": guard.state["batches_read"] - LossGuard.saved_state(
-                     back_to)["batches_read"],
-                 "lr_scale": guard.state["lr_scale"] * settings.lr_factor}
         logging.warning(
             "Loss excursion: %s. Recovery %d: back to step %d (%s), past the %d batches that led "
             "into it, learning rate x%g", excursion.describe(), entry["number"],
-            entry["rolled_back_to_step"], os.path.basename(back_to), entry["skipped_batches"],
-            entry["lr_scale"])
+            entry["rolled_back_to_step"], f"{CHECKPOINT_NAME}-{entry['rolled_back_to_step']}",
+            entry["skipped_batches"], entry["lr_scale"])
         # Written first: a run killed from here on makes the same recovery when rerun.
         if self.chief:
             write_log(self.output_dir, read_log(self.output_dir) + [entry])
@@ -583,8 +556,9 @@ class Trainer:
         return result
 
     def restore(self, checkpoint_path):
-        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model, optimizer and
-        dropout's random state (kept as it is for checkpoints written without it)."""
+        """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model, optimizer,
+        dropout's random state and the loss guard's state (each kept as it is for checkpoints
+        written without it)."""
         names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
         parts = {"model": self.checkpoint.model, "optimizer": self.optimizer}
         for name in ("rng", "guard"):  # kept as they are where a checkpoint has none
@@ -592,6 +566,8 @@ class Trainer:
                 parts[name] = getattr(self.checkpoint, name)
         tf.train.Checkpoint(**parts).restore(checkpoint_path).assert_existing_objects_matched()
         if self.guard:
+            if "guard" not in parts:  # an older run's checkpoint: its input read one per step
+                self.guard.state["batches_read"] = self.step
             self.lr_scale.assign(self.guard.state["lr_scale"])
         logging.info("Restored %s (step %d)", checkpoint_path, self.step)
 
