@@ -106,6 +106,7 @@ def _dataset_fn(records, corrupt):
         batches = pretraining_dataset(records, ctx.get_per_replica_batch_size(BATCH), 16, 4,
                                       is_training=True, input_context=ctx, seed=3)
 
+        @tf.autograph.experimental.do_not_convert  # TensorFlow ops already
         def relabel(index, features):
             ids = features["masked_lm_ids"]
             coin = tf.random.stateless_uniform(tf.shape(ids), seed=tf.stack([index, 1]))
