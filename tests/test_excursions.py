@@ -65,7 +65,7 @@ def test_a_slow_rise_is_a_rise_noise_and_a_stall_are_not():
     assert 2 < guard.state["max_sigmas"] < 6 and guard.state["max_rise"] < 0.03
     assert guard.headroom().endswith("(a rise: 5% for 10 steps); 0 recoveries")
     found = _feed(guard, rising, 301)
-    assert [e.kind for _, e in found][:1] == ["rise"]
+    assert [e.kind for _, e in found] == ["rise"]  # once, however long it goes on
     assert found[0][1].smoothed > found[0][1].best * 1.05
 
 

@@ -170,8 +170,8 @@ class LossGuard(tf.train.experimental.PythonState):
         elif warm and s["ema"] > s["best"] * (1 + cfg.rise_tolerance):
             if s["above_since"] is None:
                 s["above_since"] = step
-            elif step - s["above_since"] >= cfg.smoothing_steps:
-                s["above_since"] = None  # the next report waits another window
+            elif s["above_since"] >= 0 and step - s["above_since"] >= cfg.smoothing_steps:
+                s["above_since"] = -1  # reported: once, until the loss is back within bounds
                 return Excursion("rise", step, loss, s["ema"], s["best"], s["best_step"])
         else:
             s["above_since"] = None
