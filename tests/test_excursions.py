@@ -193,7 +193,9 @@ def test_corrupted_batches_are_seen_gone_back_from_and_skipped(records, tmp_path
             f"{entry['skipped_batches']} batches that led into it, learning rate x1"
             ) in caplog.text
     assert len(losses) == STEPS and abs(losses[STEPS] - clean[STEPS]) < 0.05
-    warned = _run(tmp_path / "warn", records, precision, action="warn")
+    if precision != "none":
+        return
+    warned = _run(tmp_path / "warn", records, precision, action="warn")  # the log's only
     assert not os.path.exists(tmp_path / "warn" / "excursions.json")
     assert warned[spike] == pytest.approx(entry["loss"], rel=1e-3)
     assert "Going on (--on_loss_spike=warn)" in caplog.text
@@ -212,21 +214,28 @@ def _after_recovery(steps_after_checkpoint, checkpoints_after=0):
     return kill
 
 
+@pytest.fixture(scope="module")
+def whole(records, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole")
+    _run(out, records, "none")
+    return out
+
+
 @pytest.mark.parametrize("kill", [_after_recovery(2), _after_recovery(2, checkpoints_after=1)],
                          ids=["before-the-next-checkpoint", "after-the-next-checkpoint"])
-def test_a_run_killed_after_a_recovery_and_rerun_is_the_same_run(records, tmp_path, kill):
+def test_a_run_killed_after_a_recovery_and_rerun_is_the_same_run(records, whole, tmp_path,
+                                                                  kill):
     """Killed before a checkpoint follows the recovery, the rerun makes the recovery again from
     excursions.json (the same checkpoint, input position and halved rate); killed after one,
     it resumes from it. Either way it ends with the uninterrupted run's weights, slots, random
     state and guard state."""
-    _run(tmp_path / "whole", records, "none")
     with pytest.raises(Killed):
         _run(tmp_path / "killed", records, "none", kill=kill)
     assert len(_recoveries(tmp_path / "killed")) == 1
     _run(tmp_path / "killed", records, "none")
-    assert _recoveries(tmp_path / "killed") == _recoveries(tmp_path / "whole")
-    assert _recoveries(tmp_path / "whole")[0]["lr_scale"] == 0.5
-    assert_same_state(tmp_path / "whole", tmp_path / "killed", atol=0)
+    assert _recoveries(tmp_path / "killed") == _recoveries(whole)
+    assert _recoveries(whole)[0]["lr_scale"] == 0.5
+    assert_same_state(whole, tmp_path / "killed", atol=0)
 
 
 def test_a_held_out_rise_goes_back_to_the_lowest_held_out_loss(records, tmp_path, caplog):
