@@ -113,7 +113,7 @@ class Trainer:
         return int(self.optimizer.iterations.numpy())
 
     def _checkpoint_manager(self):
-        # With a guard, _prune keeps the checkpoints (a recovery's must outlive the newest).
+        # With a guard, prune_checkpoints keeps them (a recovery's may be older than the newest).
         return tf.train.CheckpointManager(
             self.checkpoint, self.write_dir,
             max_to_keep=None if self.guard else self.keep_checkpoint_max,
@@ -187,9 +187,9 @@ class Trainer:
         log = read_log(self.output_dir)
         done = self.guard.state["recoveries"]
         if done > len(log):
-            logging.warning("%s lists %d recoveries and the checkpoint %d: it was changed or "
-                            "removed", os.path.join(self.output_dir, "excursions.json"),
-                            len(log), done)
+            logging.warning("The checkpoint counts %d recoveries and %s lists %d: the file was "
+                            "changed or removed", done,
+                            os.path.join(self.output_dir, "excursions.json"), len(log))
         if done >= len(log):
             return resumed
         entry = log[-1]
