@@ -12,6 +12,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
+from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.training.trainer import Trainer
 from albert_tf import run_pretraining
 from conftest import write_pretraining_records
@@ -99,9 +100,9 @@ def records(tmp_path_factory):
     return write_pretraining_records(tmp_path_factory.mktemp("rec") / "train.tfrecord", 128)
 
 
-def _dataset_fn(records, corrupt):
-    """Learnable labels (each masked label 7 or 8, drawn by batch), and batches in `corrupt`
-    labelled 9 throughout: a loss far above the rest."""
+def _dataset_fn(records, corrupt, poison=()):
+    """Learnable labels (each masked label 7 or 8, drawn by batch), batches in `corrupt`
+    labelled 9 throughout (a loss far above the rest), batches in `poison` with NaN weights."""
     def fn(ctx):
         batches = pretraining_dataset(records, ctx.get_per_replica_batch_size(BATCH), 16, 4,
                                       is_training=True, input_context=ctx, seed=3)
@@ -113,7 +114,11 @@ def _dataset_fn(records, corrupt):
             labels = tf.where(coin < 0.5, 7, 8)
             bad = tf.reduce_any(tf.equal(index, tf.constant(corrupt, tf.int64)))
             labels = tf.where(bad, tf.fill(tf.shape(ids), 9), labels)
-            return dict(features, masked_lm_ids=tf.cast(labels, ids.dtype))
+            nan = tf.reduce_any(tf.equal(index, tf.constant((-1, *poison), tf.int64)))
+            weights = features["masked_lm_weights"]
+            weights = tf.where(nan, tf.fill(tf.shape(weights), float("nan")), weights)
+            return dict(features, masked_lm_ids=tf.cast(labels, ids.dtype),
+                        masked_lm_weights=weights)
         return batches.enumerate().map(relabel)
     return fn
 
@@ -136,7 +141,7 @@ class Killed(Exception):
 
 
 def _run(out, records, precision, corrupt=CORRUPT, action="recover", kill=None,
-         lr_factor=0.5, eval_losses=None):
+         lr_factor=0.5, eval_losses=None, poison=()):
     """Trains; `kill(out, step)` true after a step's progress line stops the run there (as a
     SIGKILL would: nothing more is written); `eval_losses` {step: loss} are reported to the
     guard as the held-out losses of the checkpoints before any recovery (3.0 after one)."""
@@ -153,7 +158,8 @@ def _run(out, records, precision, corrupt=CORRUPT, action="recover", kill=None,
         recovered = trainer.guard.state["recoveries"] > 0
         trainer.observe_eval(step, 3.0 if recovered else eval_losses[step])
     try:
-        trainer.train(_dataset_fn(records, corrupt), STEPS, save_checkpoints_steps=SAVE,
+        trainer.train(_dataset_fn(records, corrupt, poison), STEPS,
+                      save_checkpoints_steps=SAVE,
                       log_steps=1, on_log=on_log,
                       on_checkpoint=on_checkpoint if eval_losses else None,
                       evaluate_restarts=bool(eval_losses))
@@ -284,3 +290,20 @@ def test_the_command_line_recovers_then_stops_after_max_loss_recoveries(records,
                             **dict(flags, loss_spike_sigmas=0)),
                    "--loss_spike_sigmas=0.0: must be a positive number")
     assert not (tmp_path / "zero").exists()
+
+
+def test_a_non_finite_loss_is_recovered_from_when_recovering(records, tmp_path):
+    """NaN weights in batch 30: the loss of step 31 is NaN (and so are the weights after it);
+    a recovering run goes back to a checkpoint from before it and ends as a clean run, while
+    --on_loss_spike=warn stops as before, nothing saved after it."""
+    guard = LossGuard(SETTINGS)
+    assert guard.observe(1, float("nan"), 1).describe() == "the loss became nan at step 1"
+    clean = _run(tmp_path / "clean", records, "none", corrupt=(-1,))
+    losses = _run(tmp_path / "recover", records, "none", corrupt=(-1,), poison=(30,),
+                  lr_factor=1.0)
+    [entry] = _recoveries(tmp_path / "recover")
+    assert (entry["kind"], entry["detected_at_step"]) == ("non-finite loss", 31)
+    assert abs(losses[STEPS] - clean[STEPS]) < 0.05
+    with pytest.raises(NonFiniteLossError, match="loss became nan in the steps 31..31"):
+        _run(tmp_path / "warn", records, "none", corrupt=(-1,), poison=(30,), action="warn")
+    assert tf.train.latest_checkpoint(str(tmp_path / "warn")).endswith("model.ckpt-30")

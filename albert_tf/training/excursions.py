@@ -92,7 +92,7 @@ class ExcursionSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Excursion:
-    kind: str  # "spike", "rise" or "held-out rise"
+    kind: str  # "spike", "rise", "held-out rise" or "non-finite loss"
     step: int
     loss: float
     smoothed: float
@@ -104,6 +104,8 @@ class Excursion:
             return (f"the held-out loss rose at {self.smoothed:g} evaluations in a row, to "
                     f"{self.loss:.4g} at step {self.step} (lowest {self.best:.4g} at step "
                     f"{self.best_step})")
+        if self.kind == "non-finite loss":
+            return f"the loss became {self.loss} at step {self.step}"
         if self.kind == "spike":
             return (f"a loss spike at step {self.step}: {self.loss:.4g} against a smoothed "
                     f"{self.smoothed:.4g}")
@@ -139,6 +141,8 @@ class LossGuard(tf.train.experimental.PythonState):
         # The input's position: with float16, steps whose gradients overflow read a batch and
         # leave the step count as it was.
         s["batches_read"] += steps
+        if not math.isfinite(loss):  # recoverable: a recovery restores the weights
+            return Excursion("non-finite loss", step, loss, s["ema"], s["best"], s["best_step"])
         warm = s["steps"] >= cfg.smoothing_steps
         sigmas = ((loss - s["ema"]) / math.sqrt(s["var"] / steps)
                   if warm and s["var"] > 0 else 0.0)

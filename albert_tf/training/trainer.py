@@ -471,6 +471,11 @@ class Trainer:
                 f"new --output_dir, or resume with --on_loss_spike=warn")
         entry = (plan_recovery(guard, excursion, self._checkpoint_steps())
                  if settings.action == "recover" else None)
+        if entry is None and excursion.kind == "non-finite loss":
+            raise NonFiniteLossError(
+                f"{excursion.describe()}, and no checkpoint from before it is left to go back "
+                f"to; nothing was saved after it. Last checkpoint: {last or 'none'}. Lower "
+                f"--learning_rate or check the data.")
         if entry is None:
             logging.warning("Loss excursion: %s. %s", excursion.describe(),
                             "Going on (--on_loss_spike=warn)" if settings.action == "warn" else
@@ -520,12 +525,13 @@ class Trainer:
         return float(self._agree_fn(tf.constant(1.0 if requested else 0.0))) > 0
 
     def _run_chunk(self, iterator, chunk, last_saved):
-        """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss."""
+        """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss (which a
+        recovering guard takes as an excursion instead)."""
         step = self.step
         sums = self._train_fn(iterator, tf.constant(chunk))
         sums = {n: float(v.numpy()) for n, v in sums.items()}
         loss = float(self.model.metrics_from_sums(sums)["loss"])
-        if not math.isfinite(loss):
+        if not math.isfinite(loss) and not (self.guard and self.excursions.action == "recover"):
             raise NonFiniteLossError(
                 f"loss became {loss} in the steps {step + 1}..{step + chunk}; nothing was "
                 f"saved after it. Last good checkpoint: {last_saved or 'none'}. Lower "
