@@ -4,8 +4,8 @@ recovery (training.excursions).
 Each run is the demo's pretraining command (scripts/demo.sh, stage 3) on a demo folder's
 vocabulary and records, with --on_loss_spike=warn (the guard reports, the run goes on: the run
 as it was before recoveries existed) or =recover (the default). A recover run is made only where
-the warn run of the same cell had an excursion: before its first excursion a recover run is the
-warn run step for step.
+the warn run of the same cell had an excursion or stopped (a non-finite loss): before its first
+excursion a recover run is the warn run step for step.
 
   bash scripts/demo.sh                      # makes demo_output/ (vocabulary and records)
   python bench/bench_excursions.py --demo_dir=demo_output --steps=15480 \
@@ -90,8 +90,8 @@ def main():
                     key = (precision, seed, rate, mode, args.steps, args.checkpoints)
                     if key in done:
                         continue
-                    if mode == "recover" and not done[key[:3] + ("warn",) + key[4:]][
-                            "excursions"]:
+                    warned = done[key[:3] + ("warn",) + key[4:]]
+                    if mode == "recover" and not warned["excursions"] and not warned["status"]:
                         continue
                     out = os.path.join(args.workdir, "-".join(map(str, key)))
                     subprocess.run(["rm", "-rf", out], check=True)
