@@ -26,7 +26,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXCURSION = re.compile(r"Loss excursion: (a loss spike at step (\d+)|the smoothed training loss "
                        r"rose to \S+ at step (\d+)|the held-out loss rose at \d+ evaluations in "
-                       r"a row, to \S+ at step (\d+))")
+                       r"a row, to \S+ at step (\d+)|the loss became \S+ at step (\d+))")
 EVAL = re.compile(r"Eval at step (\d+): .*masked_lm_accuracy (\S+)")
 PROGRESS = re.compile(r"step (\d+)/\d+  masked_lm_loss (\S+)")
 HEADROOM = re.compile(r"Loss guard: the largest step loss was (\S+) standard deviations .*"
@@ -52,8 +52,9 @@ def command(args, out, precision, seed, rate, mode):
 def parse(log):
     excursions = []
     for m in EXCURSION.finditer(log):
-        kind = "spike" if m.group(2) else "rise" if m.group(3) else "held-out"
-        excursions.append(f"{kind}@{m.group(2) or m.group(3) or m.group(4)}")
+        kind = ("spike" if m.group(2) else "rise" if m.group(3) else "held-out" if m.group(4)
+                else "non-finite")
+        excursions.append(f"{kind}@{m.group(2) or m.group(3) or m.group(4) or m.group(5)}")
     evals = [(int(s), float(a)) for s, a in EVAL.findall(log)]
     losses = [(int(s), float(v)) for s, v in PROGRESS.findall(log)]
     headroom = HEADROOM.findall(log)
