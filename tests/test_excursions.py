@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer, run_pretraining
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.training.trainer import Trainer
-from albert_tf import run_pretraining
 from conftest import write_pretraining_records
 from test_resume import DROPOUT, assert_same_state
 from tool_runner import assert_refused, run_tool
