@@ -8,11 +8,14 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
+from albert_tf.data.labeled_text import LabelSet, saved_labels
+from albert_tf.formats import hf
 from albert_tf.formats.checkpoints import (assign_weights, missing_allowed, model_arrays,
                                            read_checkpoint, write_checkpoint_index,
                                            write_tf1_checkpoint)
 from albert_tf.formats.resolve import SourceError, resolve_checkpoint
 from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_dir,
@@ -22,17 +25,32 @@ from albert_tf.tokenization import vocabulary_file
 
 def load_checked(input_path, config=None, model="auto", init_from_group0=False):
     """(model with the checkpoint's weights, input format): reads `input_path`, builds the
-    pretrainer (when it has MLM/SOP heads, or model="pretrainer") or the encoder, checks
-    every tensor against it."""
+    pretrainer (when it has MLM/SOP heads, or model="pretrainer"), the classifier (a
+    fine-tuned run's, named by the labels.json beside it, or model="classifier"; its
+    `label_set` attribute holds those labels) or the encoder, checks every tensor against
+    it."""
     arrays, config_path, in_fmt = read_checkpoint(input_path)
+    label_set = saved_labels(os.path.dirname(config_path)) if config_path else None
     config = config or config_path
     if config is None:
         raise ValueError(f"no config beside {input_path}; pass --albert_config_file")
     if not isinstance(config, AlbertConfig):
         config = AlbertConfig.from_json_file(config)
     if model == "auto":
-        model = "pretrainer" if any(n.startswith("cls/") for n in arrays) else "encoder"
-    net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)
+        model = ("pretrainer" if any(n.startswith("cls/") for n in arrays) else
+                 "classifier" if label_set and "output_weights" in arrays else "encoder")
+    if model == "classifier":
+        if "output_weights" not in arrays:
+            raise ValueError(f"{input_path} has no classifier head (output_weights)")
+        num_labels = int(arrays["output_weights"].shape[0])
+        label_set = label_set or LabelSet("regression" if num_labels == 1 else "single_label",
+                                          tuple(str(i) for i in range(num_labels))
+                                          if num_labels > 1 else ())
+        net = AlbertClassifier(config, num_labels, regression=label_set.is_regression,
+                               multi_label=label_set.is_multi_label)
+        net.label_set = label_set
+    else:
+        net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)
     assign_weights(net, arrays, source=f"{in_fmt} checkpoint {input_path}",
                    init_from_group0=init_from_group0, allow_missing=missing_allowed(in_fmt, ()))
     return net, in_fmt
@@ -62,7 +80,9 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
             init_from_group0=False, overwrite=False, vocab_file=None, do_lower_case=None):
     """Reads `input_path`, checks it against the config, writes `output_dir` in `fmt`.
 
-    model: "pretrainer", "encoder", or "auto" (the pretrainer when the input has MLM/SOP heads).
+    model: "pretrainer", "classifier", "encoder", or "auto" (the pretrainer when the input has
+    MLM/SOP heads, the classifier when it is a fine-tuned classifier run with labels.json).
+    A classifier's labels go with it (hf: id2label, label2id and problem_type in config.json).
     The vocabulary (see `carried_vocabulary`) is written in the output's format.
     `output_dir` must be new, empty, or (with `overwrite`) an earlier conversion's output; it
     is never an input's directory or a run directory.
@@ -76,6 +96,11 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     net, in_fmt = load_checked(input_path, config, model, init_from_group0)
     net.save_pretrained(output_dir, format=fmt, vocab_file=vocabulary,
                         do_lower_case=do_lower_case)
+    label_set = getattr(net, "label_set", None)
+    if label_set and fmt == "hf":
+        hf.write_hf_labels(output_dir, label_set)
+    elif label_set:
+        label_set.save(output_dir)
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
                  len(net.tf1_weights()), in_fmt, input_path)
     return net

@@ -26,8 +26,10 @@ def define_flags():
     flags.DEFINE_enum("format", "albert_tf", list(FORMATS), "Output format.")
     flags.DEFINE_string("albert_config_file", None,
                         "Config, if none lies beside the checkpoint.")
-    flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
-                      "What to convert; auto keeps the MLM/SOP heads when the input has them.")
+    flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "classifier", "encoder"],
+                      "What to convert; auto keeps the MLM/SOP heads when the input has them, "
+                      "and a fine-tuned classifier's head and labels (hf: "
+                      "AlbertForSequenceClassification with id2label).")
     flags.DEFINE_string("spm_model_file", None,
                         "SentencePiece model to write with the output (hf: spiece.model and "
                         "tokenizer_config.json; keras_hub: the preset's tokenizer). Default: "

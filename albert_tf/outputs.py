@@ -28,14 +28,15 @@ class OutputRefused(FileExistsError):
 
 # What an earlier SavedModel export (TF-Hub, serving, with its TFLite file) holds.
 SAVED_MODEL_ENTRIES = ("saved_model.pb", "variables", "assets", "fingerprint.pb",
-                       "keras_metadata.pb", "*.tflite", "labels.txt", "tflite_report.json")
+                       "keras_metadata.pb", "*.tflite", "labels.txt", "labels.json",
+                       "tflite_report.json")
 # What convert_checkpoint writes in any format (ours, TF1, Hugging Face, a KerasHub preset).
 CONVERTED_ENTRIES = ("checkpoint", "albert_config.json", "model.ckpt.index", "model.ckpt.data-*",
                      "model.ckpt-best.index", "model.ckpt-best.data-*", "config.json",
                      "model.safetensors", "*.model", "vocab*.txt", "tokenizer_config.json",
                      "special_tokens_map.json", "metadata.json", "model.weights.h5",
                      "tokenizer.json", "preprocessor.json", "task.json", "task.weights.h5",
-                     "assets")
+                     "assets", "labels.json")
 
 
 def _normalised(path):

@@ -1,4 +1,5 @@
-"""Fine-tune ALBERT on a GLUE task (or your data in a GLUE format) with the original flags.
+"""Fine-tune ALBERT on a GLUE task with the original flags, or on your own CSV, TSV or JSON Lines
+files with transformers' flag names.
 
   python -m albert_tf.run_classifier --task_name=cola --data_dir=glue --output_dir=out/cola \
       --init_checkpoint=albert_base --spm_model_file=albert_base/30k-clean.model \
@@ -7,6 +8,13 @@
 
 Every checkpoint is evaluated on dev; the best by the task's metric becomes model.ckpt-best,
 which --do_predict uses to write test_results.tsv and submit_results.tsv.
+
+  python -m albert_tf.run_classifier --train_file=train.csv --validation_file=dev.csv \
+      --test_file=test.csv --text_column_names=review --label_column_name=sentiment \
+      --init_checkpoint=albert_base --output_dir=out/reviews --do_train --do_eval --do_predict
+
+Labels come from the training file (a numeric column with fractions: regression; lists:
+multi-label), are saved as labels.json and named in every output (docs/finetuning.md).
 The library behind it: `albert_tf.tasks.GlueTask` and `albert_tf.tasks.run_finetuning`.
 """
 
@@ -18,10 +26,12 @@ if __name__ == "__main__":
 from absl import app, flags
 
 from albert_tf import cli
+from albert_tf.data import labeled_text
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.glue import GlueTask
+from albert_tf.tasks.labeled_text import LabeledTextTask, parse_class_weights
 
 FLAGS = flags.FLAGS
 
@@ -36,6 +46,27 @@ def define_flags():
     define_if_missing(flags.DEFINE_float, "threshold_to_export", None,
                       "If set, the serving SavedModel also returns this constant as "
                       "`threshold` (one value per example).")
+    for split, what in (("train", "training"), ("validation", "dev"), ("test", "test")):
+        define_if_missing(flags.DEFINE_string, f"{split}_file", None,
+                          f"Your own {what} data: a .csv, .tsv or .jsonl file with a header "
+                          f"(instead of --task_name and --data_dir).")
+    define_if_missing(flags.DEFINE_list, "text_column_names", None,
+                      "The text column, or two for a text pair; default: text, sentence, "
+                      "sentence1,sentence2 or text_a,text_b, whichever the file has.")
+    define_if_missing(flags.DEFINE_string, "label_column_name", "label", "The label column.")
+    define_if_missing(flags.DEFINE_string, "id_column_name", None,
+                      "The column that names each example in the reports; default: id, idx "
+                      "or guid when present, else the row number.")
+    define_if_missing(flags.DEFINE_enum, "problem_type", "auto",
+                      ["auto", *labeled_text.PROBLEM_TYPES],
+                      "auto: lists of labels mean multi_label, numbers with fractions "
+                      "regression, anything else single_label.")
+    define_if_missing(flags.DEFINE_string, "label_delimiter", None,
+                      "Multi-label: the labels of one example are joined by this (else a JSON "
+                      "list).")
+    define_if_missing(flags.DEFINE_string, "class_weights", None,
+                      "Weigh the training loss per class: 'balanced' (n / (classes x count)) "
+                      "or label=weight pairs, comma-separated.")
 
 
 define_flags()
@@ -44,6 +75,11 @@ define_flags()
 def main(_):
     from albert_tf.data import glue
 
+    if FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file:
+        return _own_data()
+    if not (FLAGS.task_name and FLAGS.data_dir):
+        raise app.UsageError("give --task_name and --data_dir (a GLUE task), or --train_file, "
+                             "--validation_file and --test_file (your own data)")
     try:
         task = glue.get_task(FLAGS.task_name)
     except ValueError as e:
@@ -60,9 +96,34 @@ def main(_):
     return driver.run_finetuning(glue_task, FLAGS)
 
 
+def _own_data():
+    """Fine-tuning on --train_file / --validation_file / --test_file: every input checked before
+    anything is written."""
+    if FLAGS.task_name or FLAGS.data_dir:
+        raise app.UsageError("give --task_name and --data_dir (GLUE), or --train_file, "
+                             "--validation_file and --test_file (your data), not both")
+    require_action(FLAGS)
+    columns = labeled_text.Columns(tuple(FLAGS.text_column_names or ()), FLAGS.label_column_name,
+                                   FLAGS.id_column_name, FLAGS.label_delimiter)
+    files = {"train": FLAGS.train_file if FLAGS.do_train else None,
+             "dev": FLAGS.validation_file if FLAGS.do_eval else None,
+             "test": FLAGS.test_file if FLAGS.do_predict else None}
+    try:
+        LabeledTextTask.check_files(files, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
+        label_set, splits = labeled_text.read_splits(files, columns, FLAGS.problem_type,
+                                                     FLAGS.output_dir)
+        task = LabeledTextTask(label_set, splits, None, FLAGS.max_seq_length,
+                               FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
+                               FLAGS.threshold_to_export, parse_class_weights(FLAGS.class_weights))
+    except labeled_text.DataError as e:
+        raise app.UsageError(str(e)) from None
+    task.tokenizer = driver.prepare(FLAGS)
+    return driver.run_finetuning(task, FLAGS)
+
+
 def run(argv=None):
     define_flags()
-    cli.run(main, ["task_name", "data_dir", "output_dir"], argv)
+    cli.run(main, ["output_dir"], argv)
 
 
 if __name__ == "__main__":

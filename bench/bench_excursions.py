@@ -91,9 +91,10 @@ def main():
                     key = (precision, seed, rate, mode, args.steps, args.checkpoints)
                     if key in done:
                         continue
-                    warned = done[key[:3] + ("warn",) + key[4:]]
-                    if mode == "recover" and not warned["excursions"] and not warned["status"]:
-                        continue
+                    if mode == "recover":
+                        warned = done[key[:3] + ("warn",) + key[4:]]
+                        if not warned["excursions"] and not warned["status"]:
+                            continue
                     out = os.path.join(args.workdir, "-".join(map(str, key)))
                     subprocess.run(["rm", "-rf", out], check=True)
                     proc = subprocess.run(command(args, out, precision, seed, rate, mode),

@@ -31,7 +31,7 @@ def pytest_configure(config):
 LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker.py",
                  "test_run_squad.py", "test_chinese_release.py", "test_keras_fit.py",
                  "test_export.py", "test_finetuning_update.py", "test_demo.py",
-                 "test_predict.py", "test_run_classifier.py", "test_run_race.py",
+                 "test_predict.py", "test_run_classifier.py", "test_own_data.py", "test_run_race.py",
                  "test_export_finetuned.py", "test_run_ner.py", "test_original_commands.py",
                  "test_classifier.py", "test_task_library.py", "test_attention.py",
                  "test_data_service.py", "test_excursions.py",

@@ -209,7 +209,7 @@ def make_dataset(features, global_batch_size, max_seq_length, *, is_training,
         dataset = tf.data.Dataset.from_tensor_slices(columns).map(_merge)
     padded_length = max_seq_length if padding == "max_length" else None
     shapes = {k: spec.shape[:-1].as_list() + [padded_length]
-              if k in SEQUENCE_KEYS or k == "input_mask" else []
+              if k in SEQUENCE_KEYS or k == "input_mask" else spec.shape.as_list()
               for k, spec in dataset.element_spec.items()}
     if is_training:
         if padding == "bucket":

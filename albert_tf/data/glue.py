@@ -175,11 +175,11 @@ def convert_examples(examples, task, tokenizer, max_seq_length):
     """Unpadded features: a dict of numpy arrays in the cache layout (see finetuning.Features)."""
     ids = tokenizer.special_ids()
     cls_id, sep_id = ids["[CLS]"], ids["[SEP]"]
-    label_map = {label: i for i, label in enumerate(task.labels)}
-    word_ids, type_ids, lengths, labels = [], [], [], []
+    word_ids, type_ids, lengths, token_counts = [], [], [], []
     for ex in examples:
         a = tokenizer.encode(ex.text_a)
         b = tokenizer.encode(ex.text_b) if ex.text_b is not None else None
+        token_counts.append(len(a) + 2 + (len(b) + 1 if b is not None else 0))
         if b is None:
             a = a[:max_seq_length - 2]
             seq, types = [cls_id] + a + [sep_id], [0] * (len(a) + 2)
@@ -190,12 +190,24 @@ def convert_examples(examples, task, tokenizer, max_seq_length):
         word_ids.extend(seq)
         type_ids.extend(types)
         lengths.append(len(seq))
-        if task.is_regression:
-            labels.append(0.0 if ex.label is None else float(ex.label))
-        else:
-            labels.append(0 if ex.label is None else label_map[ex.label])
     return {"input_word_ids": np.asarray(word_ids, np.int32),
             "input_type_ids": np.asarray(type_ids, np.int8),
             "lengths": np.asarray(lengths, np.int32),
-            "label_ids": np.asarray(labels, np.float32 if task.is_regression else np.int32),
-            "guids": np.asarray([ex.guid for ex in examples], dtype=str)}
+            "label_ids": label_ids(examples, task),
+            "guids": np.asarray([ex.guid for ex in examples], dtype=str),
+            "host_token_counts": np.asarray(token_counts, np.int32)}
+
+
+def label_ids(examples, task):
+    """Class ids [n] int32; regression: scores [n] float32; multi-label (a task with
+    `is_multi_label`): 0/1 rows [n, labels] float32. Unlabelled examples get zeros."""
+    if task.is_regression:
+        return np.asarray([0.0 if ex.label is None else float(ex.label) for ex in examples],
+                          np.float32)
+    index = {label: i for i, label in enumerate(task.labels)}
+    if getattr(task, "is_multi_label", False):
+        rows = np.zeros((len(examples), len(task.labels)), np.float32)
+        for row, ex in zip(rows, examples):
+            row[[index[label] for label in ex.label or ()]] = 1.0
+        return rows
+    return np.asarray([0 if ex.label is None else index[ex.label] for ex in examples], np.int32)

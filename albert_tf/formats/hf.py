@@ -143,6 +143,24 @@ def write_hf_checkpoint(arrays, config, directory):
     atomic_write_text(os.path.join(directory, "config.json"), json.dumps(hf_config, indent=2))
 
 
+HF_PROBLEM_TYPES = {"single_label": "single_label_classification",
+                    "multi_label": "multi_label_classification", "regression": "regression"}
+
+
+def write_hf_labels(directory, label_set):
+    """A classifier's labels in its config.json: AlbertForSequenceClassification, num_labels,
+    id2label / label2id and problem_type, as transformers' pipelines read them."""
+    path = os.path.join(directory, "config.json")
+    with tf.io.gfile.GFile(path) as f:
+        config = json.load(f)
+    names = list(label_set.labels) or ["LABEL_0"]
+    config.update(architectures=["AlbertForSequenceClassification"], num_labels=len(names),
+                  id2label={str(i): n for i, n in enumerate(names)},
+                  label2id={n: i for i, n in enumerate(names)},
+                  problem_type=HF_PROBLEM_TYPES[label_set.problem_type])
+    atomic_write_text(path, json.dumps(config, indent=2, ensure_ascii=False))
+
+
 def write_hf_tokenizer(tokenizer, directory, model_max_length=None):
     """The tokenizer files transformers' AutoTokenizer reads, with our tokenizer's ids.
 

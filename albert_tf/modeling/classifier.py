@@ -10,24 +10,36 @@ HEAD_NAMES = ("output_weights", "output_bias")
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertClassifier(TaskModel):
-    """Sentence(-pair) classification or, with `num_labels=1, regression=True`, regression (STS-B).
+    """Sentence(-pair) classification, with `num_labels=1, regression=True` regression (STS-B),
+    or with `multi_label=True` multi-label classification (a sigmoid per label, `label_ids`
+    0/1 rows [batch, num_labels], binary cross-entropy averaged over the labels).
 
     `encoder` is an AlbertConfig (a new AlbertEncoder is built) or any encoder layer with the
     TF-Hub call API, `config` and `tf1_weights()` (AlbertEncoder, finetuning.HubEncoder).
     Outputs `logits` [batch, num_labels] float32 and `probabilities` (softmax; regression:
     `predictions` [batch]). Features may carry `label_ids` and `is_real_example` (weight).
+    `class_weights` (one per label) scale each example's loss by its label's weight; multi-label:
+    they weigh each label's positive examples (the negatives weigh 1).
     With a `preprocessor` (serving.AlbertPreprocessor) it also takes raw strings [batch] or a
     pair of them, tokenized in the graph: `fit(strings, labels)`, `predict(strings)`.
     """
 
     def __init__(self, encoder, num_labels, classifier_dropout=0.1, regression=False,
-                 preprocessor=None, **kwargs):
+                 preprocessor=None, multi_label=False, class_weights=None, **kwargs):
         kwargs.setdefault("name", "albert_classifier")
         super().__init__(encoder, **kwargs)
         self.num_labels = int(num_labels)
         self.regression = bool(regression)
         if self.regression and self.num_labels != 1:
             raise ValueError(f"regression needs num_labels=1, got {num_labels}")
+        self.multi_label = bool(multi_label)
+        if self.multi_label and self.regression:
+            raise ValueError("a head is multi-label or regression, not both")
+        self.class_weights = None if class_weights is None else tuple(map(float, class_weights))
+        if self.class_weights is not None and (self.regression or
+                                               len(self.class_weights) != self.num_labels):
+            raise ValueError(f"class_weights: one per label ({self.num_labels}) of a classifier, "
+                             f"got {class_weights}")
         self.classifier_dropout = float(classifier_dropout)
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
@@ -52,6 +64,7 @@ class AlbertClassifier(TaskModel):
     def get_config(self):
         return {"encoder": self.config.to_dict(), "num_labels": self.num_labels,
                 "classifier_dropout": self.classifier_dropout, "regression": self.regression,
+                "multi_label": self.multi_label, "class_weights": self.class_weights,
                 "preprocessor": (None if self.preprocessor is None else
                                  keras.saving.serialize_keras_object(self.preprocessor)),
                 "name": self.name}
@@ -69,6 +82,8 @@ class AlbertClassifier(TaskModel):
         logits = tf.cast(logits, tf.float32)
         if self.regression:
             return {"logits": logits, "predictions": tf.squeeze(logits, -1)}
+        if self.multi_label:
+            return {"logits": logits, "probabilities": tf.sigmoid(logits)}
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
 
     # The trainer's task protocol: weighted sums, so any split of a batch gives the global mean.
@@ -81,9 +96,21 @@ class AlbertClassifier(TaskModel):
         if self.regression:
             labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.float32)
             return tf.square(outputs["predictions"] - labels)
+        if self.multi_label:
+            labels = tf.cast(tf.reshape(features["label_ids"], [-1, self.num_labels]), tf.float32)
+            if self.class_weights is None:
+                loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels,
+                                                               logits=outputs["logits"])
+            else:
+                loss = tf.nn.weighted_cross_entropy_with_logits(
+                    labels, outputs["logits"], tf.constant(self.class_weights, tf.float32))
+            return tf.reduce_mean(loss, -1)
         labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
-        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
                                                               logits=outputs["logits"])
+        if self.class_weights is not None:
+            loss *= tf.gather(tf.constant(self.class_weights, tf.float32), labels)
+        return loss
 
     def loss_sums(self, features, outputs):
         weights = example_weights(features)
@@ -91,6 +118,10 @@ class AlbertClassifier(TaskModel):
                 "example_count": tf.reduce_sum(weights)}
         if self.regression:
             sums["correct_sum"] = tf.zeros([])
+        elif self.multi_label:  # the share of labels right at 0.5
+            labels = tf.cast(tf.reshape(features["label_ids"], [-1, self.num_labels]), tf.bool)
+            hit = tf.reduce_mean(tf.cast(tf.equal(outputs["logits"] > 0, labels), tf.float32), -1)
+            sums["correct_sum"] = tf.reduce_sum(hit * weights)
         else:
             labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
             hit = tf.equal(tf.argmax(outputs["logits"], -1, output_type=tf.int32), labels)
@@ -111,7 +142,8 @@ class AlbertClassifier(TaskModel):
         """Per-example tensors that Trainer.predict gathers: outputs, loss, labels, bookkeeping."""
         out = {"logits": outputs["logits"],
                "per_example_loss": self.per_example_loss(features, outputs),
-               "label_ids": tf.reshape(features["label_ids"], [-1]),
+               "label_ids": tf.reshape(features["label_ids"],
+                                       [-1, self.num_labels] if self.multi_label else [-1]),
                "is_real_example": example_weights(features),
                "example_index": tf.reshape(features["example_index"], [-1])}
         out.update({k: outputs[k] for k in ("probabilities", "predictions") if k in outputs})

@@ -4,6 +4,7 @@ checkpoint, a raw-string serving export or an exported .tflite (strings or ids i
 import numpy as np
 
 from albert_tf.data.conll import read_labels
+from albert_tf.data.labeled_text import saved_labels
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
                                          inference_function, pad_batch)
 
@@ -48,12 +49,18 @@ class Classifier(Predictor):
     model.ckpt-best and albert_config.json; label strings from `task_name` or `labels`, else
     "0", "1", ...), a raw-string serving export (`serving_default` on `text_a`/`text_b`) or one
     of its .tflite files (run one text at a time with LiteRT; labels from labels.txt beside it).
-    A one-output head (STS-B) gives a `score`."""
+    A one-output head (STS-B) gives a `score`. The labels.json a run (or export) keeps beside
+    it names the labels and the problem type; multi-label: `labels` holds those at or above
+    their thresholds."""
 
     def __init__(self, model, labels=None, task_name=None, max_seq_length=None, **kwargs):
         super().__init__(model, max_seq_length=max_seq_length, **kwargs)
         names, regression = label_names(labels, task_name)
         kind = self.source.kind
+        self.label_set = saved_labels(getattr(self.source, "directory", None))
+        if self.label_set and names is None and not regression:
+            names, regression = list(self.label_set.labels) or None, self.label_set.is_regression
+        multi_label = bool(self.label_set and self.label_set.is_multi_label)
         if kind == "checkpoint":
             num_labels = self.source.num_classifier_labels()
             if num_labels is None:
@@ -72,7 +79,8 @@ class Classifier(Predictor):
                                    f"checkpoint's head has {num_labels} outputs")
             from albert_tf.modeling.classifier import AlbertClassifier
             self._model = inference_function(self.source.build(
-                AlbertClassifier, num_labels=num_labels, regression=self.regression))
+                AlbertClassifier, num_labels=num_labels, regression=self.regression,
+                multi_label=multi_label))
             self.num_labels = num_labels
             self.labels = None if self.regression else (
                 names or [str(i) for i in range(num_labels)])
@@ -137,6 +145,12 @@ class Classifier(Predictor):
         if labels is not None and len(labels) != probabilities.shape[-1]:
             raise PredictError(f"{len(labels)} labels ({', '.join(labels)}) but the model gives "
                                f"{probabilities.shape[-1]} probabilities")
+        if self.label_set and self.label_set.is_multi_label:
+            thresholds = np.asarray(self.label_set.thresholds or [0.5] * len(labels))
+            return {"label": [[n for n, hit in zip(labels, row) if hit]
+                              for row in probabilities >= thresholds],
+                    "probabilities": [[float(x) for x in p] for p in probabilities],
+                    "labels": [list(labels)] * len(probabilities)}
         best = probabilities.argmax(-1)
         if predicted is None:
             predicted = [labels[i] if labels else str(i) for i in best]

@@ -231,9 +231,10 @@ class _Run:
 
     def evaluate(self, path, step):
         """Every eval set's metrics at this checkpoint (the first set unprefixed)."""
-        results = {}
+        results, evaluated = {}, []
         for i, (name, features) in enumerate(self.eval_sets):
             outputs = self.outputs(features, self.flags.eval_batch_size)
+            evaluated.append((name, features, outputs))
             metrics = self.task.eval_metrics(name, features, outputs)
             if hasattr(self.task, "predicted_classes"):
                 classes = self.task.predicted_classes(features, outputs)
@@ -245,9 +246,14 @@ class _Run:
         higher = getattr(self.task, "higher_is_better", True)
         if self.trainer.record_eval(results, path, self.task.best_metric, higher) or not self.best:
             self.best = results
+            if hasattr(self.task, "report") and distribution.is_chief_task():
+                for name, features, outputs in evaluated:
+                    self.task.report(name, features, outputs, step, self.flags.output_dir)
 
     def train(self):
         f = self.flags
+        if hasattr(self.task, "write_labels") and distribution.is_chief_task():
+            self.task.write_labels(f.output_dir)
         heads = tuple(self.task.head_names)  # a warm start's head may be another task's
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
                                            allow_reshaped=heads)

@@ -7,6 +7,7 @@ import numpy as np
 from absl import logging
 
 from albert_tf.data.features import cached_features
+from albert_tf.data.labeled_text import LabelSet
 from albert_tf.files import atomic_write_text, file_digest
 from albert_tf.training.stuck import constant_loss
 
@@ -88,6 +89,16 @@ class GlueTask:
         self.max_seq_length = max_seq_length
         self.cache_dir = cache_dir
         self.classifier_dropout = classifier_dropout
+
+    @property
+    def label_set(self):
+        return LabelSet("regression" if self.task.is_regression else "single_label",
+                        tuple(self.task.labels))
+
+    def write_labels(self, output_dir):
+        """labels.json: the label names (and problem type) that `predict`, the conversions and
+        the exports read."""
+        self.label_set.save(output_dir)
 
     def build_model(self, encoder):
         from albert_tf.modeling.classifier import AlbertClassifier
@@ -174,6 +185,7 @@ class GlueTask:
         from albert_tf.serving.finetuned import export_finetuned
 
         regression, labels = self.task.is_regression, self.task.labels
+        multi_label = getattr(self.task, "is_multi_label", False)
         threshold = self.threshold_to_export
 
         def numeric(outputs):
@@ -182,25 +194,34 @@ class GlueTask:
             return {"probabilities": outputs["probabilities"], "logits": outputs["logits"]}
 
         def serving(outputs):
-            out = ({"predictions": outputs["predictions"]} if regression else
-                   {"probabilities": outputs["probabilities"],
-                    "labels": tf.gather(tf.constant(labels), tf.argmax(outputs["logits"], -1))})
+            if regression:
+                out = {"predictions": outputs["predictions"]}
+            elif multi_label:  # one column per label: at or above that label's threshold
+                thresholds = self.task.thresholds or (0.5,) * len(labels)
+                out = {"probabilities": outputs["probabilities"],
+                       "above_threshold": outputs["probabilities"] >= tf.constant(thresholds)}
+            else:
+                out = {"probabilities": outputs["probabilities"],
+                       "labels": tf.gather(tf.constant(labels), tf.argmax(outputs["logits"], -1))}
             if threshold is not None:
                 out["threshold"] = tf.fill(tf.shape(outputs["logits"])[:1],
                                            tf.constant(threshold, tf.float32))
             return out
 
         task_library = None
-        if regression or len(self.text_keys) > 1 or not self.tokenizer.do_lower_case:
+        if (regression or multi_label or len(self.text_keys) > 1
+                or not self.tokenizer.do_lower_case):
             logging.info("No classifier_task_library.tflite: the TFLite Task Library's "
-                         "BertNLClassifier takes one lowercased text and classifies it")
+                         "BertNLClassifier takes one lowercased text and gives one class")
         else:
             task_library = {"probabilities": "probability"}
-        return export_finetuned(
+        written = export_finetuned(
             model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
             tflite_output_fn=numeric, pad_to_longest=True, lite_options=lite_options,
             labels=None if regression else labels, task_library=task_library)
+        self.write_labels(export_dir)
+        return written
 
     def write_predictions(self, name, features, outputs, output_dir):
         suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (

@@ -10,11 +10,16 @@ from absl import logging
 TOLERANCE = 0.005
 
 
-def constant_loss(labels, regression=False):
+def constant_loss(labels, regression=False, multi_label=False):
     """The training loss of the best constant prediction: the entropy of the label frequencies
-    (cross-entropy; ln C for balanced classes) or their variance (squared error). None when
-    there are no labels or they are all the same."""
-    labels = np.asarray(labels).reshape(-1)
+    (cross-entropy; ln C for balanced classes), their variance (squared error) or, multi-label
+    (0/1 rows), each label's binary entropy averaged over the labels. None when there are no
+    labels or they are all the same."""
+    labels = np.asarray(labels)
+    if multi_label and labels.size:
+        p = labels.astype(np.float64).mean(0).clip(1e-12, 1 - 1e-12)
+        return float(np.mean(-(p * np.log(p) + (1 - p) * np.log(1 - p)))) or None
+    labels = labels.reshape(-1)
     if labels.size == 0:
         return None
     if regression:

@@ -1,0 +1,265 @@
+"""Fine-tuning on your own labelled text (data.labeled_text): single-label, multi-label or
+regression, with the label names in every output, class weights, the data report, per-class
+reports and predictions files beside the original's."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+from absl import logging
+
+from albert_tf.data import labeled_text
+from albert_tf.data.features import cached_features
+from albert_tf.data.glue import convert_examples
+from albert_tf.tasks import reports
+from albert_tf.tasks.glue import GlueTask, glue_metrics
+from albert_tf.training.stuck import constant_loss
+
+SPLIT_FLAGS = {"train": "train_file", "dev": "validation_file", "test": "test_file"}
+ACTIONS = {"train": "train", "dev": "eval", "test": "predict"}
+WORST_EXAMPLES = 100
+# Multi-label thresholds are picked from these on the dev set, per label, for the best F1.
+THRESHOLDS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2))
+
+
+def class_weights(label_set, examples, weights):
+    """One loss weight per label: "balanced" (n / (labels x n_label), scikit-learn's rule;
+    multi-label: each label's negatives / positives), or {name: weight} (unnamed labels
+    weigh 1)."""
+    if weights is None:
+        return None
+    if label_set.is_regression:
+        raise labeled_text.DataError("--class_weights: a regression has no classes")
+    names = label_set.labels
+    if weights == "balanced":
+        if label_set.is_multi_label:
+            positives = np.array([sum(n in ex.label for ex in examples) for n in names], float)
+            return tuple(float(x) for x in (len(examples) - positives) / np.maximum(positives, 1))
+        counts = np.array([sum(ex.label == n for ex in examples) for n in names], float)
+        return tuple(float(x) for x in len(examples) / (len(names) * np.maximum(counts, 1)))
+    unknown = sorted(set(weights) - set(names))
+    if unknown:
+        raise labeled_text.DataError(f"--class_weights names {', '.join(unknown)}, not among the "
+                                     f"labels ({', '.join(names)})")
+    return tuple(float(weights.get(n, 1.0)) for n in names)
+
+
+def parse_class_weights(text):
+    """--class_weights: "balanced" or "name=weight,name=weight"."""
+    if not text:
+        return None
+    if text == "balanced":
+        return text
+    weights = {}
+    for part in text.split(","):
+        name, sep, value = part.rpartition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            name = ""
+        if not sep or not name.strip() or weights.get(name.strip(), 0) <= 0:
+            raise labeled_text.DataError(f"--class_weights={text}: give 'balanced' or "
+                                         f"label=weight pairs with positive weights")
+    return weights
+
+
+def _digest(examples):
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update(json.dumps([ex.guid, ex.text_a, ex.text_b, ex.label]).encode())
+    return h.hexdigest()[:16]
+
+
+class LabeledTextTask(GlueTask):
+    """Your own labelled text for `run_finetuning`, from files or rows:
+
+        task = LabeledTextTask.from_files(tokenizer, train="train.csv", dev="dev.csv",
+                                          columns=Columns(text=("review",), label="stars"))
+
+    `label_set` and `splits` are `data.labeled_text.read_splits`' answer; `weights` is None,
+    "balanced" or {label name: weight}.
+    """
+
+    def __init__(self, label_set, splits, tokenizer, max_seq_length, cache_dir,
+                 classifier_dropout=0.1, threshold_to_export=None, weights=None):
+        super().__init__(label_set, None, tokenizer, max_seq_length, cache_dir,
+                         classifier_dropout, threshold_to_export)
+        self.splits = splits
+        self.higher_is_better = True
+        train = splits.get("train")
+        self.class_weights = class_weights(label_set, train.examples if train else [], weights)
+        if self.class_weights:
+            logging.info("Class weights: %s", ", ".join(
+                f"{n} {w:.3g}" for n, w in zip(label_set.labels, self.class_weights)))
+        self._reported = set()
+
+    @classmethod
+    def from_files(cls, tokenizer, train=None, dev=None, test=None,
+                   columns=labeled_text.Columns(), problem_type="auto", run_dir=None,
+                   max_seq_length=128, cache_dir=None, **kwargs):
+        """The task of files (paths, DataFrames or lists of dicts); labels from `train`, else
+        from the run in `run_dir`."""
+        label_set, splits = labeled_text.read_splits({"train": train, "dev": dev, "test": test},
+                                                     columns, problem_type, run_dir)
+        return cls(label_set, splits, tokenizer, max_seq_length, cache_dir or run_dir, **kwargs)
+
+    @property
+    def label_set(self):
+        return self.task
+
+    def build_model(self, encoder):
+        from albert_tf.modeling.classifier import AlbertClassifier
+        return AlbertClassifier(encoder, self.label_set.num_labels, self.classifier_dropout,
+                                regression=self.label_set.is_regression,
+                                multi_label=self.label_set.is_multi_label,
+                                class_weights=self.class_weights)
+
+    @staticmethod
+    def check_files(files, do_train=False, do_eval=False, do_predict=False):
+        """Each action has its split: {"train"|"dev"|"test": source or None}."""
+        for split, wanted in (("train", do_train), ("dev", do_eval), ("test", do_predict)):
+            if wanted and files.get(split) is None:
+                raise labeled_text.DataError(f"--do_{ACTIONS[split]} needs "
+                                             f"--{SPLIT_FLAGS[split]}")
+
+    def check_inputs(self, splits):
+        self.check_files(self.splits, *(s in splits for s in ("train", "dev", "test")))
+
+    @property
+    def text_keys(self):
+        first = next(iter(self.splits.values()))
+        return ("text_a",) if len(first.text_columns) == 1 else ("text_a", "text_b")
+
+    def features(self, split, task=None):
+        data = self.splits[split]
+        settings = dict(task=self.name, split=split, examples=_digest(data.examples),
+                        labels=self.label_set.to_json(), max_seq_length=self.max_seq_length,
+                        tokenizer=self.tokenizer.digest(),
+                        do_lower_case=self.tokenizer.do_lower_case)
+        features = cached_features(
+            self.cache_dir, f"{self.name}_{split}", settings,
+            lambda: convert_examples(data.examples, self.label_set, self.tokenizer,
+                                     self.max_seq_length))
+        if split not in self._reported:
+            self._reported.add(split)
+            counts = None if split == "test" or self.label_set.is_regression else \
+                reports.label_counts(features["label_ids"], self.label_set.labels,
+                                     self.label_set.is_multi_label)
+            reports.data_report(f"{split} ({data.path})", features["host_token_counts"],
+                                self.max_seq_length, counts)
+        return features
+
+    def eval_sets(self):
+        return [("dev", self.features("dev"))]
+
+    def predict_sets(self):
+        return [("test", self.features("test"))]
+
+    def constant_loss(self, features):
+        return constant_loss(features["label_ids"], self.label_set.is_regression,
+                             self.label_set.is_multi_label)
+
+    def predicted_classes(self, features, outputs):
+        if self.label_set.is_multi_label:
+            return None
+        return super().predicted_classes(features, outputs)
+
+    # ---- evaluation ---------------------------------------------------------------------------
+
+    def eval_metrics(self, name, features, outputs):
+        labels = features["label_ids"]
+        if self.label_set.is_multi_label:
+            result = {"eval_loss": float(np.mean(outputs["per_example_loss"]))}
+            result.update(reports.multi_label_f1(labels, outputs["probabilities"] >= 0.5))
+            return result
+        result = glue_metrics(self.label_set, labels, outputs)
+        if not self.label_set.is_regression:
+            result.update(reports.averaged_f1(labels, np.argmax(outputs["logits"], -1),
+                                              self.label_set.num_labels))
+        return result
+
+    def report(self, name, features, outputs, step, output_dir):
+        """The best evaluation's report: per-class table and confusion matrix (text and
+        picture), or per-label table and thresholds (multi-label); the worst-scored examples."""
+        labels, names = features["label_ids"], self.label_set.labels
+        if self.label_set.is_multi_label:
+            thresholds = self._pick_thresholds(labels, outputs["probabilities"])
+            predicted = outputs["probabilities"] >= np.asarray(thresholds)
+            text = reports.multi_label_report(labels, predicted, names)
+            text += "thresholds (picked on this set for each label's best F1): " + ", ".join(
+                f"{n} {t:.2f}" for n, t in zip(names, thresholds)) + "\n"
+            text += "".join(f"{k} at these thresholds: {v:.4f}\n" for k, v in
+                            reports.multi_label_f1(labels, predicted).items())
+            reports.write_report(output_dir, name, text, step)
+            self.label_set.save(output_dir)
+        elif not self.label_set.is_regression:
+            text, matrix = reports.classification_report(
+                labels, np.argmax(outputs["logits"], -1), names)
+            reports.write_report(output_dir, name, text, step)
+            reports.plot_confusion(matrix, names, os.path.join(
+                output_dir, reports.CONFUSION_PICTURE if name == "dev" else
+                f"confusion_matrix_{name}.png"))
+        self._write_worst(name, features, outputs, output_dir)
+
+    def _pick_thresholds(self, labels, probabilities):
+        truth = labels[None] > 0                                       # [1, n, labels]
+        hit = probabilities[None] >= np.asarray(THRESHOLDS)[:, None, None]  # [thresholds, ...]
+        tp = (hit & truth).sum(1)
+        f1 = 2 * tp / np.maximum(hit.sum(1) + truth.sum(1), 1)          # [thresholds, labels]
+        chosen = [float(THRESHOLDS[i]) for i in f1.argmax(0)]
+        self.task = labeled_text.LabelSet(self.label_set.problem_type, self.label_set.labels,
+                                          tuple(chosen))
+        return chosen
+
+    def _write_worst(self, name, features, outputs, output_dir):
+        data = self.splits[name]
+        worst = np.argsort(-outputs["per_example_loss"], kind="stable")[:WORST_EXAMPLES]
+        rows = []
+        for i in worst:
+            ex = data.examples[i]
+            row = {"id": ex.guid, **dict(zip(data.text_columns, (ex.text_a, ex.text_b))),
+                   "label": self._label_text(ex.label)}
+            row.update(self._prediction(outputs, i))
+            row["loss"] = round(float(outputs["per_example_loss"][i]), 6)
+            rows.append(row)
+        path = os.path.join(output_dir, f"worst_{name}_examples.{self._format(data)}")
+        labeled_text.write_table(path, rows)
+        logging.info("The %d worst-scored %s examples (highest loss): %s", len(rows), name, path)
+
+    # ---- predictions --------------------------------------------------------------------------
+
+    def _label_text(self, label):
+        if isinstance(label, tuple):
+            return "|".join(label) if label else ""
+        return label if isinstance(label, str) else f"{label:g}"
+
+    def _prediction(self, outputs, i):
+        """{prediction column: value} for example i: the label (names joined by | for
+        multi-label) and each label's probability; regression: the score."""
+        if self.label_set.is_regression:
+            return {"prediction": round(float(outputs["predictions"][i]), 6)}
+        p = outputs["probabilities"][i]
+        if self.label_set.is_multi_label:
+            thresholds = self.label_set.thresholds or (0.5,) * len(p)
+            label = "|".join(n for n, q, t in zip(self.label_set.labels, p, thresholds) if q >= t)
+        else:
+            label = self.label_set.labels[int(np.argmax(p))]
+        return {"prediction": label, **{f"p_{n}": round(float(q), 6)
+                                        for n, q in zip(self.label_set.labels, p)}}
+
+    @staticmethod
+    def _format(data):
+        return data.table.format if data.table.format != "rows" else "csv"
+
+    def write_predictions(self, name, features, outputs, output_dir):
+        """predictions.<csv|tsv|jsonl> (the input's other columns, the predicted label and one
+        probability column per label) beside the original's test_results.tsv."""
+        data = self.splits[name]
+        if not self.label_set.is_multi_label:
+            super().write_predictions(name, features, outputs, output_dir)
+        rows = [{**extra, **self._prediction(outputs, i)} for i, extra in enumerate(data.extras)]
+        path = os.path.join(output_dir, f"predictions.{self._format(data)}")
+        labeled_text.write_table(path, rows)
+        logging.info("Wrote %d predictions to %s", len(rows), path)
+

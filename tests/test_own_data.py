@@ -1,0 +1,406 @@
+"""Your own data: CSV / TSV / JSON Lines by column name, labels discovered and carried into every
+output, single-label / multi-label / regression, class weights, reports, and one line for each
+bad input before anything is written."""
+
+import csv
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import run_classifier
+from albert_tf.conversion import convert
+from albert_tf.data import labeled_text
+from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_table
+from albert_tf.serving.classify import Classifier
+from albert_tf.tasks.labeled_text import class_weights, parse_class_weights
+from conftest import assert_step_compiled, memoized_runs, run_main
+from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
+
+ANIMALS, PLACES = ("cat", "dog"), ("house",)
+PLAIN = [w for w in ("the sat on a mat while ran far away and sang in near by old saw young "
+                     "walk home slowly today").split()]
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+def _write(path, rows, header=("id", "review", "label")):
+    """rows of tuples as .csv/.tsv (csv module quoting) or .jsonl."""
+    if str(path).endswith(".jsonl"):
+        path.write_text("".join(json.dumps(dict(zip(header, r))) + "\n" for r in rows))
+        return path
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, delimiter="\t" if str(path).endswith(".tsv") else ",")
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+ROWS = [("a1", "a dog, a cat", "pos"), ("a2", 'he said "no"', "neg"), ("a3", "tab\tin text", "pos")]
+
+
+@pytest.mark.parametrize("ext", ["csv", "tsv", "jsonl"])
+def test_each_format_reads_the_same_examples(tmp_path, ext):
+    path = _write(tmp_path / f"train.{ext}", ROWS)
+    label_set, splits = read_splits({"train": str(path)}, Columns(text=("review",)))
+    assert label_set.labels == ("neg", "pos") and label_set.problem_type == "single_label"
+    data = splits["train"]
+    assert [(e.guid, e.text_a, e.label) for e in data.examples] == [
+        (i, t, y) for i, t, y in ROWS]
+    assert data.extra_columns == ["id"] and data.table.format == ext
+
+
+def test_a_byte_order_mark_rows_and_dataframes_read_alike(tmp_path):
+    plain = _write(tmp_path / "plain.csv", ROWS)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    rows = [dict(zip(("id", "review", "label"), r)) for r in ROWS]
+
+    class Frame:  # what read_table uses of a pandas DataFrame
+        def to_dict(self, orient):
+            assert orient == "records"
+            return rows
+    tables = [read_table(str(plain)), read_table(str(bom)), read_table(rows), read_table(Frame())]
+    assert all(t.columns == ["id", "review", "label"] for t in tables)
+    assert all(t.rows == tables[0].rows for t in tables)
+    assert read_table(rows, "train rows").where(1) == "train rows:2"
+
+
+def test_labels_are_discovered_in_a_stated_order(tmp_path):
+    def discover(values, **kwargs):
+        table = read_table([{"text": "x", "label": v} for v in values])
+        return labeled_text.discover_labels(table, "label", **kwargs)
+
+    assert discover(["b", "a", "c", "a"]).labels == ("a", "b", "c")
+    assert discover(["10", "2", "1"]).labels == ("1", "2", "10")  # integers in numeric order
+    assert discover([3, 1.0, 2]).labels == ("1", "2", "3")        # 1.0 is the integer 1
+    assert discover(["0.5", "1", "2.25"]).problem_type == "regression"
+    assert discover(["0.5", "1", "2.25"], problem_type="single_label").labels == (
+        "0.5", "1", "2.25")
+    multi = discover([["x", "y"], [], '["z"]'])
+    assert (multi.problem_type, multi.labels) == ("multi_label", ("x", "y", "z"))
+    assert discover(["x|y", "z"], delimiter="|").labels == ("x", "y", "z")
+
+
+def _error(tmp_path, files, columns=Columns(), run_dir=None):
+    files = {k: str(_write(tmp_path / name, rows, header)) for k, (name, rows, header) in
+             files.items()}
+    with pytest.raises(DataError) as e:
+        read_splits(files, columns, run_dir=run_dir)
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+HEADER = ("id", "text", "label")
+TRAIN = ("train.csv", [("1", "good day", "pos"), ("2", "bad day", "neg")], HEADER)
+
+
+def test_each_bad_input_is_one_line_naming_file_and_line(tmp_path):
+    t = str(tmp_path)
+    assert _error(tmp_path, {"train": TRAIN, "dev": ("dev.csv", [("1", "x", "pos"), (
+        "2", "y", "neutral")], HEADER)}) == (
+        f"{t}/dev.csv:3: label 'neutral' is not among the training file's labels (neg, pos)")
+    assert _error(tmp_path, {"train": TRAIN}, Columns(label="lable")) == (
+        f"{t}/train.csv has no column 'lable' (--label_column_name); its columns: id, text, "
+        f"label; did you mean 'label'?")
+    assert _error(tmp_path, {"train": TRAIN}, Columns(text=("txt",))).startswith(
+        f"{t}/train.csv has no column 'txt' (--text_column_names)")
+    assert _error(tmp_path, {"train": ("train.csv", [("1", " ", "pos"), ("2", "b", "neg")],
+                                       HEADER)}) == f"{t}/train.csv:2: empty text in column 'text'"
+    assert _error(tmp_path, {"train": ("train.csv", [("1", "a", "pos"), ("2", "b", "pos")],
+                                       HEADER)}) == (
+        f"{t}/train.csv: every training example has the label 'pos'; a classifier needs at "
+        f"least two labels")
+    assert _error(tmp_path, {"train": ("train.csv", [("1", "a", "pos"), ("2", "b", "")],
+                                       HEADER)}) == f"{t}/train.csv:3: no label in column 'label'"
+    assert "holds no examples" in _error(tmp_path, {"train": TRAIN, "dev": ("dev.csv", [],
+                                                                            HEADER)})
+    assert _error(tmp_path, {"dev": ("dev.csv", [("1", "a", "pos")], HEADER)}, run_dir=t) == (
+        f"no training file and no labels.json in --output_dir={t}: the labels come from the "
+        f"training file (or from the run that used it)")
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"text,label\nok,pos\ncaf\xe9,neg\n")
+    with pytest.raises(DataError, match=r"latin.csv:3: byte 21 \(0xe9, column 4\) is not UTF-8; "
+                                        r"save the file as UTF-8$"):
+        read_table(str(latin))
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("text,label\na,pos\nb, c,neg\n")
+    with pytest.raises(DataError, match=r"ragged.csv:3: 3 fields, the header has 2 \(text, "
+                                        r"label\) \(a text holding the delimiter must be quoted\)"):
+        read_table(str(ragged))
+    with pytest.raises(DataError, match=r"train.xlsx: unknown file type '.xlsx'"):
+        read_table(str(tmp_path / "train.xlsx"))
+    (tmp_path / "bad.jsonl").write_text('{"text": "a", "label": "x"}\n["b", "y"]\n')
+    with pytest.raises(DataError, match=r"bad.jsonl:2: a JSON list, not an object"):
+        read_table(str(tmp_path / "bad.jsonl"))
+
+
+def test_class_weights_balanced_and_named():
+    table = read_table([{"text": "t", "label": y} for y in "aaab"])
+    label_set, splits = read_splits({"train": table.rows})
+    examples = splits["train"].examples
+    assert class_weights(label_set, examples, "balanced") == pytest.approx((4 / 6, 4 / 2))
+    assert class_weights(label_set, examples, parse_class_weights("b=3")) == (1.0, 3.0)
+    with pytest.raises(DataError, match="--class_weights names c, not among the labels"):
+        class_weights(label_set, examples, {"c": 2.0})
+    with pytest.raises(DataError, match="label=weight pairs with positive weights"):
+        parse_class_weights("a=0")
+    multi, splits = read_splits({"train": [{"text": "t", "label": y} for y in
+                                           (["a"], ["a", "b"], [], [])]})
+    assert class_weights(multi, splits["train"].examples, "balanced") == (1.0, 3.0)
+
+
+def test_the_report_s_figures_by_hand():
+    from albert_tf.tasks import reports
+    labels, predicted = [0, 0, 1, 1, 2], [0, 1, 1, 1, 0]
+    text, matrix = reports.classification_report(labels, predicted, ("a", "b", "c"))
+    assert matrix.tolist() == [[1, 1, 0], [0, 2, 0], [1, 0, 0]]
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[2:5]}
+    assert rows == {"a": ["0.5000", "0.5000", "0.5000", "2"],
+                    "b": ["0.6667", "1.0000", "0.8000", "2"],
+                    "c": ["0.0000", "0.0000", "0.0000", "1"]}
+    assert reports.averaged_f1(labels, predicted, 3) == pytest.approx(
+        {"macro_f1": 1.3 / 3, "weighted_f1": (0.5 * 2 + 0.8 * 2) / 5})
+    assert "accuracy 0.6000 on 5 examples" in text
+    multi = reports.multi_label_f1([[1, 0], [1, 1], [0, 1]], [[1, 1], [0, 1], [0, 0]])
+    assert multi == pytest.approx({"micro_f1": 4 / 7, "macro_f1": (2 / 3 + 0.5) / 2})
+
+
+# ---- end to end ---------------------------------------------------------------------------------
+
+def _dataset(directory, seed, kind, ext):
+    """Rows of a tiny learnable task: single (a marker word says 'good'), multi (which word
+    groups occur) or regression (a score from the markers)."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for split, n in (("train", 320), ("dev", 96), ("test", 40)):
+        rows = []
+        for i in range(n):
+            if kind == "single":
+                y = rng.random() < 0.35
+                rows.append((f"{split}-{i}", _sentence(rng, y), "good" if y else "bad"))
+                continue
+            words = rng.choices(PLAIN, k=rng.randint(3, 8))
+            groups = [g for g in (ANIMALS, PLACES) if rng.random() < 0.4]
+            for group in groups:
+                words.insert(rng.randint(0, len(words)), rng.choice(group))
+            if kind == "multi":
+                label = [name for name, g in (("animal", ANIMALS), ("place", PLACES))
+                         if g in groups]
+            else:
+                label = 0.5 + 1.25 * len(groups)
+            rows.append((f"{split}-{i}", " ".join(words), label))
+        paths[split] = str(_write(directory / f"{split}.{ext}", rows))
+    return paths
+
+
+KINDS = {"single": "csv", "multi": "jsonl", "regression": "tsv"}
+
+
+def _run(assets, out, precision, kind, jit="false", **flags):  # noqa: F811
+    paths = _dataset(out.parent / f"data-{kind}", 0, kind, KINDS[kind])
+    defaults = dict(strategy="one_device", learning_rate=6e-3, train_batch_size=16,
+                    eval_batch_size=32, predict_batch_size=16, max_seq_length=32, log_steps=30)
+    return run_main(run_classifier, defaults, {
+        "train_file": paths["train"], "validation_file": paths["dev"],
+        "test_file": paths["test"], "text_column_names": "review", "output_dir": out,
+        "spm_model_file": assets["spm"], "init_checkpoint": assets["init"], "do_train": True,
+        "do_eval": True, "do_predict": True, "train_step": 90, "warmup_step": 10,
+        "save_checkpoints_steps": 45, "mixed_precision": precision, "jit_compile": jit,
+        **flags})
+
+
+@pytest.fixture(scope="module")
+def runs(assets, tmp_path_factory):  # noqa: F811
+    """One run per (kind, precision[, jit]): single-label CSV, multi-label JSON Lines and
+    regression TSV, each under float32 and a reduced precision."""
+    # Two concepts take the tiny model longer than one marker word.
+    steps = {"multi": dict(train_step=150, save_checkpoints_steps=75)}
+    return memoized_runs(tmp_path_factory.mktemp("own"), lambda out, kind, precision, jit:
+                         _run(assets, out, precision, kind, jit,
+                              export_dir=out / "export", export_tflite="ids",
+                              tflite_report=False, **steps.get(kind, {})))
+
+
+def _eval(out):
+    with open(out / "eval_results.txt") as f:
+        return {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,jit", [("none", "false"), ("bfloat16", "true")])
+def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, jit):  # noqa: F811
+    out = runs("single", precision, jit)
+    assert_step_compiled(out, jit)
+    results = _eval(out)
+    assert set(results) == {"eval_accuracy", "eval_loss", "macro_f1", "weighted_f1",
+                            "global_step"}
+    assert results["eval_accuracy"] > 0.85 and results["macro_f1"] > 0.85, results
+    assert json.loads((out / "labels.json").read_text()) == {
+        "problem_type": "single_label", "labels": ["bad", "good"]}
+    log = (out / "log.txt").read_text()
+    assert "train (" in log and "320 examples (bad " in log and "tokens per example p50" in log
+    report = (out / "classification_report.txt").read_text()
+    assert "macro avg" in report and "weighted avg" in report
+    assert "confusion matrix (rows: true label, columns: predicted)" in report
+    matrix = [line.split()[1:] for line in report.splitlines()[-2:]]
+    assert sum(int(v) for row in matrix for v in row) == 96
+    assert (out / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
+    worst = list(csv.DictReader(open(out / "worst_dev_examples.csv")))
+    assert list(worst[0]) == ["id", "review", "label", "prediction", "p_bad", "p_good", "loss"]
+    losses = [float(r["loss"]) for r in worst]
+    assert losses == sorted(losses, reverse=True) and len(worst) == 96
+    predictions = list(csv.DictReader(open(out / "predictions.csv")))
+    assert list(predictions[0]) == ["id", "prediction", "p_bad", "p_good"]
+    assert [r["id"] for r in predictions] == [f"test-{i}" for i in range(40)]
+    truth = [r["label"] for r in csv.DictReader(open(out.parent / "data-single" / "test.csv"))]
+    assert np.mean([p["prediction"] == t for p, t in zip(predictions, truth)]) > 0.85
+    assert all(p["prediction"] == max(("bad", "good"), key=lambda n: float(p[f"p_{n}"]))
+               for p in predictions)
+    assert (out / "submit_results.tsv").read_text().splitlines()[1].split("\t") == [
+        "test-0", predictions[0]["prediction"]]
+
+    # The names in every export: the serving SavedModel, labels.txt for LiteRT, predict.
+    export = out / "export"
+    assert (export / "labels.txt").read_text() == "bad\ngood\n"
+    served = tf.saved_model.load(str(export)).signatures["serving_default"](
+        text_a=tf.constant(["the zebra sat", "the cat sat"]))
+    assert [v.decode() for v in served["labels"].numpy()] == ["good", "bad"]
+    for model in (out, export, export / "classifier.tflite"):
+        rows = Classifier(str(model))(["the zebra sat", "the cat sat"])
+        assert [r["label"] for r in rows] == ["good", "bad"], model
+        assert rows[0]["labels"] == ["bad", "good"]
+
+
+@pytest.mark.slow
+def test_the_hugging_face_conversion_carries_id2label(runs, tmp_path):
+    import torch
+    import transformers
+    out = runs("single", "none", "false")
+    convert(str(out), str(tmp_path / "hf"), "hf")
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf")
+    assert model.config.id2label == {0: "bad", 1: "good"}
+    assert model.config.label2id == {"bad": 0, "good": 1}
+    assert model.config.problem_type == "single_label_classification"
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    texts = ["the zebra sat on a mat", "the cat sat"]
+    with torch.no_grad():
+        theirs = torch.softmax(model(**tokenizer(texts, return_tensors="pt", padding=True))
+                               .logits, -1).numpy()
+    ours = [r["probabilities"] for r in Classifier(str(out))(texts)]
+    np.testing.assert_allclose(theirs, ours, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_same_data_as_csv_and_in_the_glue_layout_learn_the_same(assets, tmp_path):  # noqa: F811
+    """cola's files and the same rows as a CSV with the labels as words ("0" -> bad, "1" ->
+    good: the same ids in the same order) give the same features, so the same run."""
+    truth = write_cola(str(tmp_path / "glue" / "CoLA"), seed=5, n_train=160, n_dev=64)
+    assert truth
+    for split in ("train", "dev"):
+        rows = [line.rstrip("\n").split("\t") for line in
+                open(tmp_path / "glue" / "CoLA" / f"{split}.tsv")]
+        _write(tmp_path / f"{split}.csv", [(str(i), r[3], ("bad", "good")[int(r[1])])
+                                           for i, r in enumerate(rows)])
+    common = dict(strategy="one_device", mixed_precision="none", learning_rate=6e-3,
+                  train_batch_size=16, eval_batch_size=32, max_seq_length=32,
+                  spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+                  do_eval=True, train_step=40, warmup_step=5, save_checkpoints_steps=40)
+    glue = run_main(run_classifier, common, dict(task_name="cola", data_dir=tmp_path / "glue",
+                                                 output_dir=tmp_path / "out-glue"))
+    own = run_main(run_classifier, common, dict(
+        train_file=tmp_path / "train.csv", validation_file=tmp_path / "dev.csv",
+        text_column_names="review", output_dir=tmp_path / "out-csv"))
+    assert own["eval_accuracy"] == glue["eval_accuracy"]
+    assert own["eval_loss"] == pytest.approx(glue["eval_loss"], rel=1e-5)
+    assert json.loads((tmp_path / "out-glue" / "labels.json").read_text())["labels"] == ["0", "1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["none", "float16"])
+def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs, precision):
+    out = runs("multi", precision, "false")
+    results = _eval(out)
+    assert set(results) == {"eval_loss", "micro_f1", "macro_f1", "global_step"}
+    # All-negative scores F1 0; all-positive 2p / (1 + p), p the share of positives.
+    dev = np.array([[n in json.loads(line)["label"] for n in ("animal", "place")]
+                    for line in open(out.parent / "data-multi" / "dev.jsonl")])
+    all_positive = 2 * dev.mean() / (1 + dev.mean())
+    assert results["micro_f1"] > all_positive + 0.1, (results, all_positive)
+    saved = json.loads((out / "labels.json").read_text())
+    assert saved["problem_type"] == "multi_label" and saved["labels"] == ["animal", "place"]
+    assert len(saved["thresholds"]) == 2 and all(0 < t < 1 for t in saved["thresholds"])
+    report = (out / "classification_report.txt").read_text()
+    assert "thresholds (picked on this set for each label's best F1)" in report
+    assert "micro avg" in report
+    predictions = [json.loads(line) for line in open(out / "predictions.jsonl")]
+    assert set(predictions[0]) == {"id", "prediction", "p_animal", "p_place"}
+    truth = [json.loads(line)["label"] for line in
+             open(out.parent / "data-multi" / "test.jsonl")]
+    hits = [set(filter(None, p["prediction"].split("|"))) == set(t)
+            for p, t in zip(predictions, truth)]
+    assert np.mean(hits) > np.mean([not t for t in truth]) + 0.15  # all-negative's exact matches
+    assert not (out / "submit_results.tsv").exists()  # the original's files are single-label
+    # predict and the serving export apply the saved thresholds as the predictions file did.
+    texts = [json.loads(line)["review"] for line in
+             open(out.parent / "data-multi" / "test.jsonl")]
+    expected = [sorted(filter(None, p["prediction"].split("|"))) for p in predictions]
+    for model in (out, out / "export"):
+        assert [r["label"] for r in Classifier(str(model))(texts)] == expected, model
+    served = tf.saved_model.load(str(out / "export")).signatures["serving_default"](
+        text_a=tf.constant(texts))
+    above = served["above_threshold"].numpy()
+    assert [[n for n, hit in zip(("animal", "place"), row) if hit] for row in above] == expected
+    np.testing.assert_array_equal(
+        above, served["probabilities"].numpy() >= np.array(saved["thresholds"], np.float32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["none", "bfloat16"])
+def test_regression_tsv_beats_the_mean(runs, precision):
+    out = runs("regression", precision, "false")
+    results = _eval(out)
+    assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(results)
+    truth = np.array([float(r["label"]) for r in csv.DictReader(
+        open(out.parent / "data-regression" / "dev.tsv"), delimiter="\t")])
+    assert results["MSE"] < 0.25 * np.var(truth), (results, np.var(truth))  # the mean's: var
+    assert results["pearson"] > 0.9, results
+    assert json.loads((out / "labels.json").read_text()) == {"problem_type": "regression",
+                                                             "labels": []}
+    predictions = list(csv.DictReader(open(out / "predictions.tsv"), delimiter="\t"))
+    assert list(predictions[0]) == ["id", "prediction"]
+    assert Classifier(str(out))(["the cat ran by the house"])[0]["score"] > 2.0
+
+
+@pytest.mark.slow
+def test_class_weights_move_the_decision_toward_the_rare_class(assets, tmp_path):  # noqa: F811
+    plain = _run(assets, tmp_path / "plain", "none", "single", train_step=30)
+    weighted = _run(assets, tmp_path / "weighted", "none", "single", train_step=30,
+                    class_weights="good=8")
+    p_plain = [float(r["p_good"]) for r in csv.DictReader(open(tmp_path / "plain" /
+                                                               "predictions.csv"))]
+    p_weighted = [float(r["p_good"]) for r in csv.DictReader(open(tmp_path / "weighted" /
+                                                                  "predictions.csv"))]
+    assert np.mean(p_weighted) > np.mean(p_plain) + 0.05, (np.mean(p_plain), np.mean(p_weighted))
+    assert plain["global_step"] == weighted["global_step"] == 30
+
+
+@pytest.mark.parametrize("flags,message", [
+    (dict(text_column_names="text"), "has no column 'text' (--text_column_names); its columns: "
+                                      "id, review, label"),
+    (dict(task_name="cola"), "give --task_name and --data_dir (GLUE), or --train_file"),
+    (dict(do_eval=True), "--do_eval needs --validation_file"),
+])
+def test_a_bad_input_stops_the_script_before_anything_is_written(tmp_path, flags, message):
+    from absl import app
+    train = _write(tmp_path / "train.csv", [("1", "good day", "pos"), ("2", "bad", "neg")])
+    out = tmp_path / "out"
+    with pytest.raises(app.UsageError) as e:
+        run_main(run_classifier, {}, dict(train_file=train, output_dir=out, do_train=True,
+                                          **flags))
+    assert message in str(e.value)
+    assert not out.exists()
