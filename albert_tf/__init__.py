@@ -27,6 +27,8 @@ _EXPORTS = {
     "GlueTask": "albert_tf.tasks",
     "SquadTask": "albert_tf.tasks",
     "RaceTask": "albert_tf.tasks",
+    "LabeledTextTask": "albert_tf.tasks",
+    "FinetuningOptions": "albert_tf.tasks",
     "finetuning_options": "albert_tf.tasks",
     "run_finetuning": "albert_tf.tasks",
 }

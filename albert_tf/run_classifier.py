@@ -28,7 +28,8 @@ from absl import app, flags
 from albert_tf import cli
 from albert_tf.data import labeled_text
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
+from albert_tf.tasks.flags import (FinetuningOptions, define_export_flags, define_if_missing,
+                                   require_action)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import LabeledTextTask, parse_class_weights
@@ -93,7 +94,7 @@ def main(_):
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                          FLAGS.threshold_to_export)
-    return driver.run_finetuning(glue_task, FLAGS)
+    return driver.run_finetuning(glue_task, FinetuningOptions.from_flags(FLAGS))
 
 
 def _own_data():
@@ -118,7 +119,7 @@ def _own_data():
     except labeled_text.DataError as e:
         raise app.UsageError(str(e)) from None
     task.tokenizer = driver.prepare(FLAGS)
-    return driver.run_finetuning(task, FLAGS)
+    return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
 
 
 def run(argv=None):

@@ -20,8 +20,8 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
+from albert_tf.tasks.flags import FinetuningOptions, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
-from albert_tf.tasks.flags import define_if_missing, require_action
 from albert_tf.tasks.race import RaceTask
 
 FLAGS = flags.FLAGS
@@ -65,7 +65,7 @@ def main(_):
                     FLAGS.dropout_prob, feature_files={"train": FLAGS.train_file,
                                                        "dev": FLAGS.eval_file,
                                                        "test": FLAGS.predict_file})
-    return driver.run_finetuning(task, FLAGS)
+    return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
 
 
 def run(argv=None):

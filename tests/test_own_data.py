@@ -404,3 +404,47 @@ def test_a_bad_input_stops_the_script_before_anything_is_written(tmp_path, flags
                                           **flags))
     assert message in str(e.value)
     assert not out.exists()
+
+
+def test_typed_options_check_values_as_the_command_line_does():
+    from albert_tf.tasks import FinetuningOptions
+    options = FinetuningOptions(output_dir="out", learning_rate=1)
+    assert options.learning_rate == 1.0 and isinstance(options.learning_rate, float)
+    assert (options.max_seq_length, options.padding, options.on_loss_spike) == (512, "bucket",
+                                                                                 "warn")
+    for bad, message in ((dict(learning_rate=-1.0), "learning_rate=-1.0: .*positive"),
+                         (dict(padding="longest"), "padding='longest': one of bucket, batch"),
+                         (dict(train_batch_size=0), "train_batch_size=0: .*positive integer"),
+                         (dict(do_train="yes"), "do_train='yes': expected bool")):
+        with pytest.raises(ValueError, match=message):
+            FinetuningOptions(**bad)
+    with pytest.raises(TypeError, match="train_steps"):
+        FinetuningOptions(train_steps=5)
+
+    class Parsed:  # a script's flags: the fields it has are taken, the others keep defaults
+        learning_rate, max_seq_length, task_name = 3e-5, 128, "cola"
+    options = FinetuningOptions.from_flags(Parsed())
+    assert (options.learning_rate, options.max_seq_length, options.train_step) == (3e-5, 128,
+                                                                                    1000)
+
+
+@pytest.mark.slow
+def test_fine_tunes_on_rows_from_python_without_flags(assets, tmp_path):  # noqa: F811
+    from albert_tf.tasks import FinetuningOptions, LabeledTextTask, prepare, run_finetuning
+    rng = random.Random(3)
+    rows = {split: [{"review": _sentence(rng, y), "sentiment": "good" if y else "bad"}
+                    for y in (rng.random() < 0.4 for _ in range(n))]
+            for split, n in (("train", 320), ("dev", 64))}
+    options = FinetuningOptions(
+        output_dir=str(tmp_path / "out"), init_checkpoint=assets["init"],
+        spm_model_file=assets["spm"], do_train=True, do_eval=True, train_step=90,
+        warmup_step=10, save_checkpoints_steps=90, learning_rate=6e-3, train_batch_size=16,
+        eval_batch_size=32, max_seq_length=32, strategy="one_device", mixed_precision="none")
+    task = LabeledTextTask.from_files(
+        prepare(options), train=rows["train"], dev=rows["dev"], max_seq_length=32,
+        columns=Columns(text=("review",), label="sentiment"), run_dir=options.output_dir)
+    best = run_finetuning(task, options)
+    assert best["eval_accuracy"] > 0.85, best
+    assert json.loads((tmp_path / "out" / "labels.json").read_text())["labels"] == ["bad", "good"]
+    worst = list(csv.DictReader(open(tmp_path / "out" / "worst_dev_examples.csv")))
+    assert list(worst[0])[:3] == ["id", "review", "label"]

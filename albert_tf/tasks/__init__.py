@@ -1,19 +1,22 @@
 """Fine-tuning tasks, usable from Python without the scripts:
 
-    from albert_tf.tasks import GlueTask, run_finetuning
+    from albert_tf.tasks import FinetuningOptions, LabeledTextTask, run_finetuning
 
 GlueTask (classification and regression on GLUE-format TSVs), LabeledTextTask (your own CSV,
-TSV or JSON Lines files, or rows: single-label, multi-label or regression), SquadTask (v1.1/v2.0 with the
-official metric), RaceTask (multiple choice), NerTask (token classification on CoNLL files), and the shared driver `run_finetuning(task,
-flags)` that trains, evaluates every checkpoint, predicts and exports.
+TSV or JSON Lines files, or rows: single-label, multi-label or regression), SquadTask
+(v1.1/v2.0 with the official metric), RaceTask (multiple choice), NerTask (token
+classification on CoNLL files), and the shared driver `run_finetuning(task, options)` that
+trains, evaluates every checkpoint, predicts and exports; `FinetuningOptions` holds the
+scripts' flags as typed fields.
 """
 
-from albert_tf.tasks.driver import run_finetuning
-from albert_tf.tasks.flags import finetuning_options
+from albert_tf.tasks.driver import prepare, run_finetuning
+from albert_tf.tasks.flags import FinetuningOptions, finetuning_options
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import LabeledTextTask
 from albert_tf.tasks.ner import NerTask
 from albert_tf.tasks.race import RaceTask
 from albert_tf.tasks.squad import SquadTask
 
-__all__ = ["GlueTask", "LabeledTextTask", "NerTask", "RaceTask", "SquadTask", "finetuning_options", "run_finetuning"]
+__all__ = ["FinetuningOptions", "GlueTask", "LabeledTextTask", "NerTask", "RaceTask",
+           "SquadTask", "finetuning_options", "prepare", "run_finetuning"]

@@ -2,7 +2,8 @@
 tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every checkpoint
 (keeping the best) / predict / export around `training.Trainer`.
 
-`run_finetuning(task, FLAGS)` takes a task object with:
+`run_finetuning(task, options)` (a FinetuningOptions, or a script's parsed flags) takes a task
+object with:
   name, best_metric, higher_is_better (optional, default True), head_names (tuple)
   build_model(encoder)                  -> a model with the trainer's task protocol and
                                            `prediction_outputs(features, outputs)`
@@ -58,7 +59,7 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
     return int(train_step), int(warmup_step)
 
 
-def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object)
+def prepare(options, ignored_flags=(), why=""):
     """The scripts' common start: warn of flags they ignore, create --output_dir, and return
     the tokenizer from --spm_model_file / --vocab_file, the hub module's asset, the vocabulary
     beside --init_checkpoint or the one an earlier run kept in --output_dir."""
@@ -67,48 +68,48 @@ def prepare(FLAGS, ignored_flags=(), why=""):  # noqa: N803 (absl's FLAGS object
     from albert_tf.formats.tokenizers import load_tokenizer
 
     for name in ignored_flags:
-        if FLAGS[name].value:
+        if getattr(options, name):
             logging.warning("--%s is ignored: %s", name, why)
-    check_flags(FLAGS)
-    explicit = bool(FLAGS.spm_model_file and FLAGS.spm_model_file != "from_tf_hub"
-                    or FLAGS.vocab_file)
-    hub = FLAGS.albert_hub_module_handle
+    check_flags(options)
+    explicit = bool(options.spm_model_file and options.spm_model_file != "from_tf_hub"
+                    or options.vocab_file)
+    hub = options.albert_hub_module_handle
     # The tokenizer may not give ids the model has no embedding for.
     vocab_size = None if hub else encoder_config(
-        FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.output_dir).vocab_size
+        options.albert_config_file, options.init_checkpoint, options.output_dir).vocab_size
     carrier = None  # without a vocabulary flag: the hub module's, the release's beside
     if not explicit:  # --init_checkpoint, or the one an earlier run kept in --output_dir
-        carrier = resolve_hub_handle(hub) if hub else FLAGS.init_checkpoint
-        if not carrier and vocabularies_beside(FLAGS.output_dir):
-            carrier = FLAGS.output_dir
+        carrier = resolve_hub_handle(hub) if hub else options.init_checkpoint
+        if not carrier and vocabularies_beside(options.output_dir):
+            carrier = options.output_dir
     tokenizer = load_tokenizer(
-        FLAGS.spm_model_file, FLAGS.do_lower_case if explicit or not hub else None,
-        model=carrier, vocab_size=vocab_size, vocab_file=FLAGS.vocab_file)
-    make_output_dir(FLAGS.output_dir)
+        options.spm_model_file, options.do_lower_case if explicit or not hub else None,
+        model=carrier, vocab_size=vocab_size, vocab_file=options.vocab_file)
+    make_output_dir(options.output_dir)
     return tokenizer
 
 
-def check_flags(FLAGS):  # noqa: N803
+def check_flags(options):
     """What the fine-tuning flags must satisfy before anything is written: with --do_train, an
     --output_dir that is a run's or new (a release's is refused before any feature cache lands
     in it; the trainer checks again), and an --export_dir that replaces nothing but an earlier
     export (checked again when exporting)."""
     from albert_tf.serving.saved_model import check_export_dir
 
-    if FLAGS.do_train and not resumable_checkpoints(FLAGS.output_dir):
-        refuse_foreign_checkpoints(FLAGS.output_dir)
+    if options.do_train and not resumable_checkpoints(options.output_dir):
+        refuse_foreign_checkpoints(options.output_dir)
 
-    export_dir = getattr(FLAGS, "export_dir", None)
+    export_dir = getattr(options, "export_dir", None)
     if export_dir:
-        check_export_dir(export_dir, "export_dir", getattr(FLAGS, "overwrite_export", False),
+        check_export_dir(export_dir, "export_dir", getattr(options, "overwrite_export", False),
                          overwrite_flag="overwrite_export",
-                         inputs={"output_dir": FLAGS.output_dir,
-                                 "init_checkpoint": FLAGS.init_checkpoint,
-                                 "albert_hub_module_handle": FLAGS.albert_hub_module_handle,
-                                 "data_dir": getattr(FLAGS, "data_dir", None),
-                                 "spm_model_file": FLAGS.spm_model_file,
-                                 "vocab_file": FLAGS.vocab_file,
-                                 "albert_config_file": FLAGS.albert_config_file})
+                         inputs={"output_dir": options.output_dir,
+                                 "init_checkpoint": options.init_checkpoint,
+                                 "albert_hub_module_handle": options.albert_hub_module_handle,
+                                 "data_dir": getattr(options, "data_dir", None),
+                                 "spm_model_file": options.spm_model_file,
+                                 "vocab_file": options.vocab_file,
+                                 "albert_config_file": options.albert_config_file})
 
 
 def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=None):
@@ -151,18 +152,18 @@ def _saved_checkpoints(output_dir):
     return [p if os.path.isabs(p) else os.path.join(output_dir, p) for p in paths]
 
 
-def _restore_for_inference(trainer, task, FLAGS, doing):  # noqa: N803
+def _restore_for_inference(trainer, task, options, doing):
     """The run's checkpoint (resolve.run_checkpoint: model.ckpt-best, else the newest), else
     --init_checkpoint."""
     from albert_tf.formats.resolve import run_checkpoint
-    path, why = run_checkpoint(FLAGS.output_dir)
+    path, why = run_checkpoint(options.output_dir)
     if path:
         logging.info("%s with %s (%s)", doing.capitalize(), path, why)
         trainer.restore(path)
-    elif FLAGS.init_checkpoint:
+    elif options.init_checkpoint:
         logging.warning("no fine-tuned checkpoint in %s; %s with %s (its task head may be "
-                        "untrained)", FLAGS.output_dir, doing, FLAGS.init_checkpoint)
-        trainer.model.load_checkpoint(FLAGS.init_checkpoint, allow_missing=tuple(task.head_names))
+                        "untrained)", options.output_dir, doing, options.init_checkpoint)
+        trainer.model.load_checkpoint(options.init_checkpoint, allow_missing=tuple(task.head_names))
     else:
         logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
 
@@ -170,49 +171,49 @@ def _restore_for_inference(trainer, task, FLAGS, doing):  # noqa: N803
 class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
-    def __init__(self, task, FLAGS, lock=None):  # noqa: N803
+    def __init__(self, task, options, lock=None):
         from albert_tf.training.optimizers import finetuning_optimizer
         from albert_tf.training.trainer import Trainer
 
-        self.task, self.flags = task, FLAGS
-        keras.utils.set_random_seed(FLAGS.random_seed)
-        strategy, jit_compile = distribution.setup(FLAGS)
+        self.task, self.flags = task, options
+        keras.utils.set_random_seed(options.random_seed)
+        strategy, jit_compile = distribution.setup(options)
         distribution.check_batch_sizes(
-            strategy, FLAGS.train_batch_size if FLAGS.do_train else None,
-            FLAGS.gradient_accumulation_steps,
-            eval_batch_size=FLAGS.eval_batch_size if FLAGS.do_eval else None,
-            predict_batch_size=FLAGS.predict_batch_size if FLAGS.do_predict else None)
-        self.padding = FLAGS.padding
+            strategy, options.train_batch_size if options.do_train else None,
+            options.gradient_accumulation_steps,
+            eval_batch_size=options.eval_batch_size if options.do_eval else None,
+            predict_batch_size=options.predict_batch_size if options.do_predict else None)
+        self.padding = options.padding
         if isinstance(strategy, tf.distribute.TPUStrategy) and self.padding != "max_length":
             logging.warning("--padding=%s: a TPU compiles one program per input shape, so "
                             "batches are padded to --max_seq_length", self.padding)
             self.padding = "max_length"
         self.make_encoder = encoder_factory(
-            FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.albert_hub_module_handle,
-            FLAGS.max_seq_length, FLAGS.output_dir)
-        self.train_features = task.train_features() if FLAGS.do_train else None
+            options.albert_config_file, options.init_checkpoint, options.albert_hub_module_handle,
+            options.max_seq_length, options.output_dir)
+        self.train_features = task.train_features() if options.do_train else None
         self.num_train_steps, self.num_warmup_steps = train_and_warmup_steps(
             num_examples(self.train_features) if self.train_features else 0,
-            FLAGS.train_batch_size, FLAGS.train_step,
-            FLAGS.num_train_epochs if FLAGS.do_train else None, FLAGS.warmup_step,
-            FLAGS.warmup_proportion)
+            options.train_batch_size, options.train_step,
+            options.num_train_epochs if options.do_train else None, options.warmup_step,
+            options.warmup_proportion)
         self.trainer = Trainer(
             strategy, self.build_model,
-            lambda: finetuning_optimizer(FLAGS.learning_rate, self.num_train_steps,
-                                         self.num_warmup_steps, FLAGS.optimizer,
-                                         **update_settings(FLAGS)),
-            FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
-            gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-            steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-            keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock,
+            lambda: finetuning_optimizer(options.learning_rate, self.num_train_steps,
+                                         self.num_warmup_steps, options.optimizer,
+                                         **update_settings(options)),
+            options.output_dir, global_batch_size=options.train_batch_size,
+            gradient_accumulation_steps=options.gradient_accumulation_steps,
+            steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
+            keep_checkpoint_max=options.keep_checkpoint_max, run_lock=lock,
             run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None),
-            excursions=settings_from_flags(FLAGS))
-        self.eval_sets = task.eval_sets() if FLAGS.do_eval else []
+            excursions=settings_from_flags(options))
+        self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
         level = (task.constant_loss(self.train_features)
                  if self.train_features and hasattr(task, "constant_loss") else None)
-        self.watch = StuckWatch(level, self.num_warmup_steps, FLAGS.learning_rate,
-                                FLAGS.log_steps)
+        self.watch = StuckWatch(level, self.num_warmup_steps, options.learning_rate,
+                                options.log_steps)
 
     def build_model(self):
         return self.task.build_model(self.make_encoder())
@@ -368,39 +369,39 @@ def run_kind(task):
     return f"fine-tuning of {task.name}"
 
 
-def run_finetuning(task, FLAGS):  # noqa: N803
+def run_finetuning(task, options):
     """Train, evaluate every checkpoint (keeping the best), predict and export, as the flags
     say, holding --output_dir (one run per directory); returns the best eval results."""
-    export_dir = getattr(FLAGS, "export_dir", None)
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or export_dir):
+    export_dir = getattr(options, "export_dir", None)
+    if not (options.do_train or options.do_eval or options.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
     if export_dir and not hasattr(task, "export"):
         raise ValueError(f"--export_dir: {task.name} has no export")
-    check_flags(FLAGS)
+    check_flags(options)
     if hasattr(task, "check_inputs"):  # a mistyped file stops the run now, not after training
         task.check_inputs([split for split, wanted in (
-            ("train", FLAGS.do_train), ("dev", FLAGS.do_eval), ("test", FLAGS.do_predict))
+            ("train", options.do_train), ("dev", options.do_eval), ("test", options.do_predict))
             if wanted])
     tool = f"{tool_name()} ({task.name})"
-    with RunLock(FLAGS.output_dir, tool, chief=distribution.is_chief_task()) as lock:
-        check_run_kind(FLAGS.output_dir, run_kind(task))  # a live run's holder is named first
-        return _run(task, FLAGS, export_dir, lock)
+    with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
+        check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first
+        return _run(task, options, export_dir, lock)
 
 
-def _run(task, FLAGS, export_dir, lock):  # noqa: N803
+def _run(task, options, export_dir, lock):
     from albert_tf.training.results import write_eval_results
 
-    run = _Run(task, FLAGS, lock)
+    run = _Run(task, options, lock)
     try:
-        if FLAGS.do_train:
+        if options.do_train:
             run.train()
-        elif FLAGS.do_eval:
+        elif options.do_eval:
             run.evaluate_saved()
         if run.best:
-            write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), run.best)
+            write_eval_results(os.path.join(options.output_dir, "eval_results.txt"), run.best)
             logging.info("Best %s = %.4g at step %d", task.best_metric,
                          run.best[task.best_metric], run.best["global_step"])
-        if FLAGS.do_predict:
+        if options.do_predict:
             run.predict()
         if export_dir:
             run.export(export_dir)

@@ -1,8 +1,10 @@
 """The flags run_classifier, run_squad and run_race share: the original fine-tuning flags with
 the original's defaults per script, plus strategy, precision, padding and classifier_dropout."""
 
+import dataclasses
+import functools
 import math
-import types
+import typing
 
 from absl import app, flags
 
@@ -105,8 +107,10 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
         distribution.define_flags(fv)
 
 
-def define_export_flags(what):
+def define_export_flags(what, flag_values=None):
     """--export_dir (`what`: the exports it writes) and --overwrite_export, where missing."""
+    def define_if_missing(define, name, *args, **kwargs):
+        _define_if_missing(define, name, *args, flag_values=flag_values, **kwargs)
     define_if_missing(flags.DEFINE_string, "export_dir", None,
                       f"Write the fine-tuned model here (from model.ckpt-best, else the latest "
                       f"checkpoint in --output_dir): {what} (see docs/export.md).")
@@ -150,18 +154,80 @@ def define_if_missing(define, name, *args, flag_values=None, validator=None, **k
             flags.register_validator(name, *validator, flag_values=fv)
 
 
-def finetuning_options(**values):
-    """The fine-tuning flags' defaults with `values` set, as an object for `run_finetuning`:
-    the command line's equivalent from Python (unknown names are an error)."""
+_define_if_missing = define_if_missing
+
+# ---- the same settings as a typed object, for Python callers ------------------------------------
+
+_TYPES = {"bool": bool, "int": int, "float": float, "string": str, "string enum": str, "list": list}
+
+
+def _option_flags():
+    """A FlagValues with every flag the fine-tuning driver reads, at the generic defaults."""
     fv = flags.FlagValues()
     define_flags(flag_values=fv)
+    define_export_flags("see the scripts", flag_values=fv)
     fv.mark_as_parsed()
-    # The driver also reads the export flags that run_classifier and run_squad define.
-    options = {name: fv[name].value for name in fv}
-    options.update(export_dir=None, overwrite_export=False)
-    unknown = sorted(set(values) - set(options))
+    return fv
+
+
+def _check_options(options):
+    """Each value has its flag's type and passes its flag's checks (enum values, bounds)."""
+    fv = _option_flags()
+    for field in dataclasses.fields(options):
+        value, flag = getattr(options, field.name), fv[field.name]
+        if value is None:
+            continue
+        kind = _TYPES.get(flag.flag_type(), object)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+            setattr(options, field.name, value)
+        if kind is list and isinstance(value, tuple):
+            value = list(value)
+            setattr(options, field.name, value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ValueError(f"{field.name}={value!r}: expected {kind.__name__}")
+        choices = getattr(flag.parser, "enum_values", None)
+        if choices and value not in choices:
+            raise ValueError(f"{field.name}={value!r}: one of {', '.join(choices)}")
+        try:
+            setattr(fv, field.name, value)  # runs the flag's validators
+        except flags.IllegalFlagValueError as e:
+            raise ValueError(f"{field.name}={value!r}: {e}") from None
+
+
+def _options_class():
+    fv = _option_flags()
+    fields = []
+    for name in sorted(fv):
+        flag = fv[name]
+        kind = _TYPES.get(flag.flag_type(), object)
+        default = flag.default
+        if isinstance(default, list):
+            field = dataclasses.field(default_factory=functools.partial(list, default))
+        else:
+            field = dataclasses.field(default=default)
+        fields.append((name, kind if default is not None else typing.Optional[kind], field))
+    doc = ("The fine-tuning scripts' flags as typed fields with their defaults, for "
+           "`run_finetuning` from Python:\n\n    FinetuningOptions(output_dir=\"out\", "
+           "init_checkpoint=\"albert_base\", do_train=True, learning_rate=2e-5)\n\n"
+           "Values are checked as the command line checks them (type, choices, bounds); "
+           "`from_flags(FLAGS)` fills one from a script's parsed flags.\n\n"
+           + "\n".join(f"{name}: {fv[name].help}" for name in sorted(fv)))
+    return dataclasses.make_dataclass(
+        "FinetuningOptions", fields, namespace={
+            "__doc__": doc, "__module__": __name__, "__post_init__": _check_options,
+            "from_flags": classmethod(lambda cls, values: cls(**{
+                f.name: getattr(values, f.name) for f in dataclasses.fields(cls)
+                if hasattr(values, f.name)}))})
+
+
+FinetuningOptions = _options_class()
+
+
+def finetuning_options(**values):
+    """FinetuningOptions(**values), naming every unknown option in one error."""
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(FinetuningOptions)})
     if unknown:
         raise ValueError(f"unknown fine-tuning options: {', '.join(unknown)}")
-    options.update(values)
-    return types.SimpleNamespace(**options)
+    return FinetuningOptions(**values)
 
