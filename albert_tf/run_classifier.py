@@ -65,6 +65,14 @@ def define_flags():
     define_if_missing(flags.DEFINE_string, "label_delimiter", None,
                       "Multi-label: the labels of one example are joined by this (else a JSON "
                       "list).")
+    define_if_missing(flags.DEFINE_enum, "long_text", None, ["truncate", "windows"],
+                      "Texts longer than --max_seq_length: truncate, or read them in "
+                      "overlapping windows (one text column) whose logits are averaged, in "
+                      "training, evaluation, predictions and the serving export. Default: as "
+                      "the run in --output_dir did, else truncate.")
+    define_if_missing(flags.DEFINE_integer, "window_stride", None,
+                      "--long_text=windows: tokens between window starts; default half a "
+                      "window ((--max_seq_length - 2) / 2).", lower_bound=1)
     define_if_missing(flags.DEFINE_string, "class_weights", None,
                       "Weigh the training loss per class: 'balanced' (n / (classes x count)) "
                       "or label=weight pairs, comma-separated.")
@@ -115,7 +123,8 @@ def _own_data():
                                                      FLAGS.output_dir)
         task = LabeledTextTask(label_set, splits, None, FLAGS.max_seq_length,
                                FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
-                               FLAGS.threshold_to_export, parse_class_weights(FLAGS.class_weights))
+                               FLAGS.threshold_to_export, parse_class_weights(FLAGS.class_weights),
+                               FLAGS.long_text, FLAGS.window_stride)
     except labeled_text.DataError as e:
         raise app.UsageError(str(e)) from None
     task.tokenizer = driver.prepare(FLAGS)

@@ -448,3 +448,53 @@ def test_fine_tunes_on_rows_from_python_without_flags(assets, tmp_path):  # noqa
     assert json.loads((tmp_path / "out" / "labels.json").read_text())["labels"] == ["bad", "good"]
     worst = list(csv.DictReader(open(tmp_path / "out" / "worst_dev_examples.csv")))
     assert list(worst[0])[:3] == ["id", "review", "label"]
+
+
+def _long_texts(directory, seed):
+    """Texts of 14-20 words with the marker (label good) anywhere: past the first window in
+    most of them."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for split, n in (("train", 320), ("dev", 96)):
+        rows = []
+        for i in range(n):
+            y = rng.random() < 0.5
+            words = rng.choices(PLAIN, k=rng.randint(14, 20))
+            if y:
+                words.insert(rng.randint(0, len(words)), "zebra")
+            rows.append((f"{split}-{i}", " ".join(words), "good" if y else "bad"))
+        paths[split] = str(_write(directory / f"{split}.csv", rows))
+    return paths
+
+
+@pytest.mark.slow
+def test_long_texts_read_in_windows_everywhere(assets, tmp_path):  # noqa: F811
+    paths = _long_texts(tmp_path / "data", 4)
+    common = dict(strategy="one_device", mixed_precision="none", learning_rate=3e-3,
+                  train_batch_size=16, eval_batch_size=32, predict_batch_size=16,
+                  max_seq_length=16, train_file=paths["train"], validation_file=paths["dev"],
+                  test_file=paths["dev"], text_column_names="review",
+                  spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+                  do_eval=True, train_step=150, warmup_step=15, save_checkpoints_steps=75)
+    truncated = run_main(run_classifier, common, dict(output_dir=tmp_path / "truncate"))
+    out = tmp_path / "windows"
+    windows = run_main(run_classifier, common, dict(
+        output_dir=out, long_text="windows", do_predict=True, export_dir=out / "export",
+        export_tflite="ids", tflite_report=False))
+    # The marker is past the first 14 tokens in most texts: truncation cannot see it.
+    assert windows["eval_accuracy"] > 0.85 > truncated["eval_accuracy"] + 0.1, (
+        windows, truncated)
+    saved = json.loads((out / "labels.json").read_text())
+    assert (saved["window_stride"], saved["window_length"]) == (7, 16)
+    # predict (checkpoint and ids-level .tflite, windows in Python) and the serving export
+    # (windows in the graph) pool as evaluation did: the predictions file's probabilities.
+    predictions = list(csv.DictReader(open(out / "predictions.csv")))
+    texts = [r["review"] for r in csv.DictReader(open(paths["dev"]))]
+    expected = np.array([[float(p["p_bad"]), float(p["p_good"])] for p in predictions])
+    served = tf.saved_model.load(str(out / "export")).signatures["serving_default"](
+        text_a=tf.constant(texts))
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-4)
+    for model in (out, out / "export" / "classifier.tflite"):
+        got = [r["probabilities"] for r in Classifier(str(model))(texts)]
+        np.testing.assert_allclose(got, expected, atol=1e-4)

@@ -171,31 +171,48 @@ def truncate_pair(tokens_a, tokens_b, max_length):
         longer.pop()
 
 
-def convert_examples(examples, task, tokenizer, max_seq_length):
-    """Unpadded features: a dict of numpy arrays in the cache layout (see finetuning.Features)."""
+def window_starts(length, budget, stride):
+    """Where the windows of `budget` tokens over a text of `length` tokens start: every
+    `stride` tokens until one reaches the end (one window when the text fits)."""
+    return range(0, max(length - budget, 0) + stride, stride)
+
+
+def convert_examples(examples, task, tokenizer, max_seq_length, window_stride=None):
+    """Unpadded features: a dict of numpy arrays in the cache layout (see finetuning.Features).
+
+    With `window_stride` (one-text examples only), a text longer than `max_seq_length` becomes
+    overlapping windows, each a row with its example's label; `host_example` maps rows to
+    examples. `host_token_counts` is each row's example's length before any cut."""
     ids = tokenizer.special_ids()
     cls_id, sep_id = ids["[CLS]"], ids["[SEP]"]
-    word_ids, type_ids, lengths, token_counts = [], [], [], []
-    for ex in examples:
+    word_ids, type_ids, lengths, token_counts, rows = [], [], [], [], []
+    budget = max_seq_length - 2
+    for index, ex in enumerate(examples):
         a = tokenizer.encode(ex.text_a)
         b = tokenizer.encode(ex.text_b) if ex.text_b is not None else None
-        token_counts.append(len(a) + 2 + (len(b) + 1 if b is not None else 0))
-        if b is None:
-            a = a[:max_seq_length - 2]
-            seq, types = [cls_id] + a + [sep_id], [0] * (len(a) + 2)
-        else:
+        count = len(a) + 2 + (len(b) + 1 if b is not None else 0)
+        if b is not None:
             truncate_pair(a, b, max_seq_length - 3)
-            seq = [cls_id] + a + [sep_id] + b + [sep_id]
-            types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        word_ids.extend(seq)
-        type_ids.extend(types)
-        lengths.append(len(seq))
+            pieces = [([cls_id] + a + [sep_id] + b + [sep_id],
+                       [0] * (len(a) + 2) + [1] * (len(b) + 1))]
+        else:
+            starts = window_starts(len(a), budget, window_stride) if window_stride else [0]
+            pieces = [([cls_id] + a[s:s + budget] + [sep_id], [0] * (len(a[s:s + budget]) + 2))
+                      for s in starts]
+        for seq, types in pieces:
+            word_ids.extend(seq)
+            type_ids.extend(types)
+            lengths.append(len(seq))
+            token_counts.append(count)
+            rows.append(index)
+    rows = np.asarray(rows, np.int32)
     return {"input_word_ids": np.asarray(word_ids, np.int32),
             "input_type_ids": np.asarray(type_ids, np.int8),
             "lengths": np.asarray(lengths, np.int32),
-            "label_ids": label_ids(examples, task),
-            "guids": np.asarray([ex.guid for ex in examples], dtype=str),
-            "host_token_counts": np.asarray(token_counts, np.int32)}
+            "label_ids": label_ids(examples, task)[rows],
+            "guids": np.asarray([ex.guid for ex in examples], dtype=str)[rows],
+            "host_token_counts": np.asarray(token_counts, np.int32),
+            "host_example": rows}
 
 
 def label_ids(examples, task):

@@ -169,10 +169,13 @@ def text_columns(table, names=None):
 @dataclasses.dataclass(frozen=True)
 class LabelSet:
     """What a run predicts: its problem type, the label names in output order (none for
-    regression) and, for multi-label, each label's decision threshold."""
+    regression), for multi-label each label's decision threshold, and with `window_stride`
+    that long texts are read in windows (`glue.window_starts`) whose logits are averaged."""
     problem_type: str
     labels: tuple = ()
     thresholds: tuple = ()
+    window_stride: int = None  # long texts read in windows this many tokens apart,
+    window_length: int = None  # each of this many tokens with [CLS] and [SEP]
     name: str = "text_classification"
     metric: str = ""
 
@@ -201,12 +204,15 @@ class LabelSet:
         value = {"problem_type": self.problem_type, "labels": list(self.labels)}
         if self.thresholds:
             value["thresholds"] = list(self.thresholds)
+        if self.window_stride:
+            value.update(window_stride=self.window_stride, window_length=self.window_length)
         return value
 
     @classmethod
     def from_json(cls, value):
         return cls(value["problem_type"], tuple(value.get("labels", ())),
-                   tuple(value.get("thresholds", ())))
+                   tuple(value.get("thresholds", ())), value.get("window_stride"),
+                   value.get("window_length"))
 
     def save(self, directory):
         atomic_write_text(os.path.join(directory, LABELS_FILE),

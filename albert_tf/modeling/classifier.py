@@ -8,6 +8,23 @@ from albert_tf.modeling.task_model import TaskModel, example_weights
 HEAD_NAMES = ("output_weights", "output_bias")
 
 
+def head_outputs(logits, regression=False, multi_label=False):
+    """The head's outputs from its logits [batch, labels]: `predictions` [batch] (regression),
+    or `probabilities` (sigmoid per label for multi-label, else softmax)."""
+    if regression:
+        return {"logits": logits, "predictions": tf.squeeze(logits, -1)}
+    if multi_label:
+        return {"logits": logits, "probabilities": tf.sigmoid(logits)}
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
+
+
+def pool_windows(outputs, example, count, regression=False, multi_label=False):
+    """A text's outputs from those of its windows (`example`: each window's text, of `count`):
+    the head's outputs of the windows' mean logits."""
+    logits = tf.math.unsorted_segment_mean(outputs["logits"], example, count)
+    return head_outputs(logits, regression, multi_label)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertClassifier(TaskModel):
     """Sentence(-pair) classification, with `num_labels=1, regression=True` regression (STS-B),
@@ -79,12 +96,7 @@ class AlbertClassifier(TaskModel):
         weights = tf.cast(self.output_weights, pooled.dtype)
         logits = tf.matmul(pooled, weights, transpose_b=True) + tf.cast(self.output_bias,
                                                                          pooled.dtype)
-        logits = tf.cast(logits, tf.float32)
-        if self.regression:
-            return {"logits": logits, "predictions": tf.squeeze(logits, -1)}
-        if self.multi_label:
-            return {"logits": logits, "probabilities": tf.sigmoid(logits)}
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
+        return head_outputs(tf.cast(logits, tf.float32), self.regression, self.multi_label)
 
     # The trainer's task protocol: weighted sums, so any split of a batch gives the global mean.
     LOSS_SUM_NAMES = ("loss_sum", "correct_sum", "example_count")

@@ -4,7 +4,9 @@ checkpoint, a raw-string serving export or an exported .tflite (strings or ids i
 import numpy as np
 
 from albert_tf.data.conll import read_labels
+from albert_tf.data.glue import window_starts
 from albert_tf.data.labeled_text import saved_labels
+from albert_tf.modeling.classifier import pool_windows
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
                                          inference_function, pad_batch)
 
@@ -58,6 +60,8 @@ class Classifier(Predictor):
         names, regression = label_names(labels, task_name)
         kind = self.source.kind
         self.label_set = saved_labels(getattr(self.source, "directory", None))
+        if self.label_set and self.label_set.window_stride and max_seq_length is None:
+            self.max_seq_length = self.label_set.window_length  # the windows it was trained on
         if self.label_set and names is None and not regression:
             names, regression = list(self.label_set.labels) or None, self.label_set.is_regression
         multi_label = bool(self.label_set and self.label_set.is_multi_label)
@@ -132,10 +136,41 @@ class Classifier(Predictor):
                 results.append(row)
         return results
 
+    def _rows(self, a, b):
+        """(packed rows, each row's text): one per text, or with the run's window_stride a
+        long text's windows (data.glue.window_starts)."""
+        stride = self.label_set and self.label_set.window_stride
+        if not stride:
+            return [self._encode(x, y) for x, y in zip(a, b)], np.arange(len(a))
+        budget = self.max_seq_length - 2
+        rows, texts = [], []
+        for i, (x, y) in enumerate(zip(a, b)):
+            if y is not None:
+                raise PredictError("this model reads one text in windows: give no text_b")
+            ids = self.tokenizer.encode(x)
+            for start in window_starts(len(ids), budget, stride):
+                rows.append(self._encode_ids(ids[start:start + budget]))
+                texts.append(i)
+        return rows, np.asarray(texts)
+
+    def _encode_ids(self, ids):
+        return [self.cls_id] + list(ids) + [self.sep_id], [0] * (len(ids) + 2)
+
+    def _pool(self, out, texts, count):
+        """Each text's outputs from its rows': mean logits through the head."""
+        import tensorflow as tf
+        if len(texts) == count:
+            return out
+        pooled = pool_windows({"logits": tf.constant(out["logits"], tf.float32)},
+                              tf.constant(texts), count, self.regression,
+                              bool(self.label_set and self.label_set.is_multi_label))
+        return {k: v.numpy() for k, v in pooled.items()}
+
     def _run_checkpoint(self, a, b):
         import tensorflow as tf
-        inputs = pad_batch([self._encode(x, y) for x, y in zip(a, b)])
-        out = self._model({k: tf.constant(v) for k, v in inputs.items()})
+        rows, texts = self._rows(a, b)
+        out = self._model({k: tf.constant(v) for k, v in pad_batch(rows).items()})
+        out = self._pool({k: np.asarray(v) for k, v in out.items()}, texts, len(a))
         if self.regression:
             return {"score": [float(v) for v in np.asarray(out["predictions"])]}
         return self._named(np.asarray(out["probabilities"], np.float64))
@@ -188,15 +223,16 @@ class Classifier(Predictor):
         return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
     def _run_tflite_ids(self, a, b):
-        rows = []
-        for x, y in zip(a, b):
-            ids, types = self._encode(x, y)
+        rows, texts = self._rows(a, b)
+        outputs = []
+        for ids, types in rows:
             pad = [0] * (self.max_seq_length - len(ids))
-            rows.append(self.source.loaded(
+            outputs.append(self.source.loaded(
                 input_word_ids=np.array([ids + pad], np.int32),
                 input_mask=np.array([[1] * len(ids) + pad], np.int32),
                 input_type_ids=np.array([types + pad], np.int32)))
-        return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+        out = {k: np.concatenate([r[k] for r in outputs]) for k in outputs[0]}
+        return self._pool(out, texts, len(a))
 
     def _outputs(self, out):
         """Labels and probabilities (or a score) from an export's numpy outputs."""

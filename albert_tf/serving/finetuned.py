@@ -13,7 +13,8 @@ from albert_tf.files import atomic_write_bytes
 from albert_tf.serving import lite, lite_metadata
 from albert_tf.serving.saved_model import (ENCODER_INPUTS, Trackable, attach_tokenizer_info,
                                            encoder_input_specs, float32_model, pack_texts,
-                                           save_atomically, stage_assets, tf_variables)
+                                           pack_windows, save_atomically, stage_assets,
+                                           tf_variables)
 from albert_tf.tokenization import in_graph_tokenizer
 from albert_tf.tracing import graph_function
 
@@ -26,7 +27,7 @@ def _default_outputs(outputs):
 
 def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_length=128,
                         signatures=None, output_fn=None, first_segment_length=None,
-                        pad_to_longest=False, offsets=False):
+                        pad_to_longest=False, offsets=False, windows=None):
     """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
 
     vocabulary: the SentencePiece model or WordPiece vocabulary file (copied as an asset).
@@ -44,12 +45,15 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
       of 8 measured slower, not faster.)
     offsets: each signature also returns `<its last input>_offsets`, the token-to-character
       map (`saved_model.pack_texts`'s `offsets`).
+    windows: (stride, pool) reads one-text signatures' long texts in overlapping windows
+      (`saved_model.pack_windows`); `pool(outputs, window's text, texts)` gives each text's
+      outputs from its windows'.
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
     return save_serving(model, export_dir, vocabulary, do_lower_case, lambda tokenizer: {
         name: _text_signature(model, tokenizer, tuple(keys), seq_length, output_fn,
-                              first_segment_length, pad_to_longest, offsets)
+                              first_segment_length, pad_to_longest, offsets, windows)
         for name, keys in signatures.items()})
 
 
@@ -78,14 +82,20 @@ def save_serving(model, export_dir, vocabulary, do_lower_case, make_signatures,
 
 
 def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment_length=None,
-                    pad_to_longest=False, offsets=False):
-    if not 1 <= len(keys) <= 2:
-        raise ValueError(f"a text signature takes 1 or 2 segments, got {keys}")
+                    pad_to_longest=False, offsets=False, windows=None):
+    if not 1 <= len(keys) <= 2 or windows and len(keys) != 1:
+        raise ValueError(f"a text signature takes 1 or 2 segments (1 with windows), got {keys}")
     specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in keys}
 
     # A dict argument: the signature's inputs keep its keys.
     @graph_function(input_signature=[specs])
     def serve(texts):
+        if windows:
+            stride, pool = windows
+            text = texts[keys[0]]
+            inputs, example = pack_windows(tokenizer, text, seq_length, stride)
+            return dict(output_fn(pool(model(inputs, training=False), example,
+                                       tf.shape(text)[0])))
         packed = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
                             first_segment_length, offsets)
         if not offsets:
@@ -131,7 +141,8 @@ def model_to_tflite(model, seq_length, output_fn=None, batch_size=1, quantizatio
 def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, text_keys,
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None, pad_to_longest=False, text_output_fn=None,
-                     lite_options=None, labels=None, task_library=None, text_offsets=False):
+                     lite_options=None, labels=None, task_library=None, text_offsets=False,
+                     windows=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
@@ -143,6 +154,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
     `text_offsets`: the SavedModel and the string-in file also return `<last text key>_offsets`,
     the token-to-character map (`saved_model.pack_texts`'s `offsets`).
+    `windows`: see `export_text_serving` (the SavedModel only: a .tflite file reads one
+    window, the text's first `seq_length` tokens).
     `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
     ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
     outputs and the Task Library's metadata (tokenizer and labels packed in).
@@ -153,7 +166,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length,
-                        pad_to_longest=pad_to_longest, offsets=text_offsets)
+                        pad_to_longest=pad_to_longest, offsets=text_offsets, windows=windows)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
     if not tflite_name or options.files == "none":
         return export_dir, None

@@ -219,9 +219,14 @@ class GlueTask:
             model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, self.text_keys, serving, tflite_name="classifier.tflite",
             tflite_output_fn=numeric, pad_to_longest=True, lite_options=lite_options,
-            labels=None if regression else labels, task_library=task_library)
+            labels=None if regression else labels, task_library=task_library,
+            windows=self.serving_windows())
         self.write_labels(export_dir)
         return written
+
+    def serving_windows(self):
+        """(stride, pool) when the serving export reads long texts in windows, else None."""
+        return None
 
     def write_predictions(self, name, features, outputs, output_dir):
         suffix = "" if name == "test" else name[len("test"):] if name.startswith("test") else (

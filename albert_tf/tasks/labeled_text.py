@@ -2,22 +2,27 @@
 regression, with the label names in every output, class weights, the data report, per-class
 reports and predictions files beside the original's."""
 
+import dataclasses
+import functools
 import hashlib
 import json
 import os
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from albert_tf.data import labeled_text
 from albert_tf.data.features import cached_features
 from albert_tf.data.glue import convert_examples
+from albert_tf.modeling.classifier import head_outputs, pool_windows
 from albert_tf.tasks import reports
 from albert_tf.tasks.glue import GlueTask, glue_metrics
 from albert_tf.training.stuck import constant_loss
 
 SPLIT_FLAGS = {"train": "train_file", "dev": "validation_file", "test": "test_file"}
 ACTIONS = {"train": "train", "dev": "eval", "test": "predict"}
+LONG_TEXT = ("truncate", "windows")
 WORST_EXAMPLES = 100
 # Multi-label thresholds are picked from these on the dev set, per label, for the best F1.
 THRESHOLDS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2))
@@ -64,6 +69,23 @@ def parse_class_weights(text):
     return weights
 
 
+def _per_text(features):
+    """label_ids, guids and host_token_counts of each text (its first row)."""
+    rows = features.get("host_example")
+    first = np.unique(rows, return_index=True)[1] if rows is not None else slice(None)
+    return {k: features[k][first] for k in ("label_ids", "guids", "host_token_counts")}
+
+
+def _loss(outputs, labels, label_set):
+    """Each text's loss from its (pooled) outputs, as the head computes it."""
+    if label_set.is_regression:
+        return (outputs["predictions"] - labels) ** 2
+    p = np.clip(outputs["probabilities"].astype(np.float64), 1e-12, 1 - 1e-12)
+    if label_set.is_multi_label:
+        return -np.mean(labels * np.log(p) + (1 - labels) * np.log(1 - p), -1)
+    return -np.log(p[np.arange(len(labels)), labels])
+
+
 def _digest(examples):
     h = hashlib.sha256()
     for ex in examples:
@@ -78,11 +100,33 @@ class LabeledTextTask(GlueTask):
                                           columns=Columns(text=("review",), label="stars"))
 
     `label_set` and `splits` are `data.labeled_text.read_splits`' answer; `weights` is None,
-    "balanced" or {label name: weight}.
+    "balanced" or {label name: weight}; `long_text` (default: as the run in `label_set` did,
+    else truncate): "truncate" (the tokens past
+    `max_seq_length` are dropped) or "windows" (read in windows `window_stride` tokens apart,
+    default half a window, each trained on with its text's label; evaluation, predictions and
+    the serving export average a text's window logits).
     """
 
     def __init__(self, label_set, splits, tokenizer, max_seq_length, cache_dir,
-                 classifier_dropout=0.1, threshold_to_export=None, weights=None):
+                 classifier_dropout=0.1, threshold_to_export=None, weights=None,
+                 long_text=None, window_stride=None):
+        long_text = long_text or ("windows" if label_set.window_stride else "truncate")
+        if long_text not in LONG_TEXT:
+            raise labeled_text.DataError(f"--long_text={long_text}: one of "
+                                         f"{', '.join(LONG_TEXT)}")
+        if long_text == "windows":
+            if any(len(s.text_columns) > 1 for s in splits.values()):
+                raise labeled_text.DataError("--long_text=windows reads one text column, not "
+                                             "a pair")
+            window_stride = window_stride or label_set.window_stride or max(
+                (max_seq_length - 2) // 2, 1)
+            if not 1 <= window_stride <= max_seq_length - 2:
+                raise labeled_text.DataError(f"--window_stride={window_stride}: between 1 and "
+                                             f"--max_seq_length - 2 = {max_seq_length - 2}")
+            label_set = dataclasses.replace(label_set, window_stride=window_stride,
+                                            window_length=max_seq_length)
+        else:
+            label_set = dataclasses.replace(label_set, window_stride=None, window_length=None)
         super().__init__(label_set, None, tokenizer, max_seq_length, cache_dir,
                          classifier_dropout, threshold_to_export)
         self.splits = splits
@@ -133,21 +177,24 @@ class LabeledTextTask(GlueTask):
 
     def features(self, split, task=None):
         data = self.splits[split]
+        stride = self.label_set.window_stride
         settings = dict(task=self.name, split=split, examples=_digest(data.examples),
                         labels=self.label_set.to_json(), max_seq_length=self.max_seq_length,
                         tokenizer=self.tokenizer.digest(),
-                        do_lower_case=self.tokenizer.do_lower_case)
+                        do_lower_case=self.tokenizer.do_lower_case, window_stride=stride or 0)
         features = cached_features(
             self.cache_dir, f"{self.name}_{split}", settings,
             lambda: convert_examples(data.examples, self.label_set, self.tokenizer,
-                                     self.max_seq_length))
+                                     self.max_seq_length, stride))
         if split not in self._reported:
             self._reported.add(split)
+            texts = _per_text(features)
             counts = None if split == "test" or self.label_set.is_regression else \
-                reports.label_counts(features["label_ids"], self.label_set.labels,
+                reports.label_counts(texts["label_ids"], self.label_set.labels,
                                      self.label_set.is_multi_label)
-            reports.data_report(f"{split} ({data.path})", features["host_token_counts"],
-                                self.max_seq_length, counts)
+            reports.data_report(f"{split} ({data.path})", texts["host_token_counts"],
+                                self.max_seq_length, counts,
+                                windows=len(features["lengths"]) if stride else None)
         return features
 
     def eval_sets(self):
@@ -167,7 +214,32 @@ class LabeledTextTask(GlueTask):
 
     # ---- evaluation ---------------------------------------------------------------------------
 
+    def serving_windows(self):
+        stride, label_set = self.label_set.window_stride, self.label_set
+        if not stride:
+            return None
+        return stride, functools.partial(pool_windows, regression=label_set.is_regression,
+                                         multi_label=label_set.is_multi_label)
+
+    def _texts(self, features, outputs):
+        """Features and outputs per text: windows' logits averaged (as the serving export
+        does) and the head's outputs and loss computed from them."""
+        if not self.label_set.window_stride:
+            return features, outputs
+        rows = features["host_example"]
+        texts = _per_text(features)
+        count = len(texts["label_ids"])
+        logits = np.zeros((count, outputs["logits"].shape[-1]))
+        np.add.at(logits, rows, outputs["logits"])
+        logits /= np.bincount(rows, minlength=count)[:, None]
+        pooled = {k: v.numpy() for k, v in head_outputs(
+            tf.constant(logits, tf.float32), self.label_set.is_regression,
+            self.label_set.is_multi_label).items()}
+        pooled["per_example_loss"] = _loss(pooled, texts["label_ids"], self.label_set)
+        return texts, pooled
+
     def eval_metrics(self, name, features, outputs):
+        features, outputs = self._texts(features, outputs)
         labels = features["label_ids"]
         if self.label_set.is_multi_label:
             result = {"eval_loss": float(np.mean(outputs["per_example_loss"]))}
@@ -182,6 +254,7 @@ class LabeledTextTask(GlueTask):
     def report(self, name, features, outputs, step, output_dir):
         """The best evaluation's report: per-class table and confusion matrix (text and
         picture), or per-label table and thresholds (multi-label); the worst-scored examples."""
+        features, outputs = self._texts(features, outputs)
         labels, names = features["label_ids"], self.label_set.labels
         if self.label_set.is_multi_label:
             thresholds = self._pick_thresholds(labels, outputs["probabilities"])
@@ -208,8 +281,7 @@ class LabeledTextTask(GlueTask):
         tp = (hit & truth).sum(1)
         f1 = 2 * tp / np.maximum(hit.sum(1) + truth.sum(1), 1)          # [thresholds, labels]
         chosen = [float(THRESHOLDS[i]) for i in f1.argmax(0)]
-        self.task = labeled_text.LabelSet(self.label_set.problem_type, self.label_set.labels,
-                                          tuple(chosen))
+        self.task = dataclasses.replace(self.label_set, thresholds=tuple(chosen))
         return chosen
 
     def _write_worst(self, name, features, outputs, output_dir):
@@ -256,6 +328,7 @@ class LabeledTextTask(GlueTask):
         """predictions.<csv|tsv|jsonl> (the input's other columns, the predicted label and one
         probability column per label) beside the original's test_results.tsv."""
         data = self.splits[name]
+        features, outputs = self._texts(features, outputs)
         if not self.label_set.is_multi_label:
             super().write_predictions(name, features, outputs, output_dir)
         rows = [{**extra, **self._prediction(outputs, i)} for i, extra in enumerate(data.extras)]

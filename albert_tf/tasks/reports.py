@@ -18,19 +18,22 @@ REPORT_FILE = "classification_report.txt"
 CONFUSION_PICTURE = "confusion_matrix.png"
 
 
-def data_report(name, token_counts, max_seq_length, label_counts=None):
+def data_report(name, token_counts, max_seq_length, label_counts=None, windows=None):
     """One log line per split: examples, label counts, token-length percentiles 50/95/99 and
-    the share longer than max_seq_length (truncated). Returns the figures."""
+    the share longer than max_seq_length (truncated, or with `windows` (the number of
+    windows) read in windows). Returns the figures."""
     counts = np.asarray(token_counts)
     p50, p95, p99 = (int(np.percentile(counts, q)) for q in (50, 95, 99))
-    truncated = float(np.mean(counts > max_seq_length))
+    longer = float(np.mean(counts > max_seq_length))
     labels = ", ".join(f"{k} {v}" for k, v in label_counts.items()) if label_counts else ""
+    fate = f"read in {windows} windows in all" if windows else "truncated"
     logging.info("%s: %d examples%s; tokens per example p50 %d, p95 %d, p99 %d; %.1f%% longer "
-                 "than --max_seq_length=%d (truncated)", name, len(counts),
-                 f" ({labels})" if labels else "", p50, p95, p99, 100 * truncated,
-                 max_seq_length)
+                 "than --max_seq_length=%d (%s)", name, len(counts),
+                 f" ({labels})" if labels else "", p50, p95, p99, 100 * longer,
+                 max_seq_length, fate)
     return {"examples": len(counts), "labels": dict(label_counts or {}),
-            "tokens_p50": p50, "tokens_p95": p95, "tokens_p99": p99, "truncated": truncated}
+            "tokens_p50": p50, "tokens_p95": p95, "tokens_p99": p99, "longer": longer,
+            "windows": windows}
 
 
 def label_counts(label_ids, names, multi_label=False):
