@@ -2,6 +2,7 @@
 checked on the way: `convert` (convert_checkpoint) and `write_slim_tf1` (export_checkpoints).
 Here, not in formats/, because it builds the models that import formats."""
 
+import dataclasses
 import os
 
 import tensorflow as tf
@@ -48,6 +49,11 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
                                           if num_labels > 1 else ())
         net = AlbertClassifier(config, num_labels, regression=label_set.is_regression,
                                multi_label=label_set.is_multi_label)
+        if label_set.target:  # the standardized head in the scores' units: any reader's
+            mean, std = label_set.target
+            arrays = dict(arrays, output_weights=arrays["output_weights"] * std,
+                          output_bias=arrays["output_bias"] * std + mean)
+            label_set = dataclasses.replace(label_set, target=None)
         net.label_set = label_set
     else:
         net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)

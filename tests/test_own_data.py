@@ -103,6 +103,9 @@ def test_each_bad_input_is_one_line_naming_file_and_line(tmp_path):
     assert _error(tmp_path, {"train": TRAIN, "dev": ("dev.csv", [("1", "x", "pos"), (
         "2", "y", "neutral")], HEADER)}) == (
         f"{t}/dev.csv:3: label 'neutral' is not among the training file's labels (neg, pos)")
+    assert _error(tmp_path, {"train": TRAIN, "test": ("test.csv", [("1", "x", "maybe")],
+                                                     HEADER)}) == (
+        f"{t}/test.csv:2: label 'maybe' is not among the training file's labels (neg, pos)")
     assert _error(tmp_path, {"train": TRAIN}, Columns(label="lable")) == (
         f"{t}/train.csv has no column 'lable' (--label_column_name); its columns: id, text, "
         f"label; did you mean 'label'?")
@@ -191,8 +194,8 @@ def _dataset(directory, seed, kind, ext):
             if kind == "multi":
                 label = [name for name, g in (("animal", ANIMALS), ("place", PLACES))
                          if g in groups]
-            else:
-                label = 0.5 + 1.25 * len(groups)
+            else:  # scores far from 0, as years or prices are
+                label = 1811.5 + 2 * len(groups)
             rows.append((f"{split}-{i}", " ".join(words), label))
         paths[split] = str(_write(directory / f"{split}.{ext}", rows))
     return paths
@@ -218,8 +221,8 @@ def _run(assets, out, precision, kind, jit="false", **flags):  # noqa: F811
 def runs(assets, tmp_path_factory):  # noqa: F811
     """One run per (kind, precision[, jit]): single-label CSV, multi-label JSON Lines and
     regression TSV, each under float32 and a reduced precision."""
-    # Two concepts take the tiny model longer than one marker word.
-    steps = {"multi": dict(train_step=150, save_checkpoints_steps=75)}
+    # Two concepts (two word groups) take the tiny model longer than one marker word.
+    steps = {kind: dict(train_step=150, save_checkpoints_steps=75) for kind in ("multi", "regression")}
     return memoized_runs(tmp_path_factory.mktemp("own"), lambda out, kind, precision, jit:
                          _run(assets, out, precision, kind, jit,
                               export_dir=out / "export", export_tflite="ids",
@@ -359,21 +362,40 @@ def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs, pr
         above, served["probabilities"].numpy() >= np.array(saved["thresholds"], np.float32))
 
 
+def _scores(out, split):
+    return np.array([float(r["label"]) for r in csv.DictReader(
+        open(out.parent / "data-regression" / f"{split}.tsv"), delimiter="\t")])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["none", "bfloat16"])
-def test_regression_tsv_beats_the_mean(runs, precision):
+def test_regression_tsv_beats_the_mean(runs, precision, tmp_path):
+    """Scores near 1811-1816: the head learns them standardized (from 0 it would need
+    thousands of steps to reach them)."""
+    import torch
+    import transformers
     out = runs("regression", precision, "false")
     results = _eval(out)
     assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(results)
-    truth = np.array([float(r["label"]) for r in csv.DictReader(
-        open(out.parent / "data-regression" / "dev.tsv"), delimiter="\t")])
+    truth, train = _scores(out, "dev"), _scores(out, "train")
     assert results["MSE"] < 0.25 * np.var(truth), (results, np.var(truth))  # the mean's: var
     assert results["pearson"] > 0.9, results
-    assert json.loads((out / "labels.json").read_text()) == {"problem_type": "regression",
-                                                             "labels": []}
+    assert json.loads((out / "labels.json").read_text()) == {
+        "problem_type": "regression", "labels": [], "target_mean": pytest.approx(train.mean()),
+        "target_std": pytest.approx(train.std())}
     predictions = list(csv.DictReader(open(out / "predictions.tsv"), delimiter="\t"))
     assert list(predictions[0]) == ["id", "prediction"]
-    assert Classifier(str(out))(["the cat ran by the house"])[0]["score"] > 2.0
+    texts = ["the cat ran by the house", "the sat on a mat"]
+    ours = [r["score"] for r in Classifier(str(out))(texts)]
+    assert ours[0] > 1814 and ours[1] < 1813, ours
+    # Converted, the standardization is folded into the head: transformers gives the scores.
+    convert(str(out), str(tmp_path / "hf"), "hf")
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf")
+    assert model.config.problem_type == "regression" and model.config.num_labels == 1
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    with torch.no_grad():
+        theirs = model(**tokenizer(texts, return_tensors="pt", padding=True)).logits[:, 0]
+    np.testing.assert_allclose(theirs.numpy(), ours, atol=1e-2 * np.std(train))
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import statistics
 import sys
 
 import tensorflow as tf
@@ -169,13 +170,16 @@ def text_columns(table, names=None):
 @dataclasses.dataclass(frozen=True)
 class LabelSet:
     """What a run predicts: its problem type, the label names in output order (none for
-    regression), for multi-label each label's decision threshold, and with `window_stride`
-    that long texts are read in windows (`glue.window_starts`) whose logits are averaged."""
+    regression), for multi-label each label's decision threshold, with `window_stride` that
+    long texts are read in windows (`glue.window_starts`) whose logits are averaged, and for
+    regression the training scores' mean and standard deviation (the head learns them
+    standardized)."""
     problem_type: str
     labels: tuple = ()
     thresholds: tuple = ()
     window_stride: int = None  # long texts read in windows this many tokens apart,
     window_length: int = None  # each of this many tokens with [CLS] and [SEP]
+    target: tuple = None  # regression: the training scores' (mean, standard deviation)
     name: str = "text_classification"
     metric: str = ""
 
@@ -206,13 +210,16 @@ class LabelSet:
             value["thresholds"] = list(self.thresholds)
         if self.window_stride:
             value.update(window_stride=self.window_stride, window_length=self.window_length)
+        if self.target:
+            value.update(target_mean=self.target[0], target_std=self.target[1])
         return value
 
     @classmethod
     def from_json(cls, value):
         return cls(value["problem_type"], tuple(value.get("labels", ())),
                    tuple(value.get("thresholds", ())), value.get("window_stride"),
-                   value.get("window_length"))
+                   value.get("window_length"), (value["target_mean"], value["target_std"])
+                   if "target_mean" in value else None)
 
     def save(self, directory):
         atomic_write_text(os.path.join(directory, LABELS_FILE),
@@ -298,7 +305,17 @@ def discover_labels(table, column, problem_type="auto", delimiter=None):
         else:
             problem_type = "single_label"
     if problem_type == "regression":
-        return LabelSet("regression")
+        scores = []
+        for i, value in enumerate(values):
+            if not _is_number(value):
+                raise DataError(f"{table.where(i)}: {value!r} in column {column!r} is not a "
+                                f"number (a regression target)")
+            scores.append(float(value))
+        std = statistics.pstdev(scores)
+        if not std:
+            raise DataError(f"{table.path}: every training example has the score {scores[0]:g}; "
+                            f"a regression needs different ones")
+        return LabelSet("regression", target=(statistics.fmean(scores), std))
     if problem_type == "multi_label":
         names = set()
         for i, value in enumerate(values):
@@ -357,9 +374,9 @@ class LabeledText:
 
 
 def read_examples(table, label_set, columns=None, label_column="label", id_column=None,
-                  labeled=True, delimiter=None):
+                  labeled=True, delimiter=None, optional=False):
     """LabeledText of a table; every example has a non-empty text, and with `labeled` a label
-    the LabelSet knows. A test table's label column, when present, is ignored."""
+    the LabelSet knows (with `optional`, or none: a test file's blank cells)."""
     columns = text_columns(table, columns)
     if labeled and label_column not in table.columns:
         raise _missing_column(table, label_column, "label_column_name")
@@ -380,8 +397,10 @@ def read_examples(table, label_set, columns=None, label_column="label", id_colum
         if labeled:
             value = row.get(label_column)
             if value is None or (isinstance(value, str) and not value.strip()):
-                raise DataError(f"{table.where(i)}: no label in column {label_column!r}")
-            label = _parse_label(table, i, value, label_column, label_set, delimiter)
+                if not optional:
+                    raise DataError(f"{table.where(i)}: no label in column {label_column!r}")
+            else:
+                label = _parse_label(table, i, value, label_column, label_set, delimiter)
         guid = str(row.get(id_column, i)) if id_column else str(i)
         examples.append(Example(guid, texts[0], texts[1] if len(texts) > 1 else None, label))
         extras.append({c: row.get(c, "") for c in extra_columns})
@@ -410,8 +429,8 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None):
     if "train" in tables:
         label_set = discover_labels(tables["train"], columns.label, problem_type,
                                     columns.label_delimiter)
-        if saved and (saved.problem_type, saved.labels) != (label_set.problem_type,
-                                                            label_set.labels):
+        if saved and (saved.problem_type, saved.labels, saved.target) != (
+                label_set.problem_type, label_set.labels, label_set.target):
             raise DataError(f"{tables['train'].path}: its labels ({_describe(label_set)}) differ "
                             f"from those the run in {run_dir} was trained on "
                             f"({_describe(saved)}); use another --output_dir")
@@ -425,8 +444,10 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None):
                         f"{label_set.problem_type}")
     splits, text = {}, columns.text
     for split, table in tables.items():
+        labeled = split != "test" or columns.label in table.columns  # a test file's are checked
         splits[split] = read_examples(table, label_set, text, columns.label, columns.id,
-                                      labeled=split != "test", delimiter=columns.label_delimiter)
+                                      labeled=labeled, delimiter=columns.label_delimiter,
+                                      optional=split == "test")
         if text and len(splits[split].text_columns) != len(text):
             raise DataError(f"{table.path}: text columns {', '.join(splits[split].text_columns)}; "
                             f"the training file's are {', '.join(text)}")
@@ -435,6 +456,8 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None):
 
 
 def _describe(label_set):
+    if label_set.target:
+        return "regression: mean {:g}, standard deviation {:g}".format(*label_set.target)
     return label_set.problem_type + (": " + ", ".join(label_set.labels) if label_set.labels
                                      else "")
 

@@ -8,21 +8,23 @@ from albert_tf.modeling.task_model import TaskModel, example_weights
 HEAD_NAMES = ("output_weights", "output_bias")
 
 
-def head_outputs(logits, regression=False, multi_label=False):
-    """The head's outputs from its logits [batch, labels]: `predictions` [batch] (regression),
-    or `probabilities` (sigmoid per label for multi-label, else softmax)."""
+def head_outputs(logits, regression=False, multi_label=False, target=None):
+    """The head's outputs from its logits [batch, labels]: `predictions` [batch] (regression:
+    the logit, or with `target` (mean, std) the logit in those units), or `probabilities`
+    (sigmoid per label for multi-label, else softmax)."""
     if regression:
-        return {"logits": logits, "predictions": tf.squeeze(logits, -1)}
+        mean, std = target or (0.0, 1.0)
+        return {"logits": logits, "predictions": tf.squeeze(logits, -1) * std + mean}
     if multi_label:
         return {"logits": logits, "probabilities": tf.sigmoid(logits)}
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
 
 
-def pool_windows(outputs, example, count, regression=False, multi_label=False):
+def pool_windows(outputs, example, count, regression=False, multi_label=False, target=None):
     """A text's outputs from those of its windows (`example`: each window's text, of `count`):
     the head's outputs of the windows' mean logits."""
     logits = tf.math.unsorted_segment_mean(outputs["logits"], example, count)
-    return head_outputs(logits, regression, multi_label)
+    return head_outputs(logits, regression, multi_label, target)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -36,13 +38,16 @@ class AlbertClassifier(TaskModel):
     Outputs `logits` [batch, num_labels] float32 and `probabilities` (softmax; regression:
     `predictions` [batch]). Features may carry `label_ids` and `is_real_example` (weight).
     `class_weights` (one per label) scale each example's loss by its label's weight; multi-label:
-    they weigh each label's positive examples (the negatives weigh 1).
+    they weigh each label's positive examples (the negatives weigh 1). `target` (mean, std)
+    of a regression's training scores: the head learns them standardized (its loss is the
+    squared error in standard deviations) and predicts in their units.
     With a `preprocessor` (serving.AlbertPreprocessor) it also takes raw strings [batch] or a
     pair of them, tokenized in the graph: `fit(strings, labels)`, `predict(strings)`.
     """
 
     def __init__(self, encoder, num_labels, classifier_dropout=0.1, regression=False,
-                 preprocessor=None, multi_label=False, class_weights=None, **kwargs):
+                 preprocessor=None, multi_label=False, class_weights=None, target=None,
+                 **kwargs):
         kwargs.setdefault("name", "albert_classifier")
         super().__init__(encoder, **kwargs)
         self.num_labels = int(num_labels)
@@ -53,6 +58,9 @@ class AlbertClassifier(TaskModel):
         if self.multi_label and self.regression:
             raise ValueError("a head is multi-label or regression, not both")
         self.class_weights = None if class_weights is None else tuple(map(float, class_weights))
+        self.target = None if target is None else tuple(map(float, target))
+        if self.target is not None and not (self.regression and self.target[1] > 0):
+            raise ValueError(f"target (mean, std > 0) is a regression's, got {target}")
         if self.class_weights is not None and (self.regression or
                                                len(self.class_weights) != self.num_labels):
             raise ValueError(f"class_weights: one per label ({self.num_labels}) of a classifier, "
@@ -82,6 +90,7 @@ class AlbertClassifier(TaskModel):
         return {"encoder": self.config.to_dict(), "num_labels": self.num_labels,
                 "classifier_dropout": self.classifier_dropout, "regression": self.regression,
                 "multi_label": self.multi_label, "class_weights": self.class_weights,
+                "target": self.target,
                 "preprocessor": (None if self.preprocessor is None else
                                  keras.saving.serialize_keras_object(self.preprocessor)),
                 "name": self.name}
@@ -96,7 +105,8 @@ class AlbertClassifier(TaskModel):
         weights = tf.cast(self.output_weights, pooled.dtype)
         logits = tf.matmul(pooled, weights, transpose_b=True) + tf.cast(self.output_bias,
                                                                          pooled.dtype)
-        return head_outputs(tf.cast(logits, tf.float32), self.regression, self.multi_label)
+        return head_outputs(tf.cast(logits, tf.float32), self.regression, self.multi_label,
+                            self.target)
 
     # The trainer's task protocol: weighted sums, so any split of a batch gives the global mean.
     LOSS_SUM_NAMES = ("loss_sum", "correct_sum", "example_count")
@@ -107,7 +117,8 @@ class AlbertClassifier(TaskModel):
     def per_example_loss(self, features, outputs):
         if self.regression:
             labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.float32)
-            return tf.square(outputs["predictions"] - labels)
+            std = self.target[1] if self.target else 1.0
+            return tf.square((outputs["predictions"] - labels) / std)
         if self.multi_label:
             labels = tf.cast(tf.reshape(features["label_ids"], [-1, self.num_labels]), tf.float32)
             if self.class_weights is None:

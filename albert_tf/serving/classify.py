@@ -84,7 +84,8 @@ class Classifier(Predictor):
             from albert_tf.modeling.classifier import AlbertClassifier
             self._model = inference_function(self.source.build(
                 AlbertClassifier, num_labels=num_labels, regression=self.regression,
-                multi_label=multi_label))
+                multi_label=multi_label,
+                target=self.label_set.target if self.label_set and self.regression else None))
             self.num_labels = num_labels
             self.labels = None if self.regression else (
                 names or [str(i) for i in range(num_labels)])
@@ -163,7 +164,7 @@ class Classifier(Predictor):
             return out
         pooled = pool_windows({"logits": tf.constant(out["logits"], tf.float32)},
                               tf.constant(texts), count, self.regression,
-                              bool(self.label_set and self.label_set.is_multi_label))
+                              self.label_set.is_multi_label, self.label_set.target)
         return {k: v.numpy() for k, v in pooled.items()}
 
     def _run_checkpoint(self, a, b):

@@ -15,7 +15,7 @@ from absl import logging
 from albert_tf.data import labeled_text
 from albert_tf.data.features import cached_features
 from albert_tf.data.glue import convert_examples
-from albert_tf.modeling.classifier import head_outputs, pool_windows
+from albert_tf.modeling.classifier import AlbertClassifier, head_outputs, pool_windows
 from albert_tf.tasks import reports
 from albert_tf.tasks.glue import GlueTask, glue_metrics
 from albert_tf.training.stuck import constant_loss
@@ -79,7 +79,8 @@ def _per_text(features):
 def _loss(outputs, labels, label_set):
     """Each text's loss from its (pooled) outputs, as the head computes it."""
     if label_set.is_regression:
-        return (outputs["predictions"] - labels) ** 2
+        std = label_set.target[1] if label_set.target else 1.0
+        return ((outputs["predictions"] - labels) / std) ** 2
     p = np.clip(outputs["probabilities"].astype(np.float64), 1e-12, 1 - 1e-12)
     if label_set.is_multi_label:
         return -np.mean(labels * np.log(p) + (1 - labels) * np.log(1 - p), -1)
@@ -101,10 +102,10 @@ class LabeledTextTask(GlueTask):
 
     `label_set` and `splits` are `data.labeled_text.read_splits`' answer; `weights` is None,
     "balanced" or {label name: weight}; `long_text` (default: as the run in `label_set` did,
-    else truncate): "truncate" (the tokens past
-    `max_seq_length` are dropped) or "windows" (read in windows `window_stride` tokens apart,
-    default half a window, each trained on with its text's label; evaluation, predictions and
-    the serving export average a text's window logits).
+    else "truncate"): "truncate" (the tokens past `max_seq_length` are dropped) or "windows"
+    (read in windows `window_stride` tokens apart, default half a window, each trained on
+    with its text's label; evaluation, predictions and the serving export average a text's
+    window logits).
     """
 
     def __init__(self, label_set, splits, tokenizer, max_seq_length, cache_dir,
@@ -153,11 +154,10 @@ class LabeledTextTask(GlueTask):
         return self.task
 
     def build_model(self, encoder):
-        from albert_tf.modeling.classifier import AlbertClassifier
         return AlbertClassifier(encoder, self.label_set.num_labels, self.classifier_dropout,
                                 regression=self.label_set.is_regression,
                                 multi_label=self.label_set.is_multi_label,
-                                class_weights=self.class_weights)
+                                class_weights=self.class_weights, target=self.label_set.target)
 
     @staticmethod
     def check_files(files, do_train=False, do_eval=False, do_predict=False):
@@ -204,7 +204,10 @@ class LabeledTextTask(GlueTask):
         return [("test", self.features("test"))]
 
     def constant_loss(self, features):
-        return constant_loss(features["label_ids"], self.label_set.is_regression,
+        labels = features["label_ids"]
+        if self.label_set.target:  # the head's loss is in standard deviations
+            labels = (labels - self.label_set.target[0]) / self.label_set.target[1]
+        return constant_loss(labels, self.label_set.is_regression,
                              self.label_set.is_multi_label)
 
     def predicted_classes(self, features, outputs):
@@ -219,7 +222,8 @@ class LabeledTextTask(GlueTask):
         if not stride:
             return None
         return stride, functools.partial(pool_windows, regression=label_set.is_regression,
-                                         multi_label=label_set.is_multi_label)
+                                         multi_label=label_set.is_multi_label,
+                                         target=label_set.target)
 
     def _texts(self, features, outputs):
         """Features and outputs per text: windows' logits averaged (as the serving export
@@ -234,7 +238,7 @@ class LabeledTextTask(GlueTask):
         logits /= np.bincount(rows, minlength=count)[:, None]
         pooled = {k: v.numpy() for k, v in head_outputs(
             tf.constant(logits, tf.float32), self.label_set.is_regression,
-            self.label_set.is_multi_label).items()}
+            self.label_set.is_multi_label, self.label_set.target).items()}
         pooled["per_example_loss"] = _loss(pooled, texts["label_ids"], self.label_set)
         return texts, pooled
 
