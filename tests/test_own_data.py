@@ -241,11 +241,14 @@ def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, j
     assert_step_compiled(out, jit)
     results = _eval(out)
     assert set(results) == {"eval_accuracy", "eval_loss", "macro_f1", "weighted_f1",
-                            "global_step"}
+                            "f1_bad", "f1_good", "global_step"}
+    assert results["macro_f1"] == pytest.approx((results["f1_bad"] + results["f1_good"]) / 2)
     assert results["eval_accuracy"] > 0.85 and results["macro_f1"] > 0.85, results
     assert json.loads((out / "labels.json").read_text()) == {
         "problem_type": "single_label", "labels": ["bad", "good"]}
     log = (out / "log.txt").read_text()
+    assert f"Single-label labels from {out.parent}/data-single/train.csv, in this order: bad, " \
+           f"good" in log
     assert "train (" in log and "320 examples (bad " in log and "tokens per example p50" in log
     report = (out / "classification_report.txt").read_text()
     assert "macro avg" in report and "weighted avg" in report
@@ -270,6 +273,7 @@ def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, j
     # The names in every export: the serving SavedModel, labels.txt for LiteRT, predict.
     export = out / "export"
     assert (export / "labels.txt").read_text() == "bad\ngood\n"
+    assert b"bad\ngood\n" in (export / "classifier_task_library.tflite").read_bytes()
     served = tf.saved_model.load(str(export)).signatures["serving_default"](
         text_a=tf.constant(["the zebra sat", "the cat sat"]))
     assert [v.decode() for v in served["labels"].numpy()] == ["good", "bad"]
@@ -328,7 +332,8 @@ def test_the_same_data_as_csv_and_in_the_glue_layout_learn_the_same(assets, tmp_
 def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs, precision):
     out = runs("multi", precision, "false")
     results = _eval(out)
-    assert set(results) == {"eval_loss", "micro_f1", "macro_f1", "global_step"}
+    assert set(results) == {"eval_loss", "micro_f1", "macro_f1", "f1_animal", "f1_place",
+                            "global_step"}
     # All-negative scores F1 0; all-positive 2p / (1 + p), p the share of positives.
     dev = np.array([[n in json.loads(line)["label"] for n in ("animal", "place")]
                     for line in open(out.parent / "data-multi" / "dev.jsonl")])

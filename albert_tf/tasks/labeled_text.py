@@ -133,6 +133,14 @@ class LabeledTextTask(GlueTask):
         self.splits = splits
         self.higher_is_better = True
         train = splits.get("train")
+        source = train.path if train else "the run's labels.json"
+        if label_set.target:
+            logging.info("Regression on %s: scores with mean %g and standard deviation %g (the "
+                         "head learns them standardized)", source, *label_set.target)
+        else:
+            logging.info("%s labels from %s, in this order: %s",
+                         label_set.problem_type.replace("_", "-").capitalize(), source,
+                         ", ".join(label_set.labels))
         self.class_weights = class_weights(label_set, train.examples if train else [], weights)
         if self.class_weights:
             logging.info("Class weights: %s", ", ".join(
@@ -245,14 +253,18 @@ class LabeledTextTask(GlueTask):
     def eval_metrics(self, name, features, outputs):
         features, outputs = self._texts(features, outputs)
         labels = features["label_ids"]
+        names = self.label_set.labels
         if self.label_set.is_multi_label:
             result = {"eval_loss": float(np.mean(outputs["per_example_loss"]))}
-            result.update(reports.multi_label_f1(labels, outputs["probabilities"] >= 0.5))
+            predicted = outputs["probabilities"] >= 0.5
+            result.update(reports.multi_label_f1(labels, predicted))
+            result.update(reports.f1_per_label(labels, predicted, names, multi_label=True))
             return result
         result = glue_metrics(self.label_set, labels, outputs)
         if not self.label_set.is_regression:
-            result.update(reports.averaged_f1(labels, np.argmax(outputs["logits"], -1),
-                                              self.label_set.num_labels))
+            predicted = np.argmax(outputs["logits"], -1)
+            result.update(reports.averaged_f1(labels, predicted, len(names)))
+            result.update(reports.f1_per_label(labels, predicted, names))
         return result
 
     def report(self, name, features, outputs, step, output_dir):

@@ -8,6 +8,7 @@ The counts are a few lines of numpy: scikit-learn, which has them, is kept out o
 
 import io
 import os
+import re
 
 import numpy as np
 from absl import logging
@@ -76,6 +77,16 @@ def averaged_f1(labels, predictions, num_labels):
     _, _, f1, support = _per_class(confusion_matrix(labels, predictions, num_labels))
     return {"macro_f1": float(f1.mean()),
             "weighted_f1": float((f1 * support).sum() / max(support.sum(), 1))}
+
+
+def f1_per_label(labels, predictions, names, multi_label=False):
+    """{f1_<label>: F1} for eval_results.txt and TensorBoard (characters other than letters,
+    digits, '-' and '.' in a name become '_')."""
+    if multi_label:
+        f1 = _per_label(labels, predictions)[2]
+    else:
+        f1 = _per_class(confusion_matrix(labels, predictions, len(names)))[2]
+    return {"f1_" + re.sub(r"[^\w.-]", "_", name): float(v) for name, v in zip(names, f1)}
 
 
 def multi_label_f1(labels, predictions):
