@@ -16,6 +16,7 @@ from albert_tf.conversion import convert
 from albert_tf.data import labeled_text
 from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_table
 from albert_tf.serving.classify import Classifier
+from albert_tf.serving.text_io import format_text
 from albert_tf.tasks.labeled_text import class_weights, parse_class_weights
 from conftest import assert_step_compiled, memoized_runs, run_main
 from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
@@ -359,6 +360,8 @@ def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs, pr
     expected = [sorted(filter(None, p["prediction"].split("|"))) for p in predictions]
     for model in (out, out / "export"):
         assert [r["label"] for r in Classifier(str(model))(texts)] == expected, model
+    row = Classifier(str(out))(texts[:1])[0]
+    assert format_text(row).split(" (")[0] == ("|".join(row["label"]) or "(no label)")
     served = tf.saved_model.load(str(out / "export")).signatures["serving_default"](
         text_a=tf.constant(texts))
     above = served["above_threshold"].numpy()

@@ -59,7 +59,10 @@ def format_text(result):
                                       for n, p in zip(names, result["probabilities"]))
         else:
             probabilities = " ".join(f"{p:.4f}" for p in result["probabilities"])
-        return f"{result['label']} ({probabilities})\t{result['text']}{pair}"
+        label = result["label"]
+        if isinstance(label, list):  # multi-label: those at or above their thresholds
+            label = "|".join(label) or "(no label)"
+        return f"{label} ({probabilities})\t{result['text']}{pair}"
     vector = result["embedding"]
     head = " ".join(f"{x:.4f}" for x in vector[:8])
     more = " ..." if len(vector) > 8 else ""
