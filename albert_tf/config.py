@@ -29,7 +29,17 @@ _ORIGINAL_KEYS = (
     "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "inner_group_num",
     "type_vocab_size", "vocab_size", "down_scale_factor",
 )
-_ORIGINAL_VESTIGES = ("net_structure_type", "gap_size", "num_memory_blocks", "layers_to_keep")
+_ORIGINAL_VESTIGES = ("net_structure_type", "gap_size", "num_memory_blocks", "layers_to_keep",
+                      # brightmart/albert_zh's configs carry Chinese BERT's pooler settings
+                      "directionality", "pooler_fc_size", "pooler_num_attention_heads",
+                      "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type")
+# The two layouts of the factorised embedding: "google" (word, position and type tables at E,
+# summed, LayerNorm over E, then E → H) and "brightmart" (brightmart/albert_zh: the word table
+# at E times `word_embeddings_2` [E, H], then H-wide position and type tables, LayerNorm over H).
+EMBEDDING_LAYOUTS = ("google", "brightmart")
+# Block order: "postln" (the original's: LayerNorm after each residual sum) or "preln"
+# (brightmart's xxlarge: LayerNorm before attention and before the FFN, none after the last).
+LN_TYPES = ("postln", "preln")
 # Keys a config file must give: the dataclass defaults are the original's xxlarge, which a
 # forgotten key would silently turn into a 4096-wide model.
 REQUIRED_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
@@ -58,6 +68,8 @@ class AlbertConfig:
     layer_norm_eps: float = 1e-12
     # The MLM head's LayerNorm epsilon when it differs (KerasHub's head uses 1e-5).
     mlm_layer_norm_eps: float = None
+    embedding_layout: str = "google"
+    ln_type: str = "postln"
     extra: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -80,6 +92,10 @@ class AlbertConfig:
                 quoted = " (a string: write the number without quotes)" if isinstance(
                     value, str) else ""
                 raise ValueError(f"AlbertConfig.{name} must be a number, got {value!r}{quoted}")
+        for name, allowed in (("embedding_layout", EMBEDDING_LAYOUTS), ("ln_type", LN_TYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"AlbertConfig.{name}={getattr(self, name)!r}: one of "
+                                 f"{', '.join(allowed)}")
         if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"AlbertConfig.hidden_act={self.hidden_act!r} is not supported; "
                              f"use one of {', '.join(ACTIVATIONS)}")
@@ -93,6 +109,13 @@ class AlbertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}")
+
+    def check_google_layout(self, what):
+        """A ValueError unless the model is the original's layout (`what` has no other)."""
+        if (self.embedding_layout, self.ln_type) != ("google", "postln"):
+            raise ValueError(f"{what} has the original ALBERT layout only; this model has "
+                             f"embedding_layout={self.embedding_layout}, ln_type={self.ln_type} "
+                             f"(brightmart/albert_zh's): keep it in albert_tf or TF1 format")
 
     @property
     def head_size(self):
@@ -122,6 +145,9 @@ class AlbertConfig:
             raise ValueError(f"config has no {', '.join(hints)}: every ALBERT config gives "
                              f"{', '.join(REQUIRED_KEYS)}")
         _warn_unknown_keys(unknown, fields, is_hf)
+        if "ln_type" in data and "embedding_layout" not in data:
+            data["embedding_layout"] = "brightmart"  # their own configs name ln_type; ours both
+            data["ln_type"] = data["ln_type"] or "postln"
         kwargs = {k: data.pop(k) for k in list(data) if k in fields}
         if is_hf:
             act = kwargs.get("hidden_act", "gelu_new")
@@ -158,6 +184,8 @@ class AlbertConfig:
             out["layer_norm_eps"] = self.layer_norm_eps
         if self.mlm_layer_norm_eps is not None:
             out["mlm_layer_norm_eps"] = self.mlm_layer_norm_eps
+        if (self.embedding_layout, self.ln_type) != ("google", "postln"):
+            out.update(embedding_layout=self.embedding_layout, ln_type=self.ln_type)
         out.update(copy.deepcopy(self.extra))
         return out
 
@@ -170,6 +198,7 @@ class AlbertConfig:
 
     def to_hf_dict(self):
         """A config.json that transformers' AlbertConfig reads."""
+        self.check_google_layout("a Hugging Face ALBERT")
         out = {k: getattr(self, k) for k in _ORIGINAL_KEYS if k != "down_scale_factor"}
         out.update(model_type="albert", architectures=["AlbertForPreTraining"],
                    hidden_act=_OURS_TO_HF_ACT.get(self.hidden_act, self.hidden_act),

@@ -174,6 +174,7 @@ def write_preset(arrays, config, directory, vocabulary=None):
     reads SentencePiece only, and its WordPiece tokenizers case-fold with NFKC (full-width
     punctuation becomes ASCII), so their ids differ from the original's: a WordPiece vocabulary
     is copied into the preset directory as it is, with no KerasHub tokenizer."""
+    config.check_google_layout("a KerasHub preset")
     keras_hub = _keras_hub()
     kwargs, changes = _backbone_kwargs(config)
     backbone = keras_hub.models.AlbertBackbone(**kwargs)

@@ -84,8 +84,7 @@ def resolve_checkpoint(path):
     if m and _exists(path):
         path = m.group(1)
     if _exists(path + ".index"):
-        directory = os.path.dirname(path)
-        config = _first_existing(directory, ("albert_config.json", "config.json"))
+        config = _config_beside(os.path.dirname(path), ("albert_config.json", "config.json"))
         return _tf_format(path), path, config
     if not _exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
@@ -102,9 +101,19 @@ def resolve_checkpoint(path):
     if prefix is None:
         raise ValueError(f"no checkpoint in {path}: expected a TF checkpoint (*.index), or a "
                          f"Hugging Face config.json with model.safetensors/pytorch_model.bin")
-    config = _first_existing(path, ("albert_config.json", "assets/albert_config.json",
-                                    "config.json"))
+    config = _config_beside(path, ("albert_config.json", "assets/albert_config.json",
+                                   "config.json"))
     return _tf_format(prefix), prefix, config
+
+
+def _config_beside(directory, names):
+    """The first of `names` in `directory`, else its one albert_config_*.json (brightmart/
+    albert_zh's releases name theirs albert_config_tiny.json, ..._base.json, ...)."""
+    found = _first_existing(directory, names)
+    if found or "://" in directory:
+        return found
+    named = glob.glob(os.path.join(glob.escape(directory or "."), "albert_config_*.json"))
+    return named[0] if len(named) == 1 else None
 
 
 def _first_existing(directory, names):

@@ -37,7 +37,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         policy, init = self.dtype_policy, _initializer(config)
         self.embeddings = Embeddings(config, name="embeddings", dtype=policy)
         self.embedding_projection = None
-        if config.embedding_size != config.hidden_size:
+        if self.embeddings.width != config.hidden_size:
             self.embedding_projection = Dense(config.embedding_size, config.hidden_size, init,
                                               name="embedding_hidden_mapping_in", dtype=policy)
         self.groups = [
@@ -68,7 +68,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # Static sizes where known (XLA and the fused attention want them), else tensors.
         batch, seq = (d or tf.shape(word_ids)[i] for i, d in enumerate(word_ids.shape))
         x = self.embeddings(word_ids, type_ids, training=training)
-        x = tf.reshape(x, [batch * seq, self.config.embedding_size])
+        x = tf.reshape(x, [batch * seq, self.embeddings.width])
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
         bias = attention_bias_from_mask(input_mask)
@@ -98,7 +98,10 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
                 "encoder_outputs": encoder_outputs}
 
     def tf1_weights(self):
-        """Our variables under their names in the original TF1 checkpoints, in a fixed order."""
+        """Our variables under their names in the original TF1 checkpoints (brightmart's
+        layout: in brightmart/albert_zh's), in a fixed order."""
+        if self.config.embedding_layout == "brightmart":
+            return self._brightmart_weights()
         emb = self.embeddings
         out = {
             "bert/embeddings/word_embeddings": emb.word_embeddings,
@@ -124,6 +127,32 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
                 out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/output/dense",
                                           block.ffn_output))
                 out.update(_ln_weights(f"{prefix}/LayerNorm_1", block.output_layer_norm))
+        out.update(_dense_weights("bert/pooler/dense", self.pooler))
+        return out
+
+
+    def _brightmart_weights(self):
+        """brightmart/albert_zh's names: BERT's, the one block under `layer_shared` (the same
+        names for its pre-LN blocks: the LayerNorm before attention is attention/output's, the
+        one before the FFN output's)."""
+        emb = self.embeddings
+        out = {"bert/embeddings/word_embeddings": emb.word_embeddings,
+               "bert/embeddings/word_embeddings_2": emb.word_projection,
+               "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
+               "bert/embeddings/position_embeddings": emb.position_embeddings}
+        out.update(_ln_weights("bert/embeddings/LayerNorm", emb.layer_norm))
+        if len(self.groups) != 1 or len(self.groups[0]) != 1:
+            raise ValueError("brightmart's layout shares one block across every layer "
+                             "(num_hidden_groups and inner_group_num 1)")
+        block, prefix = self.groups[0][0], "bert/encoder/layer_shared"
+        for name in ("query", "key", "value"):
+            out.update(_dense_weights(f"{prefix}/attention/self/{name}", getattr(block, name)))
+        out.update(_dense_weights(f"{prefix}/attention/output/dense", block.attention_output))
+        out.update(_ln_weights(f"{prefix}/attention/output/LayerNorm",
+                               block.attention_layer_norm))
+        out.update(_dense_weights(f"{prefix}/intermediate/dense", block.intermediate))
+        out.update(_dense_weights(f"{prefix}/output/dense", block.ffn_output))
+        out.update(_ln_weights(f"{prefix}/output/LayerNorm", block.output_layer_norm))
         out.update(_dense_weights("bert/pooler/dense", self.pooler))
         return out
 

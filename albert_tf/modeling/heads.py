@@ -7,17 +7,21 @@ from albert_tf.modeling.layers import Dense, LayerNorm, _initializer
 
 
 class MaskedLMHead(keras.layers.Layer):
-    """Dense H→E with the config's activation, LayerNorm, then logits over the tied vocabulary."""
+    """Dense H→E with the config's activation, LayerNorm, then logits over the tied vocabulary.
+    brightmart's layout: dense H→H and LayerNorm, then back through the word projection
+    (`projection_fn()` [E, H], transposed) to E, then the tied vocabulary."""
 
-    def __init__(self, config, embedding_table_fn, **kwargs):
+    def __init__(self, config, embedding_table_fn, projection_fn=None, **kwargs):
         super().__init__(**kwargs)
         policy = self.dtype_policy
         # A getter, not the variable: the table belongs to (and is tracked by) the encoder.
         self._embedding_table_fn = embedding_table_fn
-        self.dense = Dense(config.hidden_size, config.embedding_size, _initializer(config),
+        self._projection_fn = projection_fn
+        width = config.hidden_size if projection_fn else config.embedding_size
+        self.dense = Dense(config.hidden_size, width, _initializer(config),
                            activation=config.hidden_act, name="dense",
                            dtype=policy)
-        self.layer_norm = LayerNorm(config.embedding_size,
+        self.layer_norm = LayerNorm(width,
                                     config.mlm_layer_norm_eps or config.layer_norm_eps,
                                     name="LayerNorm", dtype=policy)
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
@@ -38,6 +42,8 @@ class MaskedLMHead(keras.layers.Layer):
         x = tf.reshape(x, [batch * num, -1])
         # The vocabulary projection runs in float32: the logits feed a softmax over V classes.
         x = tf.cast(self.layer_norm(self.dense(x)), tf.float32)
+        if self._projection_fn:
+            x = tf.matmul(x, tf.cast(self._projection_fn(), tf.float32), transpose_b=True)
         logits = tf.matmul(x, tf.cast(self._embedding_table_fn(), tf.float32), transpose_b=True)
         logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, tf.float32))
         return tf.reshape(logits, [batch, num, -1])

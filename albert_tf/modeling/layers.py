@@ -90,16 +90,24 @@ class LayerNorm(keras.layers.Layer):
 
 
 class Embeddings(keras.layers.Layer):
-    """Word + position + token-type embeddings at width E, then LayerNorm and dropout."""
+    """Word + position + token-type embeddings at width E, then LayerNorm and dropout; in
+    brightmart's layout the word vectors (E) go through `word_embeddings_2` [E, H] first and
+    the rest is H wide."""
 
     def __init__(self, config, **kwargs):
         # No autocast: the three tables are summed in float32 before the LayerNorm.
         super().__init__(autocast=False, **kwargs)
         init = _initializer(config)
+        self.word_projection = None
         e = config.embedding_size
+        if config.embedding_layout == "brightmart":
+            self.word_projection = self.add_weight(shape=(e, config.hidden_size),
+                                                   initializer=init, name="word_embeddings_2")
+            e = config.hidden_size
+        self.width = e
         self.max_positions = config.max_position_embeddings
-        self.word_embeddings = self.add_weight(shape=(config.vocab_size, e), initializer=init,
-                                               name="word_embeddings")
+        self.word_embeddings = self.add_weight(shape=(config.vocab_size, config.embedding_size),
+                                               initializer=init, name="word_embeddings")
         self.token_type_embeddings = self.add_weight(shape=(config.type_vocab_size, e),
                                                      initializer=init, name="token_type_embeddings")
         self.position_embeddings = self.add_weight(shape=(config.max_position_embeddings, e),
@@ -117,13 +125,17 @@ class Embeddings(keras.layers.Layer):
             seq_len, self.max_positions,
             message=f"sequence length exceeds max_position_embeddings={self.max_positions}")
         x = tf.gather(self.word_embeddings, word_ids)
+        if self.word_projection is not None:
+            x = tf.matmul(x, tf.convert_to_tensor(self.word_projection))
         x += tf.gather(self.token_type_embeddings, type_ids)
         x += self.position_embeddings[tf.newaxis, :seq_len, :]
         return self.dropout(self.layer_norm(x, training=training), training=training)
 
 
 class AttentionFfnBlock(keras.layers.Layer):
-    """One post-LayerNorm transformer block (the original `attention_ffn_block`).
+    """One post-LayerNorm transformer block (the original `attention_ffn_block`), or with
+    `config.ln_type="preln"` brightmart's pre-LayerNorm block: x + attention(LN(x)), then
+    h + FFN(LN(h)).
 
     Works on hidden states flattened to [batch * seq, H]; `attention_bias` is the additive mask
     [batch, 1, 1, seq] (0 for real tokens, -10000 for padding).
@@ -133,6 +145,7 @@ class AttentionFfnBlock(keras.layers.Layer):
         # No autocast: the fused LayerNorms take the float32 biases of the projections.
         super().__init__(autocast=False, **kwargs)
         init, h, policy = _initializer(config), config.hidden_size, self.dtype_policy
+        self.pre_ln = config.ln_type == "preln"
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
         self.scale = 1.0 / math.sqrt(config.head_size)
@@ -165,6 +178,8 @@ class AttentionFfnBlock(keras.layers.Layer):
         queries still attend over the whole sequence) → [batch * P, H]. `batch` and `seq` are
         ints when the shapes are static, and `lengths` [batch] the tokens of each sequence (the
         fused attention needs both)."""
+        if self.pre_ln:
+            return self._call_pre_ln(x, attention_bias, batch, seq, training, positions, lengths)
         k, v = self.key(x), self.value(x)
         rows = seq
         if positions is not None:
@@ -187,6 +202,27 @@ class AttentionFfnBlock(keras.layers.Layer):
         ffn = self._project(self.ffn_output, ffn, fold, training)
         return self.output_layer_norm(ffn, attn, self._bias(self.ffn_output, fold),
                                       training=training)
+
+    def _call_pre_ln(self, x, attention_bias, batch, seq, training, positions, lengths):
+        normed = self.attention_layer_norm(x, training=training)
+        k, v = self.key(normed), self.value(normed)
+        rows = seq
+        if positions is not None:
+            rows = positions.shape[1] or tf.shape(positions)[1]
+            pick = lambda t: tf.reshape(  # noqa: E731
+                tf.gather(tf.reshape(t, [batch, seq, -1]), positions, batch_dims=1),
+                [batch * rows, -1])
+            x, normed = pick(x), pick(normed)
+        q = self.query(normed)
+        if attention.use_fused(q.dtype, batch, rows, seq, self.head_size,
+                               self.attention_dropout.rate, kernels.enabled(training)):
+            q_lengths = lengths if positions is None else tf.fill([batch], rows)
+            context = self._fused_attention(q, k, v, batch, rows, seq, q_lengths, lengths)
+        else:
+            context = self._attention(q, k, v, attention_bias, batch, rows, seq, training)
+        h = x + tf.cast(self._project(self.attention_output, context, False, training), x.dtype)
+        ffn = self.intermediate(self.output_layer_norm(h, training=training), training=training)
+        return h + tf.cast(self._project(self.ffn_output, ffn, False, training), h.dtype)
 
     def _attention(self, q, k, v, attention_bias, batch, rows, seq, training):
         k = self._split_heads(k, batch, seq)

@@ -28,7 +28,9 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
         self.config = config
         policy = self.dtype_policy
         self.encoder = AlbertEncoder(config, dtype=policy)
-        self.masked_lm = MaskedLMHead(config, self.encoder.get_embedding_table,
+        projection = (lambda: self.encoder.embeddings.word_projection) if (
+            config.embedding_layout == "brightmart") else None
+        self.masked_lm = MaskedLMHead(config, self.encoder.get_embedding_table, projection,
                                       name="cls_predictions", dtype=policy)
         self.sentence_order = SentenceOrderHead(config, name="cls_seq_relationship",
                                                 dtype=policy)
