@@ -217,3 +217,57 @@ def test_a_training_step_under_reduced_precision(release, policy, jit):
     assert len(grads) == len(weights)
     assert all(g is not None and np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
     np.testing.assert_allclose(logits.numpy(), reference_logits, atol=0.15)
+
+
+@pytest.mark.slow
+def test_fine_tunes_exports_and_converts_like_any_other(tmp_path):
+    """A brightmart-layout release with its vocab.txt: run_classifier on a CSV, the serving
+    export, a TF1 round trip under their names; the Hugging Face conversion refused in one
+    line."""
+    import csv
+    import random
+
+    from albert_tf import run_classifier
+    from albert_tf.conversion import convert
+    from albert_tf.serving.classify import Classifier
+    from conftest import run_main
+    from zh_release import sentences, vocab_tokens, write_vocab
+
+    release = tmp_path / "albert_tiny_zh"
+    release.mkdir()
+    write_vocab(release / "vocab.txt")
+    config = dict(_config("preln"), vocab_size=len(vocab_tokens()), max_position_embeddings=64)
+    (release / "albert_config_tiny.json").write_text(json.dumps(config))
+    tf.keras.utils.set_random_seed(0)
+    AlbertPretrainer(AlbertConfig.from_dict(config)).save_pretrained(str(release), format="tf1")
+    (release / "albert_config.json").unlink()  # only theirs, as in their archives
+    (release / "checkpoint").unlink()
+    for old in release.glob("model.ckpt-best*"):
+        old.rename(release / old.name.replace("model.ckpt-best", "albert_model.ckpt"))
+    rng = random.Random(0)
+    for split, n in (("train", 200), ("dev", 64)):
+        with open(tmp_path / f"{split}.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["text", "label"])
+            for text in sentences(n, seed=len(split)):
+                good = rng.random() < 0.5
+                writer.writerow([("好" if good else "") + text, "好评" if good else "差评"])
+    out = tmp_path / "out"
+    best = run_main(run_classifier, dict(strategy="one_device", mixed_precision="none"), dict(
+        train_file=tmp_path / "train.csv", validation_file=tmp_path / "dev.csv",
+        init_checkpoint=release, output_dir=out, do_train=True, do_eval=True, train_step=150,
+        warmup_step=15, save_checkpoints_steps=75, learning_rate=3e-3, train_batch_size=16,
+        max_seq_length=48, export_dir=out / "export", export_tflite="none"))
+    assert best["eval_accuracy"] > 0.8, best
+    texts = ["好" + sentences(1, seed=9)[0], sentences(1, seed=9)[0]]
+    assert [r["label"] for r in Classifier(str(out / "export"))(texts)] == [
+        r["label"] for r in Classifier(str(out))(texts)]
+    # TF1 under their names and back: the same model.
+    convert(str(release), str(tmp_path / "tf1"), "tf1")
+    names = {n for n, _ in tf.train.list_variables(str(tmp_path / "tf1" / "model.ckpt-best"))}
+    assert "bert/embeddings/word_embeddings_2" in names
+    assert "bert/encoder/layer_shared/attention/output/LayerNorm/gamma" in names
+    with pytest.raises(ValueError, match="a Hugging Face ALBERT has the original ALBERT layout "
+                                         "only"):
+        convert(str(release), str(tmp_path / "hf"), "hf")
+    assert not (tmp_path / "hf").exists()

@@ -173,6 +173,9 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None, v
     if format not in FORMATS:
         raise ValueError(f"unknown checkpoint format {format!r}; use one of {FORMATS}")
     vocabulary = vocabulary_file(spm_model_file, vocab_file)
+    if format in ("hf", "keras_hub"):
+        model.config.check_google_layout("a Hugging Face ALBERT" if format == "hf" else
+                                         "a KerasHub preset")
     tf.io.gfile.makedirs(directory)
     if format == "hf":
         hf.write_hf_checkpoint(model_arrays(model), model.config, directory)
