@@ -26,11 +26,12 @@ if __name__ == "__main__":
 from absl import app, flags
 
 from albert_tf import cli
-from albert_tf.data import labeled_text
+from albert_tf.data import clue, labeled_text
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import (FinetuningOptions, define_export_flags, define_if_missing,
                                    require_action)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.clue import ClueTask
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import LabeledTextTask, parse_class_weights
 
@@ -41,7 +42,8 @@ def define_flags():
     """run_classifier's flags (the shared fine-tuning ones plus its own), where missing."""
     define_if_missing(flags.DEFINE_string, "task_name", None,
                       "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
-                      "rte, wnli (ax is predicted with an mnli model).")
+                      "rte, wnli (ax is predicted with an mnli model); CLUE's afqmc, tnews, "
+                      "iflytek, cmnli, ocnli, csl.")
     define_finetuning_flags()
     define_export_flags("a raw-string serving SavedModel and <export_dir>/classifier.tflite")
     define_if_missing(flags.DEFINE_float, "threshold_to_export", None,
@@ -87,8 +89,10 @@ def main(_):
     if FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file:
         return _own_data()
     if not (FLAGS.task_name and FLAGS.data_dir):
-        raise app.UsageError("give --task_name and --data_dir (a GLUE task), or --train_file, "
-                             "--validation_file and --test_file (your own data)")
+        raise app.UsageError("give --task_name and --data_dir (a GLUE or CLUE task), or "
+                             "--train_file, --validation_file and --test_file (your own data)")
+    if clue.get_task(FLAGS.task_name):
+        return _clue(clue.get_task(FLAGS.task_name))
     try:
         task = glue.get_task(FLAGS.task_name)
     except ValueError as e:
@@ -129,6 +133,25 @@ def _own_data():
         raise app.UsageError(str(e)) from None
     task.tokenizer = driver.prepare(FLAGS)
     return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
+
+
+def _clue(task):
+    """A CLUE classification task from --data_dir's train/dev/test.json."""
+    require_action(FLAGS)
+    splits = [split for split, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval),
+                                          ("test", FLAGS.do_predict)) if wanted]
+    try:
+        label_set, examples = clue.read_splits(FLAGS.data_dir, task, splits, FLAGS.output_dir)
+        clue_task = ClueTask(task, label_set, examples, None, FLAGS.max_seq_length,
+                             FLAGS.cached_dir or FLAGS.output_dir,
+                             classifier_dropout=FLAGS.classifier_dropout,
+                             threshold_to_export=FLAGS.threshold_to_export,
+                             weights=parse_class_weights(FLAGS.class_weights),
+                             long_text=FLAGS.long_text, window_stride=FLAGS.window_stride)
+    except labeled_text.DataError as e:
+        raise app.UsageError(str(e)) from None
+    clue_task.tokenizer = driver.prepare(FLAGS)
+    return driver.run_finetuning(clue_task, FinetuningOptions.from_flags(FLAGS))
 
 
 def run(argv=None):

@@ -34,7 +34,7 @@ LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker
                  "test_predict.py", "test_run_classifier.py", "test_own_data.py", "test_run_race.py",
                  "test_export_finetuned.py", "test_run_ner.py", "test_original_commands.py",
                  "test_classifier.py", "test_task_library.py", "test_attention.py",
-                 "test_data_service.py", "test_excursions.py", "test_brightmart.py",
+                 "test_data_service.py", "test_excursions.py", "test_brightmart.py", "test_clue.py",
                  "test_run_lock.py",
                  "test_interrupts.py", "test_notebook.py", "test_keras_hub.py",
                  "test_user_mistakes.py", "test_disk_full.py")

@@ -79,6 +79,8 @@ def _decode(path, data):
 def read_table(source, name=None):
     """A Table from a .csv/.tsv/.jsonl path, a pandas DataFrame or a list of dicts (`name` is
     what errors call the latter)."""
+    if isinstance(source, Table):
+        return source
     if not isinstance(source, (str, os.PathLike)):
         records = source.to_dict("records") if hasattr(source, "to_dict") else list(source)
         name = name or "rows"
@@ -418,15 +420,21 @@ class Columns:
     label_delimiter: str = None
 
 
-def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None):
-    """(LabelSet, {split: LabeledText}) of `files` ({"train"|"dev"|"test": path, DataFrame or
-    rows}). The labels come from the training split, else from the LabelSet a training run
-    saved in `run_dir`; one that differs from the saved one is refused (its head would not
-    fit). Every check runs here, before anything is written."""
+def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, labels=None):
+    """(LabelSet, {split: LabeledText}) of `files` ({"train"|"dev"|"test": path, Table,
+    DataFrame or rows}). The labels are `labels` (a LabelSet: a benchmark's fixed list), else
+    come from the training split, else from the LabelSet a training run saved in `run_dir`;
+    one that differs from the saved one is refused (its head would not fit). Every check runs
+    here, before anything is written."""
     saved = saved_labels(run_dir)
     tables = {split: read_table(source, f"{split} rows") for split, source in files.items()
               if source is not None}
-    if "train" in tables:
+    if labels is not None:
+        label_set = labels
+        if saved and (saved.problem_type, saved.labels) != (labels.problem_type, labels.labels):
+            raise DataError(f"the run in {run_dir} was trained on other labels "
+                            f"({_describe(saved)}); use another --output_dir")
+    elif "train" in tables:
         label_set = discover_labels(tables["train"], columns.label, problem_type,
                                     columns.label_delimiter)
         if saved and (saved.problem_type, saved.labels, saved.target) != (

@@ -1,0 +1,99 @@
+"""CLUE's classification tasks by name, from files in their download layout (train/dev/test.json,
+JSON Lines with each task's fields), with the `<task>_predict.json` submission."""
+
+import json
+import random
+
+import pytest
+
+from albert_tf import run_classifier
+from albert_tf.data import clue
+from conftest import run_main
+from zh_release import sentences, write_release
+
+
+def _write(directory, rows_by_split):
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, rows in rows_by_split.items():
+        (directory / f"{split}.json").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return directory
+
+
+def _rows(task, n, seed, test=False):
+    """Rows with the task's fields; the label is learnable: ★ in the text means labels[1]."""
+    rng = random.Random(seed)
+    texts = sentences(2 * n, seed)
+    rows = []
+    for i in range(n):
+        good = rng.random() < 0.5
+        a, b = ("★" if good else "") + texts[2 * i], texts[2 * i + 1]
+        row = {"afqmc": {"sentence1": a, "sentence2": b},
+               "tnews": {"sentence": a, "keywords": ""},
+               "iflytek": {"sentence": a},
+               "cmnli": {"sentence1": a, "sentence2": b},
+               "ocnli": {"sentence1": a, "sentence2": b, "genre": "news"},
+               "csl": {"abst": b, "keyword": [a[:4], a[4:8]]}}[task.name]
+        if test:
+            row["id"] = i
+        else:
+            row["label"] = task.labels[1 if good else 0]
+            if task.name == "tnews":
+                row["label_desc"] = f"news_{row['label']}"
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(clue.TASKS))
+def test_each_task_reads_its_layout(tmp_path, name):
+    task = clue.get_task(name.upper())
+    train = _rows(task, 6, 0)
+    dev = _rows(task, 4, 1)
+    if name in ("cmnli", "ocnli"):
+        dev.append({"sentence1": "没有", "sentence2": "标签", "label": "-"})  # unlabelled: dropped
+    directory = _write(tmp_path / name, {"train": train, "dev": dev,
+                                         "test": _rows(task, 3, 2, test=True)})
+    label_set, splits = clue.read_splits(str(directory), task, ["train", "dev", "test"])
+    assert label_set.labels == task.labels and label_set.name == name
+    assert len(splits["dev"].examples) == 4
+    first = splits["train"].examples[0]
+    if name == "csl":
+        assert first.text_a == " ".join(train[0]["keyword"]) and first.text_b == train[0]["abst"]
+    assert [e.guid for e in splits["test"].examples] == ["0", "1", "2"]
+    assert all(e.label is None for e in splits["test"].examples)
+    bad = dict(train[0], label="999")
+    _write(tmp_path / "bad", {"train": [bad] + train})
+    with pytest.raises(ValueError, match=r"bad/train.json:1: label '999' is not among"):
+        clue.read_splits(str(tmp_path / "bad"), task, ["train"])
+
+
+def test_the_tnews_labels_and_submission_are_clue_s():
+    task = clue.TASKS["tnews"]
+    assert task.labels == ("100", "101", "102", "103", "104", "106", "107", "108", "109",
+                           "110", "112", "113", "114", "115", "116")
+    assert len(clue.TASKS["iflytek"].labels) == 119
+    assert clue.submission(task, ["0", "7"], ["102", "116"]) == (
+        '{"id": 0, "label": "102", "label_desc": ""}\n{"id": 7, "label": "116", '
+        '"label_desc": ""}\n')
+
+
+@pytest.mark.slow
+def test_afqmc_fine_tunes_by_name_and_writes_its_submission(tmp_path):
+    release, _ = write_release(str(tmp_path / "albert_base_zh"))
+    task = clue.TASKS["afqmc"]
+    data = _write(tmp_path / "afqmc_public", {"train": _rows(task, 400, 0),
+                                              "dev": _rows(task, 64, 1),
+                                              "test": _rows(task, 20, 2, test=True)})
+    out = tmp_path / "out"
+    best = run_main(run_classifier, dict(strategy="one_device", mixed_precision="bfloat16"), dict(
+        task_name="afqmc", data_dir=data, init_checkpoint=release, output_dir=out,
+        do_train=True, do_eval=True, do_predict=True, train_step=200, warmup_step=20,
+        save_checkpoints_steps=100, learning_rate=6e-3, train_batch_size=16, max_seq_length=64))
+    assert best["eval_accuracy"] > 0.8, best
+    rows = [json.loads(line) for line in open(out / "afqmc_predict.json")]
+    assert [r["id"] for r in rows] == list(range(20))
+    assert {r["label"] for r in rows} <= {"0", "1"}
+    marked = [r["label"] for r, t in zip(rows, _rows(task, 20, 2, test=True))
+              if t["sentence1"].startswith("★")]
+    assert marked and sum(m == "1" for m in marked) / len(marked) > 0.8
+    assert json.loads((out / "labels.json").read_text())["labels"] == ["0", "1"]
