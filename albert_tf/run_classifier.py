@@ -43,7 +43,7 @@ def define_flags():
     define_if_missing(flags.DEFINE_string, "task_name", None,
                       "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, "
                       "rte, wnli (ax is predicted with an mnli model); CLUE's afqmc, tnews, "
-                      "iflytek, cmnli, ocnli, csl.")
+                      "iflytek, cmnli, ocnli, csl, cluewsc2020.")
     define_finetuning_flags()
     define_export_flags("a raw-string serving SavedModel and <export_dir>/classifier.tflite")
     define_if_missing(flags.DEFINE_float, "threshold_to_export", None,

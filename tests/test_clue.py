@@ -33,7 +33,10 @@ def _rows(task, n, seed, test=False):
                "iflytek": {"sentence": a},
                "cmnli": {"sentence1": a, "sentence2": b},
                "ocnli": {"sentence1": a, "sentence2": b, "genre": "news"},
-               "csl": {"abst": b, "keyword": [a[:4], a[4:8]]}}[task.name]
+               "csl": {"abst": b, "keyword": [a[:4], a[4:8]]},
+               "cluewsc2020": {"text": a, "target": {"span1_text": a[1:3], "span1_index": 1,
+                                                      "span2_text": a[5:6], "span2_index": 5}},
+               }[task.name]
         if test:
             row["id"] = i
         else:
@@ -59,6 +62,15 @@ def test_each_task_reads_its_layout(tmp_path, name):
     first = splits["train"].examples[0]
     if name == "csl":
         assert first.text_a == " ".join(train[0]["keyword"]) and first.text_b == train[0]["abst"]
+    if name == "cluewsc2020":
+        text = train[0]["text"]
+        assert first.text_a == text[0] + "_" + text[1:3] + "_" + text[3:5] + "[" + text[5] + \
+            "]" + text[6:]
+        moved = dict(train[0], target=dict(train[0]["target"], span2_index=4))
+        _write(tmp_path / "wsc", {"train": [moved] + train})
+        with pytest.raises(ValueError, match=r"wsc/train.json:1: target.span2_text '.' is not "
+                                             r"at target.span2_index 4 of the text"):
+            clue.read_splits(str(tmp_path / "wsc"), task, ["train"])
     assert [e.guid for e in splits["test"].examples] == ["0", "1", "2"]
     assert all(e.label is None for e in splits["test"].examples)
     bad = dict(train[0], label="999")

@@ -26,17 +26,21 @@ TASKS = {t.name: t for t in [
     Task("cmnli", ("sentence1", "sentence2"), NLI),
     Task("ocnli", ("sentence1", "sentence2"), NLI),
     Task("csl", ("keyword", "abst"), ("0", "1")),
+    Task("cluewsc2020", ("text",), ("true", "false")),
 ]}
+ALIASES = {"wsc": "cluewsc2020", "cluewsc": "cluewsc2020"}
 
 
 def get_task(name):
     """The CLUE task called `name` (case-insensitive), else None."""
-    return TASKS.get((name or "").strip().lower())
+    key = (name or "").strip().lower()
+    return TASKS.get(ALIASES.get(key, key))
 
 
 def read_table(data_dir, task, split):
     """A split's rows, ready for `labeled_text`: CSL's keyword list joined by spaces (as CLUE's
-    baseline reads it), the NLI sets' unlabelled rows ("-") dropped from train and dev."""
+    baseline reads it), CLUEWSC2020's spans marked in the text (the baseline's marks: _the
+    noun_ and [the pronoun]), the NLI sets' unlabelled rows ("-") dropped from train and dev."""
     path = os.path.join(data_dir, SPLIT_FILES[split])
     table = labeled_text.read_table(path)
     rows, lines = [], []
@@ -45,9 +49,28 @@ def read_table(data_dir, task, split):
             continue
         if isinstance(row.get("keyword"), list):
             row = dict(row, keyword=" ".join(map(str, row["keyword"])))
+        if task.name == "cluewsc2020":
+            row = dict(row, text=_marked(row, f"{path}:{line}"))
         rows.append(row)
         lines.append(line)
     return dataclasses.replace(table, rows=rows, lines=lines)
+
+
+def _marked(row, where):
+    """The text with span1 (the noun) between underscores and span2 (the pronoun) in brackets,
+    each checked against the text at its index."""
+    text, target = str(row.get("text", "")), row.get("target") or {}
+    spans = []
+    for key, (left, right) in (("span1", ("_", "_")), ("span2", ("[", "]"))):
+        span, start = target.get(f"{key}_text"), target.get(f"{key}_index")
+        if not isinstance(span, str) or not isinstance(start, int) or \
+                text[start:start + len(span)] != span:
+            raise labeled_text.DataError(f"{where}: target.{key}_text {span!r} is not at "
+                                         f"target.{key}_index {start!r} of the text")
+        spans.append((start, start + len(span), left, right))
+    for start, end, left, right in sorted(spans, reverse=True):  # the later span first
+        text = text[:start] + left + text[start:end] + right + text[end:]
+    return text
 
 
 def read_splits(data_dir, task, splits, run_dir=None):
