@@ -57,18 +57,20 @@ def write_sst2(directory, seed=0, sizes=(("train", 480), ("dev", 64))):
 
 
 def write_cmrc(path, n, seed):
-    """CMRC 2018 / DRCD: SQuAD v1.1 JSON, contexts without spaces, answers by character."""
+    """CMRC 2018 / DRCD: SQuAD v1.1 JSON, contexts without spaces, answers by character, with
+    CMRC's ids on the paragraphs and articles too."""
     rng = random.Random(seed)
     paragraphs = []
     for i in range(n):
         name = rng.choice(NAMES)
         context = f"{_clause(rng)}，{_clause(rng, (1, 6))}★{name}{_clause(rng)}。"
         start = context.index("★") + 1
-        paragraphs.append({"context": context, "qas": [{
+        paragraphs.append({"id": f"TRAIN_{seed}_{i}", "context": context, "qas": [{
             "id": f"c{seed}-{i}", "question": QUESTION,
             "answers": [{"text": name, "answer_start": start}]}]})
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"version": "v1.0", "data": [{"title": "t", "paragraphs": paragraphs}]}, f,
+        json.dump({"version": "v1.0", "data": [{"title": "t", "id": f"TRAIN_{seed}",
+                                                 "paragraphs": paragraphs}]}, f,
                   ensure_ascii=False)
     return str(path)
 
