@@ -109,27 +109,27 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
 
 def define_export_flags(what, flag_values=None):
     """--export_dir (`what`: the exports it writes) and --overwrite_export, where missing."""
-    def define_if_missing(define, name, *args, **kwargs):
-        _define_if_missing(define, name, *args, flag_values=flag_values, **kwargs)
-    define_if_missing(flags.DEFINE_string, "export_dir", None,
-                      f"Write the fine-tuned model here (from model.ckpt-best, else the latest "
-                      f"checkpoint in --output_dir): {what} (see docs/export.md).")
-    define_if_missing(flags.DEFINE_bool, "overwrite_export", False,
-                      "Replace an earlier export at --export_dir (nothing else is ever replaced).")
-    define_if_missing(flags.DEFINE_enum, "export_tflite", "both", list(LITE_FILES),
-                      "Which LiteRT files --export_dir gets: the ids-level model (with its TFLite "
-                      "Task Library variant, <name>_task_library.tflite, where the library "
-                      "runs the task), the string-in model (<name>_text.tflite, the tokenizer "
-                      "inside), both, or none.")
-    define_if_missing(flags.DEFINE_enum, "tflite_quantization", "none", list(QUANTIZATIONS),
-                      "The exported .tflite files' weights: float32 (none), float16, int8 with "
-                      "float activations (dynamic_int8), or int8 weights and activations "
-                      "calibrated on the task's training data (int8). The export reports each "
-                      "file's size and dev score beside the float32 model's "
-                      "(tflite_report.json).")
-    define_if_missing(flags.DEFINE_bool, "tflite_report", True,
-                      "Score the exported .tflite files (and the float32 model) on the whole dev "
-                      "set, one example at a time, into the log and tflite_report.json.")
+    def define(kind, name, *args, **kwargs):
+        define_if_missing(kind, name, *args, flag_values=flag_values, **kwargs)
+    define(flags.DEFINE_string, "export_dir", None,
+           f"Write the fine-tuned model here (from model.ckpt-best, else the latest "
+           f"checkpoint in --output_dir): {what} (see docs/export.md).")
+    define(flags.DEFINE_bool, "overwrite_export", False,
+           "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+    define(flags.DEFINE_enum, "export_tflite", "both", list(LITE_FILES),
+           "Which LiteRT files --export_dir gets: the ids-level model (with its TFLite "
+           "Task Library variant, <name>_task_library.tflite, where the library "
+           "runs the task), the string-in model (<name>_text.tflite, the tokenizer "
+           "inside), both, or none.")
+    define(flags.DEFINE_enum, "tflite_quantization", "none", list(QUANTIZATIONS),
+           "The exported .tflite files' weights: float32 (none), float16, int8 with "
+           "float activations (dynamic_int8), or int8 weights and activations "
+           "calibrated on the task's training data (int8). The export reports each "
+           "file's size and dev score beside the float32 model's "
+           "(tflite_report.json).")
+    define(flags.DEFINE_bool, "tflite_report", True,
+           "Score the exported .tflite files (and the float32 model) on the whole dev "
+           "set, one example at a time, into the log and tflite_report.json.")
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
@@ -153,8 +153,6 @@ def define_if_missing(define, name, *args, flag_values=None, validator=None, **k
         if validator:
             flags.register_validator(name, *validator, flag_values=fv)
 
-
-_define_if_missing = define_if_missing
 
 # ---- the same settings as a typed object, for Python callers ------------------------------------
 
