@@ -178,21 +178,15 @@ class AttentionFfnBlock(keras.layers.Layer):
         queries still attend over the whole sequence) → [batch * P, H]. `batch` and `seq` are
         ints when the shapes are static, and `lengths` [batch] the tokens of each sequence (the
         fused attention needs both)."""
-        if self.pre_ln:
-            return self._call_pre_ln(x, attention_bias, batch, seq, training, positions, lengths)
-        k, v = self.key(x), self.value(x)
-        rows = seq
-        if positions is not None:
-            rows = positions.shape[1] or tf.shape(positions)[1]
-            x = tf.gather(tf.reshape(x, [batch, seq, -1]), positions, batch_dims=1)
-            x = tf.reshape(x, [batch * rows, -1])
-        q = self.query(x)
-        if attention.use_fused(q.dtype, batch, rows, seq, self.head_size,
-                               self.attention_dropout.rate, kernels.enabled(training)):
-            q_lengths = lengths if positions is None else tf.fill([batch], rows)
-            context = self._fused_attention(q, k, v, batch, rows, seq, q_lengths, lengths)
-        else:
-            context = self._attention(q, k, v, attention_bias, batch, rows, seq, training)
+        inputs = self.attention_layer_norm(x, training=training) if self.pre_ln else x
+        context, x = self._self_attention(inputs, x, attention_bias, batch, seq, training,
+                                          positions, lengths)
+        if self.pre_ln:  # x + attention(LN(x)), then h + FFN(LN(h))
+            h = x + tf.cast(self._project(self.attention_output, context, False, training),
+                            x.dtype)
+            ffn = self.intermediate(self.output_layer_norm(h, training=training),
+                                    training=training)
+            return h + tf.cast(self._project(self.ffn_output, ffn, False, training), h.dtype)
         # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
         fold = kernels.enabled(training) and self.hidden_dropout.rate == 0
         attn = self._project(self.attention_output, context, fold, training)
@@ -203,26 +197,27 @@ class AttentionFfnBlock(keras.layers.Layer):
         return self.output_layer_norm(ffn, attn, self._bias(self.ffn_output, fold),
                                       training=training)
 
-    def _call_pre_ln(self, x, attention_bias, batch, seq, training, positions, lengths):
-        normed = self.attention_layer_norm(x, training=training)
-        k, v = self.key(normed), self.value(normed)
+    def _self_attention(self, inputs, residual, attention_bias, batch, seq, training, positions,
+                        lengths):
+        """(attention context, the residual) at the computed rows: keys and values from every
+        row of `inputs`, queries (and the residual) at `positions` when given."""
+        k, v = self.key(inputs), self.value(inputs)
         rows = seq
         if positions is not None:
             rows = positions.shape[1] or tf.shape(positions)[1]
-            pick = lambda t: tf.reshape(  # noqa: E731
-                tf.gather(tf.reshape(t, [batch, seq, -1]), positions, batch_dims=1),
-                [batch * rows, -1])
-            x, normed = pick(x), pick(normed)
-        q = self.query(normed)
+
+            def pick(t):
+                t = tf.gather(tf.reshape(t, [batch, seq, -1]), positions, batch_dims=1)
+                return tf.reshape(t, [batch * rows, -1])
+            same = inputs is residual
+            residual = pick(residual)
+            inputs = residual if same else pick(inputs)
+        q = self.query(inputs)
         if attention.use_fused(q.dtype, batch, rows, seq, self.head_size,
                                self.attention_dropout.rate, kernels.enabled(training)):
             q_lengths = lengths if positions is None else tf.fill([batch], rows)
-            context = self._fused_attention(q, k, v, batch, rows, seq, q_lengths, lengths)
-        else:
-            context = self._attention(q, k, v, attention_bias, batch, rows, seq, training)
-        h = x + tf.cast(self._project(self.attention_output, context, False, training), x.dtype)
-        ffn = self.intermediate(self.output_layer_norm(h, training=training), training=training)
-        return h + tf.cast(self._project(self.ffn_output, ffn, False, training), h.dtype)
+            return self._fused_attention(q, k, v, batch, rows, seq, q_lengths, lengths), residual
+        return self._attention(q, k, v, attention_bias, batch, rows, seq, training), residual
 
     def _attention(self, q, k, v, attention_bias, batch, rows, seq, training):
         k = self._split_heads(k, batch, seq)
