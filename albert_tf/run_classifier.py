@@ -27,6 +27,7 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.data import clue, labeled_text
+from albert_tf.outputs import OutputRefused
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import (FinetuningOptions, define_export_flags, define_if_missing,
                                    require_action)
@@ -129,7 +130,8 @@ def _own_data():
                                FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                                FLAGS.threshold_to_export, parse_class_weights(FLAGS.class_weights),
                                FLAGS.long_text, FLAGS.window_stride)
-    except labeled_text.DataError as e:
+        task.check_outputs(FLAGS.output_dir)
+    except (labeled_text.DataError, OutputRefused) as e:
         raise app.UsageError(str(e)) from None
     task.tokenizer = driver.prepare(FLAGS)
     return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
@@ -148,7 +150,8 @@ def _clue(task):
                              threshold_to_export=FLAGS.threshold_to_export,
                              weights=parse_class_weights(FLAGS.class_weights),
                              long_text=FLAGS.long_text, window_stride=FLAGS.window_stride)
-    except labeled_text.DataError as e:
+        clue_task.check_outputs(FLAGS.output_dir)
+    except (labeled_text.DataError, OutputRefused) as e:
         raise app.UsageError(str(e)) from None
     clue_task.tokenizer = driver.prepare(FLAGS)
     return driver.run_finetuning(clue_task, FinetuningOptions.from_flags(FLAGS))

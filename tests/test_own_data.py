@@ -424,16 +424,24 @@ def test_class_weights_move_the_decision_toward_the_rare_class(assets, tmp_path)
                                       "id, review, label"),
     (dict(task_name="cola"), "give --task_name and --data_dir (GLUE), or --train_file"),
     (dict(do_eval=True), "--do_eval needs --validation_file"),
+    (dict(test_file="out/predictions.csv", do_predict=True),
+     "out/predictions.csv is the input --test_file="),
 ])
 def test_a_bad_input_stops_the_script_before_anything_is_written(tmp_path, flags, message):
     from absl import app
     train = _write(tmp_path / "train.csv", [("1", "good day", "pos"), ("2", "bad", "neg")])
     out = tmp_path / "out"
+    if "test_file" in flags:  # the user's file where the predictions would go: kept
+        out.mkdir()
+        flags = dict(flags, test_file=_write(out / "predictions.csv", [("3", "fine", "pos")]),
+                     text_column_names="review")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(app.UsageError) as e:
         run_main(run_classifier, {}, dict(train_file=train, output_dir=out, do_train=True,
                                           **flags))
     assert message in str(e.value)
-    assert not out.exists()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert out.exists() == ("test_file" in flags)  # no output directory made for a mistake
 
 
 def test_typed_options_check_values_as_the_command_line_does():

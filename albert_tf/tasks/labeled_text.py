@@ -16,6 +16,7 @@ from albert_tf.data import labeled_text
 from albert_tf.data.features import cached_features
 from albert_tf.data.glue import convert_examples
 from albert_tf.modeling.classifier import AlbertClassifier, head_outputs, pool_windows
+from albert_tf.outputs import OutputRefused, check_not_input
 from albert_tf.tasks import reports
 from albert_tf.tasks.glue import GlueTask, glue_metrics
 from albert_tf.training.stuck import constant_loss
@@ -175,6 +176,18 @@ class LabeledTextTask(GlueTask):
                 raise labeled_text.DataError(f"--do_{ACTIONS[split]} needs "
                                              f"--{SPLIT_FLAGS[split]}")
 
+    def check_outputs(self, output_dir):
+        """Refuses an --output_dir where a file this task writes would replace one of its
+        input files (a test file called predictions.csv in it, ...)."""
+        names = [labeled_text.LABELS_FILE, reports.REPORT_FILE, reports.CONFUSION_PICTURE,
+                 "test_results.tsv", "submit_results.tsv", "eval_results.txt"]
+        names += [f"{stem}.{self._format(data)}" for data in self.splits.values()
+                  for stem in ("predictions", "worst_dev_examples")]
+        inputs = {SPLIT_FLAGS[split]: data.path for split, data in self.splits.items()
+                  if data.table.format != "rows"}
+        for name in names:
+            check_not_input(os.path.join(output_dir, name), "output_dir", inputs)
+
     def check_inputs(self, splits):
         self.check_files(self.splits, *(s in splits for s in ("train", "dev", "test")))
 
@@ -187,7 +200,8 @@ class LabeledTextTask(GlueTask):
         data = self.splits[split]
         stride = self.label_set.window_stride
         settings = dict(task=self.name, split=split, examples=_digest(data.examples),
-                        labels=self.label_set.to_json(), max_seq_length=self.max_seq_length,
+                        labels=[self.label_set.problem_type, *self.label_set.labels],
+                        max_seq_length=self.max_seq_length,
                         tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case, window_stride=stride or 0)
         features = cached_features(
