@@ -507,9 +507,10 @@ def _long_texts(directory, seed):
 
 
 @pytest.mark.slow
-def test_long_texts_read_in_windows_everywhere(assets, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("precision", ["none", "bfloat16"])
+def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # noqa: F811
     paths = _long_texts(tmp_path / "data", 4)
-    common = dict(strategy="one_device", mixed_precision="none", learning_rate=3e-3,
+    common = dict(strategy="one_device", mixed_precision=precision, learning_rate=3e-3,
                   train_batch_size=16, eval_batch_size=32, predict_batch_size=16,
                   max_seq_length=16, train_file=paths["train"], validation_file=paths["dev"],
                   test_file=paths["dev"], text_column_names="review",
@@ -532,7 +533,9 @@ def test_long_texts_read_in_windows_everywhere(assets, tmp_path):  # noqa: F811
     expected = np.array([[float(p["p_bad"]), float(p["p_good"])] for p in predictions])
     served = tf.saved_model.load(str(out / "export")).signatures["serving_default"](
         text_a=tf.constant(texts))
-    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-4)
+    # The exports and predict run in float32; a bfloat16 run's file is as near as its rounding.
+    atol = 1e-4 if precision == "none" else 3e-2
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=atol)
     for model in (out, out / "export" / "classifier.tflite"):
         got = [r["probabilities"] for r in Classifier(str(model))(texts)]
-        np.testing.assert_allclose(got, expected, atol=1e-4)
+        np.testing.assert_allclose(got, expected, atol=atol)
