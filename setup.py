@@ -11,6 +11,9 @@ BEAM = ["apache-beam>=2.77,<3", SENTENCEPIECE_0_2_2]
 # LiteRT, the runtime TFLite became (TensorFlow 2.21 deprecates tf.lite.Interpreter): runs the
 # exported .tflite files as phones and small CPUs do.
 LITERT = ["ai-edge-litert>=2.3,<3"]
+# Models by name (albert_tf/formats/names.py): hf://… names and KerasHub presets / kaggle://…
+# handles. TF-Hub handles and the original's releases need nothing more.
+HUB = ["huggingface_hub>=0.24", "kagglehub>=0.3,!=1.0.1"]
 
 setup(
     name="albert_tf",
@@ -35,9 +38,11 @@ setup(
     extras_require={
         "beam": BEAM,
         "litert": LITERT,
+        "hub": HUB,
         "test": [
             *BEAM,
             *LITERT,
+            *HUB,
             "pytest>=8",
             # The suite runs its test files on every core (scripts/test.sh).
             "pytest-xdist>=3.5",

@@ -44,7 +44,9 @@ def define_flags():
     flags.DEFINE_string("vocab_file", None,
                         "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), instead "
                         "of --spm_model_file.")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase the text before tokenizing.")
+    flags.DEFINE_bool("do_lower_case", None, "Lowercase the text before tokenizing; default: "
+                      "the checkpoint's tokenizer setting (a Hugging Face tokenizer_config.json), "
+                      "else true.")
     flags.DEFINE_string("export_path", None, "Directory to write the SavedModel to.")
     flags.DEFINE_integer("default_seq_length", 128,
                          "Preprocessor: the sequence length when none is passed.")

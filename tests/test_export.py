@@ -397,7 +397,8 @@ def test_export_cli_errors(pretrainer, spm, tmp_path, capsys):
                                       str(tmp_path / "missing"), spm_model_file=spm)
     ckpt = pretrainer.save_pretrained(str(tmp_path / "ckpt"))
     with pytest.raises(ValueError,
-                       match=r"exactly one \*\.model or vocab\*\.txt beside checkpoint"):
+                       match=r"no vocabulary: pass --spm_model_file or --vocab_file \(there is "
+                             r"no \*\.model or vocab\*\.txt beside the checkpoint in "):
         export.export_from_checkpoint("encoder", str(tmp_path / "out"), ckpt)
     with pytest.raises(FileNotFoundError, match="--spm_model_file=.*nope.model does not exist"):
         export.export_from_checkpoint("preprocessor", str(tmp_path / "out"),

@@ -19,7 +19,8 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
 from albert_tf.formats import hf, keras_hub
-from albert_tf.formats.resolve import checkpoint_choice, resolve_checkpoint
+from albert_tf.formats.names import local_model_path
+from albert_tf.formats.resolve import checkpoint_choice, is_saved_model, resolve_checkpoint
 from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
@@ -31,6 +32,7 @@ _TF1_IGNORED = re.compile(r"(^global_step$|/(adam|lamb)_[mv]$|/Adam(_1)?$|^beta[
 
 def read_checkpoint(path):
     """(arrays {TF1 name: np.ndarray}, config path or None, format) for any supported path."""
+    path = local_model_path(path)
     fmt, location, config = resolve_checkpoint(path)
     logging.info("Reading the %s checkpoint %s%s", fmt, location, checkpoint_choice(path))
     if fmt == "hf":
@@ -44,6 +46,12 @@ def read_checkpoint(path):
             name = _tf1_name(key) if fmt == "tf1" else _object_key_to_name(key)
             if name is not None:
                 arrays[name] = reader.get_tensor(key)
+    if not arrays:
+        export = os.path.dirname(os.path.dirname(location))
+        hint = (f": {export} is a TF2 SavedModel (a TF-Hub text encoder); fine-tune it with "
+                f"--albert_hub_module_handle, or run it with predict --model"
+                if is_saved_model(export) else "")
+        raise ValueError(f"no ALBERT weights in the checkpoint {location}{hint}")
     return arrays, config, fmt
 
 

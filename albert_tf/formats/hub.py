@@ -8,14 +8,12 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
+from albert_tf.formats.names import local_model_path
 
 
 def resolve_hub_handle(handle):
-    """A local SavedModel directory for a path or a TF-Hub handle."""
-    if tf.io.gfile.isdir(handle):
-        return handle
-    import tensorflow_hub as hub
-    return hub.resolve(handle)
+    """A local SavedModel directory for a path, a TF-Hub handle or any model name."""
+    return local_model_path(handle)
 
 
 class HubEncoder(keras.layers.Layer):

@@ -9,6 +9,7 @@ import re
 import tensorflow as tf
 
 from albert_tf.formats import keras_hub
+from albert_tf.formats.names import local_model_path, suggestion
 
 
 class SourceError(ValueError):
@@ -77,8 +78,9 @@ def checkpoint_choice(path):
 
 
 def resolve_checkpoint(path):
-    """(format, location, config path or None) for any path `from_pretrained` accepts."""
-    path = str(path).rstrip("/")
+    """(format, location, config path or None) for any path or model name (formats/names)
+    `from_pretrained` accepts."""
+    path = local_model_path(str(path).rstrip("/"))
     # A common mistake (original issue #135): passing model.ckpt-N.index instead of the prefix.
     m = re.match(r"^(.*)\.(index|data-\d+-of-\d+|meta)$", path)
     if m and _exists(path):
@@ -87,7 +89,7 @@ def resolve_checkpoint(path):
         config = _config_beside(os.path.dirname(path), ("albert_config.json", "config.json"))
         return _tf_format(path), path, config
     if not _exists(path):
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        raise FileNotFoundError(f"checkpoint not found: {path}{suggestion(path)}")
     if path.endswith((".safetensors", ".bin")):
         return "hf", path, _first_existing(os.path.dirname(path), ("config.json",))
     if not tf.io.gfile.isdir(path):
@@ -147,16 +149,3 @@ def vocabularies_beside(directory):
         def matches(pattern):
             return glob.glob(os.path.join(glob.escape(directory), pattern))
     return sorted(matches("*.model")) or sorted(matches("vocab*.txt"))
-
-
-def find_vocabulary(checkpoint):
-    """The single vocabulary (SentencePiece model or WordPiece vocab*.txt) beside (or inside) a
-    checkpoint; a clear error otherwise."""
-    _, location, _ = resolve_checkpoint(checkpoint)
-    directory = location if tf.io.gfile.isdir(location) else os.path.dirname(location)
-    found = vocabularies_beside(directory)
-    if len(found) != 1:
-        raise ValueError(f"--spm_model_file or --vocab_file is required: expected exactly one "
-                         f"*.model or vocab*.txt beside checkpoint {checkpoint} in {directory}, "
-                         f"found {', '.join(found) if found else 'none'}")
-    return found[0]

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.formats.checkpoints import assign_weights, missing_allowed, read_checkpoint
+from albert_tf.formats.names import local_model_path, suggestion
 from albert_tf.formats.resolve import SourceError, is_saved_model
 
 
@@ -32,10 +33,11 @@ class ModelSource:
     "tflite_ids" (token ids in; its vocabulary is the export's beside it)."""
 
     def __init__(self, path, albert_config_file=None):
-        self.path = os.fspath(path)
+        self.path = local_model_path(path)
         if not (tf.io.gfile.exists(self.path) or tf.io.gfile.exists(self.path + ".index")):
             raise SourceError(f"--model={self.path} not found: give a checkpoint (directory or "
-                              f"prefix), a SavedModel export directory or a .tflite file")
+                              f"prefix), a SavedModel export directory, a .tflite file or a "
+                              f"model name{suggestion(self.path)}")
         self.loaded = None
         self.arrays = self.config = None
         if self.path.endswith(".tflite"):

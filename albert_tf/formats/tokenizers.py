@@ -10,6 +10,7 @@ from absl import logging
 
 from albert_tf.files import atomic_write_bytes, write_json
 from albert_tf.formats import keras_hub
+from albert_tf.formats.names import local_model_path
 from albert_tf.formats.resolve import SourceError, is_saved_model, vocabularies_beside
 from albert_tf.formats.sources import ModelSource
 from albert_tf.tokenization import SENTENCEPIECE
@@ -49,7 +50,7 @@ def _carried(model):
     if isinstance(model, ModelSource):
         path = model.directory if model.kind in ("checkpoint", "tflite_ids") else model.path
     else:
-        path = os.fspath(model)
+        path = local_model_path(model)
         path = path if tf.io.gfile.isdir(path) else os.path.dirname(path) or "."
     if is_saved_model(path):
         models, values = _saved_model_settings(path)

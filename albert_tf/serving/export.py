@@ -218,7 +218,7 @@ def export_preprocessor(export_dir, vocabulary, do_lower_case=True, default_seq_
 
 
 def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
-                           albert_config_file=None, spm_model_file=None, do_lower_case=True,
+                           albert_config_file=None, spm_model_file=None, do_lower_case=None,
                            default_seq_length=128, overwrite=False, inputs=None,
                            vocab_file=None):
     """export_type "encoder" or "pretrainer": the model from a checkpoint in any format, written
@@ -226,8 +226,9 @@ def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
 
     An existing export at `export_path` is replaced only with `overwrite`; anything else there
     (an input, a run directory, a file) stops the export before it starts. `inputs`
-    ({flag: path}) names the inputs in that message; by default the arguments'."""
-    from albert_tf.formats.resolve import find_vocabulary
+    ({flag: path}) names the inputs in that message; by default the arguments'. do_lower_case
+    None: the setting the checkpoint carries (a Hugging Face tokenizer_config.json), else true."""
+    from albert_tf.formats.tokenizers import load_tokenizer
 
     if export_type not in EXPORT_TYPES:
         raise ValueError(f"--export_type={export_type!r}; use one of {', '.join(EXPORT_TYPES)}")
@@ -245,10 +246,12 @@ def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
         if not init_checkpoint:
             raise ValueError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
                              "required")
-        vocabulary = find_vocabulary(init_checkpoint)
+        tokenizer = load_tokenizer(do_lower_case=do_lower_case, model=init_checkpoint)
+        vocabulary, do_lower_case = tokenizer.asset_file, tokenizer.do_lower_case
     elif not os.path.exists(vocabulary) and "://" not in vocabulary:
         flag = "spm_model_file" if vocabulary == spm_model_file else "vocab_file"
         raise FileNotFoundError(f"--{flag}={vocabulary} does not exist")
+    do_lower_case = True if do_lower_case is None else bool(do_lower_case)
 
     if export_type == "preprocessor":
         return export_preprocessor(export_path, vocabulary, do_lower_case, default_seq_length)

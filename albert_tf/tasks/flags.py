@@ -53,7 +53,8 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
     D(S, "albert_hub_module_handle", None,
       "A TF2 SavedModel with the TF-Hub text-encoder API (path or handle), instead of "
       "--init_checkpoint.")
-    D(B, "do_lower_case", True, "Lowercase the text (uncased models).")
+    D(B, "do_lower_case", None, "Lowercase the text (uncased models); default: the setting the "
+      "model carries (a hub export's, a Hugging Face tokenizer_config.json), else true.")
     D(I, "max_seq_length", max_seq_length, "Longest sequence after tokenization.", lower_bound=1)
     D(B, "do_train", False, "Fine-tune on the training split.")
     D(B, "do_eval", False,
