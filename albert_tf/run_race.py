@@ -6,7 +6,8 @@
       --train_batch_size=32 --learning_rate=1e-5 --train_step=12000 --warmup_step=1000
 
 data_dir holds RACE/{train,dev,test}/{middle,high}/ as released (one JSON file per article) or
-with the original's all.txt. Every checkpoint is evaluated on dev (accuracy on middle, high and
+with the original's all.txt; with --task_name=c3, CLUE's C3 (the unpacked c3_public.zip:
+d-/m-{train,dev}.json, test1.1.json), which also writes CLUE's c311_predict.json. Every checkpoint is evaluated on dev (accuracy on middle, high and
 all); the best becomes model.ckpt-best, which --do_predict scores on test (no TPU needed).
 The library behind it: `albert_tf.tasks.RaceTask` and `albert_tf.tasks.run_finetuning`.
 """
@@ -22,6 +23,7 @@ from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import FinetuningOptions, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.c3 import C3Task
 from albert_tf.tasks.race import RaceTask
 
 FLAGS = flags.FLAGS
@@ -36,7 +38,8 @@ RACE_DEFAULTS = dict(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
 def define_flags():
     """run_race's flags (the original's plus the shared fine-tuning ones), where missing."""
     define = define_if_missing
-    define(flags.DEFINE_string, "task_name", "race", "Accepted for compatibility; only race.")
+    define(flags.DEFINE_string, "task_name", "race",
+           "race, or c3 (CLUE's Chinese multiple-choice reading comprehension).")
     for name, split in (("train_file", "train"), ("eval_file", "dev"),
                         ("predict_file", "test")):
         define(flags.DEFINE_string, name, None, f"The {split} features (the original's feature "
@@ -54,17 +57,25 @@ def define_flags():
 
 
 def main(_):
-    if (FLAGS.task_name or "race").lower() != "race":
-        raise app.UsageError(f"--task_name={FLAGS.task_name!r}: run_race only runs race")
+    task_name = (FLAGS.task_name or "race").lower()
+    if task_name not in ("race", "c3"):
+        raise app.UsageError(f"--task_name={FLAGS.task_name!r}: run_race runs race or c3")
     if FLAGS.high_only and FLAGS.middle_only:
         raise app.UsageError("--high_only and --middle_only exclude each other")
+    if task_name == "c3" and (FLAGS.high_only or FLAGS.middle_only):
+        raise app.UsageError("--high_only and --middle_only are RACE's levels; C3 has none")
     require_action(FLAGS, export=False)
     tokenizer = driver.prepare(FLAGS)
-    task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
-                    FLAGS.cached_dir or FLAGS.output_dir, FLAGS.high_only, FLAGS.middle_only,
-                    FLAGS.dropout_prob, feature_files={"train": FLAGS.train_file,
-                                                       "dev": FLAGS.eval_file,
-                                                       "test": FLAGS.predict_file})
+    feature_files = {"train": FLAGS.train_file, "dev": FLAGS.eval_file,
+                     "test": FLAGS.predict_file}
+    cache_dir = FLAGS.cached_dir or FLAGS.output_dir
+    if task_name == "c3":
+        task = C3Task(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
+                      cache_dir, FLAGS.dropout_prob, feature_files=feature_files)
+    else:
+        task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
+                        cache_dir, FLAGS.high_only, FLAGS.middle_only, FLAGS.dropout_prob,
+                        feature_files=feature_files)
     return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
 
 

@@ -109,3 +109,85 @@ def test_afqmc_fine_tunes_by_name_and_writes_its_submission(tmp_path):
               if t["sentence1"].startswith("★")]
     assert marked and sum(m == "1" for m in marked) / len(marked) > 0.8
     assert json.loads((out / "labels.json").read_text())["labels"] == ["0", "1"]
+
+
+def _c3_items(n, seed, answered=True):
+    """C3 items ([context lines, questions, id]) with 2 to 4 choices; the answer is learnable:
+    the right choice holds ★."""
+    rng = random.Random(seed)
+    texts = sentences(6 * n, seed)
+    items = []
+    for i in range(n):
+        questions = []
+        for j in range(rng.randint(1, 2)):
+            choices = [t[:6] for t in rng.sample(texts, rng.randint(2, 4))]
+            right = rng.randrange(len(choices))
+            choices[right] = "★" + choices[right]
+            question = {"question": texts[(i + j) % len(texts)][:8], "choice": choices}
+            if answered:
+                question["answer"] = choices[right]
+            questions.append(question)
+        items.append([[texts[i][:12], texts[i + 1][:12]], questions, f"{i}-{seed}"])
+    return items
+
+
+def _write_c3(directory, n_train=120, n_dev=24, n_test=10):
+    directory.mkdir(parents=True, exist_ok=True)
+    for prefix, seed in (("d", 0), ("m", 1)):
+        for split, n in (("train", n_train), ("dev", n_dev)):
+            (directory / f"{prefix}-{split}.json").write_text(json.dumps(
+                _c3_items(n, seed + (10 if split == "dev" else 0)), ensure_ascii=False),
+                encoding="utf-8")
+    (directory / "test1.1.json").write_text(
+        json.dumps(_c3_items(n_test, 7, answered=False), ensure_ascii=False), encoding="utf-8")
+    return directory
+
+
+def test_c3_reads_its_layout(tmp_path):
+    from albert_tf.data import c3
+    data = _write_c3(tmp_path / "c3_public", 5, 3, 4)
+    train = c3.read_examples(str(data), "train")
+    items = _c3_items(5, 0) + _c3_items(5, 1)
+    questions = [(item, q) for item in items for q in item[1]]
+    assert len(train) == len(questions)
+    assert [e.level for e in train] == ["dialogue"] * sum(len(i[1]) for i in items[:5]) + [
+        "mixed"] * sum(len(i[1]) for i in items[5:])
+    for example, (item, q) in zip(train, questions):
+        assert example.article == "\n".join(item[0])
+        assert example.options == q["choice"] + ["无效答案"] * (4 - len(q["choice"]))
+        assert example.options[example.label] == q["answer"]
+    test = c3.read_examples(str(data), "test")
+    assert {e.label for e in test} == {-1} and {e.level for e in test} == {"test"}
+    assert c3.submission_name(str(data)) == "c311_predict.json"
+    bad = _c3_items(1, 3)
+    bad[0][1][0]["answer"] = "not a choice"
+    (data / "d-dev.json").write_text(json.dumps(bad, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"d-dev.json: item 0 \(0-3\), question 0: the answer "
+                                         r"'not a choice' is not one of its choices"):
+        c3.read_examples(str(data), "dev")
+    with pytest.raises(FileNotFoundError, match="C3 train files not found in .*: expected "
+                                                r"d-train.json and m-train.json \(--data_dir"):
+        c3.read_examples(str(tmp_path), "train")
+
+
+@pytest.mark.slow
+def test_c3_fine_tunes_on_the_multiple_choice_path_and_writes_its_submission(tmp_path):
+    from albert_tf import run_race
+    run_race.define_flags()  # where missing: run_classifier's are defined at import
+    release, _ = write_release(str(tmp_path / "albert_base_zh"))
+    data = _write_c3(tmp_path / "c3_public")
+    out = tmp_path / "out"
+    best = run_main(run_race, dict(strategy="one_device", mixed_precision="bfloat16"), dict(
+        task_name="c3", data_dir=data, init_checkpoint=release, output_dir=out, do_train=True,
+        do_eval=True, do_predict=True, train_step=120, warmup_step=12, save_checkpoints_steps=60,
+        learning_rate=6e-3, train_batch_size=8, eval_batch_size=16, predict_batch_size=16,
+        max_seq_length=48, max_qa_length=16, log_steps=60))
+    assert best["eval_accuracy"] > 0.8, best
+    assert {"eval_accuracy_dialogue", "eval_accuracy_mixed"} <= set(best)
+    rows = [json.loads(line) for line in open(out / "c311_predict.json")]
+    test = [q for item in _c3_items(10, 7, answered=False) for q in item[1]]
+    assert [r["id"] for r in rows] == list(range(len(test)))
+    right = [r["label"] < len(q["choice"]) and q["choice"][r["label"]].startswith("★")
+             for r, q in zip(rows, test)]
+    assert sum(right) / len(right) > 0.8, rows
+    assert not (out / "predict_results.txt").exists()  # the test questions have no answers

@@ -160,7 +160,7 @@ def test_flag_errors(assets, tmp_path):
     common = dict(data_dir=assets["data_dir"], output_dir=tmp_path, spm_model_file=assets["spm"])
     with pytest.raises(app.UsageError, match="exclude each other"):
         run(**common, high_only=True, middle_only=True)
-    with pytest.raises(app.UsageError, match="only runs race"):
+    with pytest.raises(app.UsageError, match="run_race runs race or c3"):
         run(**common, task_name="mnli")
     with pytest.raises(ValueError, match="max_qa_length=46 leaves no room"):
         run(**common, max_qa_length=46, init_checkpoint=assets["init"])

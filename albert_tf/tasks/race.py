@@ -15,13 +15,13 @@ from albert_tf.training.stuck import constant_loss
 
 
 def accuracies(levels, labels, outputs, prefix="eval_"):
-    """Accuracy and loss over all questions plus accuracy per level (middle, high) present."""
+    """Accuracy and loss over all questions plus accuracy per level present (RACE's middle and
+    high, C3's dialogue and mixed)."""
     hits = np.argmax(outputs["logits"], -1) == labels
     result = {f"{prefix}accuracy": float(np.mean(hits)),
               f"{prefix}loss": float(np.mean(outputs["per_example_loss"]))}
-    for level in ("middle", "high"):
-        if np.any(levels == level):
-            result[f"{prefix}accuracy_{level}"] = float(np.mean(hits[levels == level]))
+    for level in dict.fromkeys(np.asarray(levels).tolist()):
+        result[f"{prefix}accuracy_{level}"] = float(np.mean(hits[levels == level]))
     return result
 
 
@@ -53,28 +53,36 @@ class RaceTask:
         from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
         return AlbertMultipleChoice(encoder, self.dropout_prob)
 
-    def features(self, split):
+    def data_digest(self, split):
+        """A digest of the files a split's features are built from."""
         from albert_tf.data import race
+        return _tree_digest(race.split_dir(self.data_dir, split), self.levels)
+
+    def convert(self, split):
+        from albert_tf.data import race
+        return race.convert_examples(
+            race.read_examples(self.data_dir, split, self.high_only, self.middle_only),
+            self.tokenizer, self.max_seq_length, self.max_qa_length)
+
+    def cache_stem(self, split):
+        return "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
+
+    def features(self, split):
         feature_file = self.feature_files.get(split)
         try:
-            data = _tree_digest(race.split_dir(self.data_dir, split), self.levels)
+            data = self.data_digest(split)
         except FileNotFoundError:
             if not (feature_file and tf.io.gfile.exists(feature_file)):
                 raise
             data = None  # built before from data that is gone: the other settings are checked
-        settings = dict(task="race", split=split, data=data,
+        settings = dict(task=self.name, split=split, data=data,
                         levels=self.levels, max_seq_length=self.max_seq_length,
                         max_qa_length=self.max_qa_length,
                         tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
-        stem = "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
         flag = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}[split]
-        return cached_features(
-            self.cache_dir, stem, settings,
-            lambda: race.convert_examples(
-                race.read_examples(self.data_dir, split, self.high_only, self.middle_only),
-                self.tokenizer, self.max_seq_length, self.max_qa_length),
-            path=feature_file, flag=flag)
+        return cached_features(self.cache_dir, self.cache_stem(split), settings,
+                               lambda: self.convert(split), path=feature_file, flag=flag)
 
     def train_features(self):
         return self.features("train")
