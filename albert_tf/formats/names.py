@@ -318,7 +318,9 @@ def _from_release(text, archive, digest):
         raise DownloadError(f"{text}: not in {where} and ALBERT_TF_OFFLINE is set: fetch it once "
                             f"online, or unpack {url} there as {final}")
     os.makedirs(os.path.dirname(final), exist_ok=True)
-    work = tempfile.mkdtemp(prefix=f".{stem}.", suffix=".partial", dir=os.path.dirname(final))
+    _drop_abandoned(os.path.dirname(final), stem)
+    work = tempfile.mkdtemp(prefix=f".{stem}.{os.getpid()}.", suffix=".partial",
+                            dir=os.path.dirname(final))
     try:
         path = os.path.join(work, os.path.basename(archive))
         _download(text, url, path, digest)
@@ -334,6 +336,24 @@ def _from_release(text, archive, digest):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return _model_dir(final), f"the release {url}, downloaded and checked into {where}"
+
+
+def _drop_abandoned(directory, stem):
+    """Removes the temporary folders of downloads whose process is gone (killed mid-way)."""
+    for name in os.listdir(directory):
+        m = re.fullmatch(re.escape(f".{stem}.") + r"(\d+)\..*\.partial", name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _download(text, url, path, digest):
