@@ -218,6 +218,8 @@ def test_a_tf_hub_address_through_the_tensorflow_hub_cache(world, env):
 def test_each_failure_is_one_line_and_leaves_no_partial_files(world, env, monkeypatch, name,
                                                               setting, message):
     fill = dict(env, server=world["server"].url)
+    if setting.get("HF_ENDPOINT"):  # huggingface_hub retries for 23 s before it gives up
+        monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: None)
     for key, value in setting.items():
         monkeypatch.setenv(key, value)
         fill[key] = value

@@ -119,8 +119,9 @@ def local_model_path(name):
     holds for it, downloaded when missing. Logs where the files came from, once per name."""
     text = os.fspath(name)
     if _exists(text):
-        if is_name(text):
+        if is_name(text) and _resolved.get(text) != text:
             logging.info("%s: the local path, not the model of that name", text)
+            _resolved[text] = text
         return text
     if not is_name(text):
         return text
