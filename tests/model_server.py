@@ -64,14 +64,14 @@ class ModelServer:
         self.requests.append(path)
         m = _HF_ROUTE.match(path)
         if m:
-            return self._answer_hub(handler, body, *m.groups())
+            return self._answer_hub(handler, body, path, *m.groups())
         if path not in self.files:
             return _send(handler, 404, {}, b"not found", body)
         data = self.files[path]
         headers = {"Content-Type": "application/octet-stream", **self.headers.get(path, {})}
         _send(handler, 200, headers, data, body, cut_short=path in self.cut_short)
 
-    def _answer_hub(self, handler, body, repo, revision, filename):
+    def _answer_hub(self, handler, body, path, repo, revision, filename):
         if repo not in self.repos:
             return _send(handler, 404, {"X-Error-Code": "RepoNotFound"}, b"", body)
         commit, files = self.repos[repo]
@@ -82,7 +82,8 @@ class ModelServer:
                          b"", body)
         data = files[filename]
         _send(handler, 200, {"X-Repo-Commit": commit,
-                             "ETag": f'"{hashlib.sha256(data).hexdigest()}"'}, data, body)
+                             "ETag": f'"{hashlib.sha256(data).hexdigest()}"'}, data, body,
+              cut_short=path in self.cut_short)
 
 
 def _send(handler, status, headers, data, body, cut_short=False):

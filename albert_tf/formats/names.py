@@ -195,7 +195,9 @@ def _from_hugging_face(text):
                 "online, or point HF_HUB_CACHE at a cache that has it" if offline_here else
                 " and the Hub cannot be reached: check the network (or HF_ENDPOINT), or point "
                 "HF_HUB_CACHE at a cache that has it")) from None
-    except (OSError, errors.HfHubHTTPError) as e:
+    except ModelNameError:
+        raise
+    except Exception as e:  # noqa: BLE001 - OSError, and the HTTP client's own (a cut connection)
         _drop_incomplete(cache, repo)
         raise DownloadError(f"{text}: the download into {where} failed ({_short(e)}); nothing "
                             f"partial was kept: run again") from None
