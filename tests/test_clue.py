@@ -171,13 +171,16 @@ def test_c3_reads_its_layout(tmp_path):
 
 
 @pytest.mark.slow
-def test_c3_fine_tunes_on_the_multiple_choice_path_and_writes_its_submission(tmp_path):
+@pytest.mark.parametrize("precision, jit", [("bfloat16", "true"), ("float16", "false")])
+def test_c3_fine_tunes_on_the_multiple_choice_path_and_writes_its_submission(tmp_path, precision,
+                                                                             jit):
     from albert_tf import run_race
     run_race.define_flags()  # where missing: run_classifier's are defined at import
     release, _ = write_release(str(tmp_path / "albert_base_zh"))
     data = _write_c3(tmp_path / "c3_public")
     out = tmp_path / "out"
-    best = run_main(run_race, dict(strategy="one_device", mixed_precision="bfloat16"), dict(
+    best = run_main(run_race, dict(strategy="one_device", mixed_precision=precision,
+                                   jit_compile=jit), dict(
         task_name="c3", data_dir=data, init_checkpoint=release, output_dir=out, do_train=True,
         do_eval=True, do_predict=True, train_step=120, warmup_step=12, save_checkpoints_steps=60,
         learning_rate=6e-3, train_batch_size=8, eval_batch_size=16, predict_batch_size=16,
