@@ -21,7 +21,8 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defined when run as a program, not on import (other scripts share some names)."""
     flags.DEFINE_string("input", None, "Checkpoint: a prefix, a release directory, a Hugging "
-                        "Face directory or one of our checkpoint directories.")
+                        "Face directory, one of our checkpoint directories or a model's name "
+                        "(docs/models.md).")
     flags.DEFINE_string("output_dir", None, "Directory to write.")
     flags.DEFINE_enum("format", "albert_tf", list(FORMATS), "Output format.")
     flags.DEFINE_string("albert_config_file", None,

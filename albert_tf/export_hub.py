@@ -29,7 +29,8 @@ def define_flags():
                       "encoder: the TF-Hub text encoder; pretrainer: the encoder plus .mlm/.sop "
                       "(MLM and SOP heads); preprocessor: strings → encoder inputs.")
     flags.DEFINE_string("init_checkpoint", None,
-                        "Checkpoint prefix or directory in any format from_pretrained reads.")
+                        "Checkpoint prefix or directory in any format from_pretrained reads, "
+                        "or a model's name (docs/models.md).")
     flags.DEFINE_string("albert_directory", None,
                         "The original exporter's flag: a directory with albert_config.json, the "
                         "SentencePiece model and --checkpoint_name (alias of --init_checkpoint).")

@@ -46,7 +46,8 @@ def define_flags():
     define(flags.DEFINE_enum, "task", None, list(TASKS), "What to predict.")
     define(flags.DEFINE_string, "model", None,
            "A checkpoint (original TF1 directory/prefix, Hugging Face directory, run_pretraining "
-           "or run_classifier output_dir) or a SavedModel export directory.")
+           "or run_classifier output_dir), a SavedModel export directory, or a model's name "
+           "(docs/models.md).")
     define(flags.DEFINE_string, "spm_model_file", None,
            "SentencePiece model; default: the vocabulary beside the checkpoint, or the "
            "export's asset.")

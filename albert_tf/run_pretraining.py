@@ -46,8 +46,9 @@ def define_flags():
             "its training files).")
     _define(S, "output_dir", None, "Checkpoints, summaries and eval_results.txt.")
     _define(S, "init_checkpoint", None,
-            "Initial weights: an original release, a Hugging Face directory or one of our "
-            "checkpoints. Ignored when --output_dir already holds a checkpoint.")
+            "Initial weights: an original release, a Hugging Face directory, one of our "
+            "checkpoints or a model's name (docs/models.md). Ignored when --output_dir already "
+            "holds a checkpoint.")
     _define(I, "max_seq_length", 512, "Sequence length of the records.", lower_bound=1)
     _define(I, "max_predictions_per_seq", 20, "Masked positions per record.", lower_bound=1)
     _define(B, "do_train", True, "Train.")

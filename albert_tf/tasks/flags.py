@@ -48,8 +48,10 @@ def define_flags(max_seq_length=512, train_batch_size=32, eval_batch_size=8,
       "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), with --spm_model_file "
       "absent or empty. Beside --spm_model_file it may only be that model's .vocab listing.")
     D(S, "init_checkpoint", None,
-      "Initial weights: an original release, a Hugging Face directory or one of our "
-      "checkpoints (pretraining or fine-tuned).")
+      "Initial weights: an original release, a Hugging Face directory, one of our "
+      "checkpoints (pretraining or fine-tuned), or a model's name (albert_base_v2, "
+      "hf://albert/albert-base-v2, albert_base_en_uncased, brightmart/albert_tiny_zh, a TF-Hub "
+      "address: docs/models.md).")
     D(S, "albert_hub_module_handle", None,
       "A TF2 SavedModel with the TF-Hub text-encoder API (path or handle), instead of "
       "--init_checkpoint.")
