@@ -162,6 +162,11 @@ def test_flag_errors(assets, tmp_path):
         run(**common, high_only=True, middle_only=True)
     with pytest.raises(app.UsageError, match="run_race runs race or c3"):
         run(**common, task_name="mnli")
+    with pytest.raises(app.UsageError, match="--high_only and --middle_only are RACE's levels; "
+                                             "C3 has none"):
+        run(**common, task_name="c3", high_only=True)
+    with pytest.raises(FileNotFoundError, match="C3 train files not found"):
+        run(**common, task_name="c3", init_checkpoint=assets["init"])
     with pytest.raises(ValueError, match="max_qa_length=46 leaves no room"):
         run(**common, max_qa_length=46, init_checkpoint=assets["init"])
     with pytest.raises(FileNotFoundError, match="RACE train split not found"):

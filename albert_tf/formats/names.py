@@ -23,7 +23,6 @@ import shutil
 import tarfile
 import tempfile
 import urllib.error
-import urllib.parse
 import urllib.request
 import zipfile
 
@@ -189,12 +188,12 @@ def _from_hugging_face(text):
                              f"needs a token: huggingface-cli login)") from None
     except errors.LocalEntryNotFoundError:
         _drop_incomplete(cache, repo)
-        raise DownloadError(
-            f"{text}: not in {where}" + (
-                " and the Hub is off (HF_HUB_OFFLINE or ALBERT_TF_OFFLINE is set): fetch it once "
-                "online, or point HF_HUB_CACHE at a cache that has it" if offline_here else
-                " and the Hub cannot be reached: check the network (or HF_ENDPOINT), or point "
-                "HF_HUB_CACHE at a cache that has it")) from None
+        if offline_here:
+            raise _not_cached(f"{text}: not in {where} and the Hub is off (HF_HUB_OFFLINE or "
+                              f"ALBERT_TF_OFFLINE is set)", "HF_HUB_CACHE") from None
+        raise DownloadError(f"{text}: not in {where} and the Hub cannot be reached: check the "
+                            f"network (or HF_ENDPOINT), or point HF_HUB_CACHE at a cache that "
+                            f"has it") from None
     except ModelNameError:
         raise
     except Exception as e:  # noqa: BLE001 - OSError, and the HTTP client's own (a cut connection)
@@ -234,6 +233,10 @@ def _drop_incomplete(cache, repo):
             os.remove(os.path.join(blobs, name))
 
 
+def _not_cached(what, variable):
+    return DownloadError(f"{what}: fetch it once online, or point {variable} at a cache that has it")
+
+
 def _short(error):
     return " ".join(str(error).split())[:300] or type(error).__name__
 
@@ -259,8 +262,8 @@ def _from_kaggle(text, handle):
     if cached:
         return cached, f"Kaggle {handle}, in {where}"
     if offline():
-        raise DownloadError(f"{text}: {handle} is not in {where} and ALBERT_TF_OFFLINE is set: "
-                            f"fetch it once online, or point KAGGLEHUB_CACHE at a cache that has it")
+        raise _not_cached(f"{text}: {handle} is not in {where} and ALBERT_TF_OFFLINE is set",
+                          "KAGGLEHUB_CACHE")
     try:
         path = kagglehub.model_download(handle)
     except Exception as e:  # noqa: BLE001 - kagglehub raises its own and the HTTP client's errors
@@ -273,7 +276,7 @@ def _from_kaggle(text, handle):
 # ---- TF-Hub -------------------------------------------------------------------------------------
 
 def _from_tf_hub(text):
-    import tensorflow_hub as hub  # 1 s: only for TF-Hub names
+    import tensorflow_hub as hub  # 0.2 s to import: only for TF-Hub names
     from tensorflow_hub import resolver
     cache = resolver.tfhub_cache_dir(use_temp=True)
     cached = os.path.join(cache, hashlib.sha1(text.encode("utf-8")).hexdigest())
@@ -281,8 +284,8 @@ def _from_tf_hub(text):
     if tf.io.gfile.isdir(cached) and tf.io.gfile.listdir(cached):
         return cached, f"TF-Hub {text}, in {where}"
     if offline():
-        raise DownloadError(f"{text}: not in {where} and ALBERT_TF_OFFLINE is set: fetch it once "
-                            f"online, or point TFHUB_CACHE_DIR at a cache that has it")
+        raise _not_cached(f"{text}: not in {where} and ALBERT_TF_OFFLINE is set",
+                          "TFHUB_CACHE_DIR")
     try:
         return hub.resolve(text), f"TF-Hub {text}, downloaded into {where}"
     except (urllib.error.URLError, OSError, ValueError, tf.errors.OpError) as e:

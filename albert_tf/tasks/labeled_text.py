@@ -16,7 +16,7 @@ from albert_tf.data import labeled_text
 from albert_tf.data.features import cached_features
 from albert_tf.data.glue import convert_examples
 from albert_tf.modeling.classifier import AlbertClassifier, head_outputs, pool_windows
-from albert_tf.outputs import OutputRefused, check_not_input
+from albert_tf.outputs import check_not_input
 from albert_tf.tasks import reports
 from albert_tf.tasks.glue import GlueTask, glue_metrics
 from albert_tf.training.stuck import constant_loss
