@@ -102,6 +102,11 @@ def test_a_release_name_is_downloaded_checked_and_unpacked_once(world, env, monk
     # What a download killed mid-way left (its process is gone) goes at the next one.
     bucket = os.path.join(env["ALBERT_TF_CACHE"], "releases", "albert_models")
     os.makedirs(os.path.join(bucket, ".albert_base_zh.999999999.x1.partial", "albert_base"))
+    # What is not ours, or is a live process's download, stays.
+    live = f".albert_base_zh.{os.getpid()}.x2.partial"
+    os.makedirs(os.path.join(bucket, live))
+    with open(os.path.join(bucket, "notes.txt"), "w") as f:
+        f.write("mine")
     arrays, config, fmt = read_checkpoint("albert_base_zh")
     assert fmt == "tf1"
     _same_arrays(arrays, world["arrays"])
@@ -119,7 +124,9 @@ def test_a_release_name_is_downloaded_checked_and_unpacked_once(world, env, monk
     assert load_tokenizer(model="albert_base_zh").asset_file == os.path.join(
         where, "vocab_chinese.txt")
     assert world["server"].requests == [RELEASE]
-    assert [e for e in os.listdir(os.path.dirname(os.path.dirname(where)))] == ["albert_base_zh"]
+    assert sorted(os.listdir(bucket)) == sorted([live, "albert_base_zh", "notes.txt"])
+    with open(os.path.join(bucket, "notes.txt")) as f:
+        assert f.read() == "mine"
 
 
 def test_brightmart_releases_by_name_in_their_layout(world, env):
