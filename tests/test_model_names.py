@@ -5,6 +5,9 @@ checkpoint, and each failure as one line that leaves nothing half-written in a c
 
 import json
 import os
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -246,6 +249,51 @@ def test_each_failure_is_one_line_and_leaves_no_partial_files(world, env, monkey
         assert not [f for f in left if "partial" in f or ".tmp" in f or f.endswith(".incomplete")
                     or os.path.basename(f).startswith(("model.", "albert_model."))
                     or f.endswith(".index")], (cache, left)
+
+
+# Every variable that moves a library's cache away from its default under HOME.
+_CACHE_VARIABLES = ("HF_HUB_CACHE", "HF_HOME", "HF_ENDPOINT", "HUGGINGFACE_HUB_CACHE",
+                    "HF_HUB_OFFLINE", "XDG_CACHE_HOME", "KAGGLEHUB_CACHE", "TFHUB_CACHE_DIR",
+                    "ALBERT_TF_CACHE", "ALBERT_TF_RELEASES_URL")
+_LOOK_UP = """
+import sys
+from albert_tf.formats import names
+for name in sys.argv[1:]:
+    try:
+        print(names.local_model_path(name))
+    except names.ModelNameError as e:
+        print(e)
+"""
+
+
+def test_each_family_reads_its_library_s_default_cache(tmp_path):
+    """With no cache variable set, each name is looked up in its library's own default cache
+    (issue 62: every hf:// name failed with "AttributeError: No huggingface_hub attribute
+    constants"); offline, the one line names that folder. In a process of its own, so none of
+    the suite's variables reach it."""
+    env = {k: v for k, v in os.environ.items() if k not in _CACHE_VARIABLES}
+    env.update(HOME=str(tmp_path), ALBERT_TF_OFFLINE="1")
+    hub = "https://tfhub.dev/google/albert_base/3"
+    out = subprocess.run([sys.executable, "-c", _LOOK_UP, f"hf://{REPO}",
+                          "albert_base_en_uncased", "albert_base_zh", hub],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    cache = tmp_path / ".cache"
+    releases = cache / "albert_tf" / "releases"
+    assert out.stdout.splitlines() == [
+        f"hf://{REPO}: not in the Hugging Face cache {cache}/huggingface/hub and the Hub is off "
+        f"(HF_HUB_OFFLINE or ALBERT_TF_OFFLINE is set): fetch it once online, or point "
+        f"HF_HUB_CACHE at a cache that has it",
+        f"albert_base_en_uncased: keras/albert/keras/albert_base_en_uncased/5 is not in the "
+        f"kagglehub cache {cache}/kagglehub and ALBERT_TF_OFFLINE is set: fetch it once online, "
+        f"or point KAGGLEHUB_CACHE at a cache that has it",
+        f"albert_base_zh: not in the release cache {releases} (ALBERT_TF_CACHE) and "
+        f"ALBERT_TF_OFFLINE is set: fetch it once online, or unpack https://storage.googleapis."
+        f"com/albert_models/albert_base_zh.tar.gz there as {releases}/albert_models/albert_base_zh",
+        # tensorflow_hub's default is a folder of the temporary directory, not of HOME
+        f"{hub}: not in the TF-Hub cache {tempfile.gettempdir()}/tfhub_modules (TFHUB_CACHE_DIR) "
+        f"and ALBERT_TF_OFFLINE is set: fetch it once online, or point TFHUB_CACHE_DIR at a "
+        f"cache that has it"], out.stderr[-3000:]
 
 
 def test_every_tool_takes_a_name(world, env, tmp_path, capsys):

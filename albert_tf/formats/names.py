@@ -159,14 +159,14 @@ def _fetch(text):
 def _from_hugging_face(text):
     try:
         import huggingface_hub  # optional: only names on the Hub need it
-        from huggingface_hub import errors
+        from huggingface_hub import constants, errors
     except ImportError:
         raise ModelNameError(f"{text}: reading Hugging Face names needs huggingface_hub "
                              f"(pip install huggingface_hub)") from None
     repo, _, revision = text[len("hf://"):].partition("@")
     if repo.count("/") > 1 or not repo.strip("/"):
         raise ModelNameError(f"{text}: expected hf://<org>/<name>[@<revision>]")
-    cache = os.environ.get("HF_HUB_CACHE") or huggingface_hub.constants.HF_HUB_CACHE
+    cache = os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
     offline_here = offline() or _true("HF_HUB_OFFLINE")
 
     def download(filename):
