@@ -1,4 +1,5 @@
-"""AlbertConfig: reads and writes the original `albert_config.json`, and reads Hugging Face configs."""
+"""AlbertConfig: reads and writes the original `albert_config.json`, and reads Hugging Face
+configs and KerasHub presets' `config.json`."""
 
 import copy
 import dataclasses
@@ -9,7 +10,6 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.files import atomic_write_text
-from albert_tf.formats import keras_hub
 
 # Activation names accepted in `hidden_act`. The original "gelu" is the tanh approximation;
 # Hugging Face calls that "gelu_new" and uses "gelu" for the exact (erf) form.
@@ -44,6 +44,10 @@ LN_TYPES = ("postln", "preln")
 # forgotten key would silently turn into a 4096-wide model.
 REQUIRED_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                  "num_attention_heads", "intermediate_size")
+# A KerasHub preset's config.json names its class; its MLM head's LayerNorm epsilon is 1e-5
+# (ALBERT's: 1e-12).
+KERAS_HUB_BACKBONE = "AlbertBackbone"
+KERAS_HUB_MLM_EPSILON = 1e-5
 
 
 @dataclasses.dataclass
@@ -131,8 +135,8 @@ class AlbertConfig:
     def from_dict(cls, data):
         """From an original albert_config.json dict or a Hugging Face ALBERT config.json dict."""
         data = dict(data)
-        if data.get("class_name") == keras_hub.BACKBONE and isinstance(data.get("config"), dict):
-            data = keras_hub.config_from_keras_hub(data["config"])
+        if data.get("class_name") == KERAS_HUB_BACKBONE and isinstance(data.get("config"), dict):
+            data = _from_keras_hub(data["config"])
         is_hf = "model_type" in data or "architectures" in data or "transformers_version" in data
         if is_hf and data.get("model_type", "albert") != "albert":
             raise ValueError(f"config has model_type={data['model_type']!r}, expected 'albert'")
@@ -206,6 +210,20 @@ class AlbertConfig:
                    eos_token_id=3, tie_word_embeddings=True)
         return out
 
+
+
+def _from_keras_hub(config):
+    """AlbertConfig fields from an `AlbertBackbone` config dict."""
+    return dict(vocab_size=config["vocabulary_size"], num_hidden_layers=config["num_layers"],
+                num_attention_heads=config["num_heads"], embedding_size=config["embedding_dim"],
+                hidden_size=config["hidden_dim"], intermediate_size=config["intermediate_dim"],
+                num_hidden_groups=config.get("num_groups", 1),
+                inner_group_num=config.get("num_inner_repetitions", 1),
+                hidden_dropout_prob=config.get("dropout", 0.0),
+                attention_probs_dropout_prob=config.get("dropout", 0.0),
+                max_position_embeddings=config.get("max_sequence_length", 512),
+                type_vocab_size=config.get("num_segments", 2), hidden_act="gelu",
+                mlm_layer_norm_eps=KERAS_HUB_MLM_EPSILON)
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(AlbertConfig)}

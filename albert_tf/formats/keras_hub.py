@@ -15,17 +15,16 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.config import KERAS_HUB_BACKBONE, KERAS_HUB_MLM_EPSILON
+from albert_tf.dtype_policy import float32_policy
 from albert_tf.tokenization import SENTENCEPIECE, vocabulary_kind
-from albert_tf.training.distribution import float32_policy
 
 TOKENIZER_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
-BACKBONE = "AlbertBackbone"
 MASKED_LM = "AlbertMaskedLM"
 CLASSIFIER = "AlbertTextClassifier"
 # Our (and the original's) classifier head is output_weights [labels, H]; KerasHub's Dense
 # kernel is its transpose.
 _TRANSPOSED = ("output_weights",)
-MLM_HEAD_EPSILON = 1e-5
 _APPROXIMATE_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 
 
@@ -51,21 +50,7 @@ def is_preset(directory):
         data = _read_json(config)
     except (ValueError, OSError):
         return False
-    return isinstance(data, dict) and data.get("class_name") == BACKBONE
-
-
-def config_from_keras_hub(config):
-    """AlbertConfig fields from an `AlbertBackbone` config dict."""
-    return dict(vocab_size=config["vocabulary_size"], num_hidden_layers=config["num_layers"],
-                num_attention_heads=config["num_heads"], embedding_size=config["embedding_dim"],
-                hidden_size=config["hidden_dim"], intermediate_size=config["intermediate_dim"],
-                num_hidden_groups=config.get("num_groups", 1),
-                inner_group_num=config.get("num_inner_repetitions", 1),
-                hidden_dropout_prob=config.get("dropout", 0.0),
-                attention_probs_dropout_prob=config.get("dropout", 0.0),
-                max_position_embeddings=config.get("max_sequence_length", 512),
-                type_vocab_size=config.get("num_segments", 2), hidden_act="gelu",
-                mlm_layer_norm_eps=MLM_HEAD_EPSILON)
+    return isinstance(data, dict) and data.get("class_name") == KERAS_HUB_BACKBONE
 
 
 def _backbone_kwargs(config):
@@ -183,8 +168,8 @@ def write_preset(arrays, config, directory, vocabulary=None):
     if dropped:
         changes.append("no SOP head: dropped " + ", ".join(dropped))
     epsilon = config.mlm_layer_norm_eps or config.layer_norm_eps
-    if has_mlm and epsilon != MLM_HEAD_EPSILON:
-        changes.append(f"the MLM head's LayerNorm epsilon becomes {MLM_HEAD_EPSILON:g} "
+    if has_mlm and epsilon != KERAS_HUB_MLM_EPSILON:
+        changes.append(f"the MLM head's LayerNorm epsilon becomes {KERAS_HUB_MLM_EPSILON:g} "
                        f"(this model's: {epsilon:g})")
     model = head = dense = tokenizer = None
     if vocabulary and vocabulary_kind(vocabulary) == SENTENCEPIECE:

@@ -6,11 +6,11 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.dtype_policy import float32_policy
 from albert_tf.files import writing
 from albert_tf.outputs import SAVED_MODEL_ENTRIES, check_output_dir
 from albert_tf.tokenization import SENTENCEPIECE, FullTokenizer, load_sp_model, vocabulary_kind
 from albert_tf.tracing import graph_function
-from albert_tf.training.distribution import float32_policy
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 Trackable = tf.__internal__.tracking.AutoTrackable  # tf.Module's `variables` is read-only

@@ -1,7 +1,6 @@
 """The one place that picks how a script runs: tf.distribute strategy, mixed-precision policy
 and XLA compilation, from the flags every training script shares."""
 
-import contextlib
 import json
 import os
 
@@ -113,17 +112,6 @@ def set_precision_policy(precision):
         raise ValueError(f"--mixed_precision={precision!r}: use one of {', '.join(PRECISIONS)}")
     keras.mixed_precision.set_global_policy(policy[precision])
     return policy[precision]
-
-
-@contextlib.contextmanager
-def float32_policy():
-    """Keras's global policy float32 within the block, the caller's again after it."""
-    policy = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("float32")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(policy)
 
 
 def resolve_jit_compile(jit_compile, strategy):
