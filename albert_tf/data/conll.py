@@ -1,6 +1,14 @@
 """The CoNLL layout that NER and POS data sets ship in: one token per line with its tag in the
 last column, blank lines between sentences, `-DOCSTART-` lines ignored; `train.txt`, `dev.txt`
-(or `valid.txt`) and `test.txt` in one directory."""
+(or `valid.txt`) and `test.txt` in one directory; and the chunks (entities) a sentence's tags
+mark.
+
+Tags are `O` or `<prefix>-<type>` with prefix B, I, E or S (IOB1, IOB2/BIO and IOBES read by
+the same rules). A chunk starts and ends where CoNLL's `conlleval` (`startOfChunk` /
+`endOfChunk`) says (an I- after O or after another type starts one, as an I- without its B-; a
+type change ends one), with seqeval's completion of them for S- and E- (conlleval itself never
+reads S-, and lets a B- right after an E- of the same type continue the chunk).
+"""
 
 import collections
 import os
@@ -80,3 +88,38 @@ def read_labels(directory):
         return None
     with tf.io.gfile.GFile(path, "r") as f:
         return [line.rstrip("\r\n") for line in f if line.strip()]
+
+
+def _split(tag):
+    if tag in ("O", "", None):
+        return "O", ""
+    prefix, _, kind = tag.partition("-")
+    if not kind:  # a bare "B"/"I" tag: conlleval reads it as a chunk of no type
+        return prefix, ""
+    return prefix, kind
+
+
+def _ends(prev, prev_kind, tag, kind):
+    return (prev in ("E", "S")
+            or (prev in ("B", "I") and tag in ("B", "S", "O"))
+            or (prev != "O" and prev_kind != kind))
+
+
+def _starts(prev, prev_kind, tag, kind):
+    return (tag in ("B", "S")
+            or (prev in ("E", "S", "O") and tag in ("E", "I"))
+            or (tag != "O" and prev_kind != kind))
+
+
+def chunks(tags):
+    """[(type, first, last)] of the chunks in one sentence's tags (token indices, inclusive)."""
+    out, start, prev, prev_kind = [], None, "O", ""
+    for i, raw in enumerate(list(tags) + ["O"]):
+        tag, kind = _split(raw)
+        if start is not None and _ends(prev, prev_kind, tag, kind):
+            out.append((prev_kind, start, i - 1))
+            start = None
+        if _starts(prev, prev_kind, tag, kind):
+            start = i
+        prev, prev_kind = tag, kind
+    return out

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data.conll import LABELS_FILE, read_labels
+from albert_tf.data.conll import LABELS_FILE, chunks, read_labels
 from albert_tf.data.tagging import (check_window, default_stride, plan_windows,
                                     window_begins, window_inputs)
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
@@ -14,7 +14,6 @@ from albert_tf.serving.classify import label_names
 from albert_tf.serving.finetuned import save_serving
 from albert_tf.serving.predictor import PredictError, Predictor, batches
 from albert_tf.serving.saved_model import float32_model
-from albert_tf.tasks.conll_metrics import chunks
 from albert_tf.tokenization import in_graph_tokenizer
 from albert_tf.tracing import graph_function
 

@@ -1,50 +1,12 @@
 """Entity-level precision, recall and F1 as CoNLL's `conlleval` computes them (and seqeval's
-default mode), overall and per entity type, plus token accuracy.
-
-Tags are `O` or `<prefix>-<type>` with prefix B, I, E or S (IOB1, IOB2/BIO and IOBES read by
-the same rules). A chunk starts and ends where conlleval's `startOfChunk` / `endOfChunk` say
-(an I- after O or after another type starts one, as an I- without its B-; a type change ends
-one), with seqeval's completion of them for S- and E- (conlleval itself never reads S-, and
-lets a B- right after an E- of the same type continue the chunk). A predicted chunk is correct
-when a gold chunk has the same type, start and end.
+default mode), overall and per entity type, plus token accuracy, over the chunks
+`data.conll.chunks` finds: a predicted chunk is correct when a gold chunk has the same type,
+start and end.
 """
 
 import collections
 
-
-def _split(tag):
-    if tag in ("O", "", None):
-        return "O", ""
-    prefix, _, kind = tag.partition("-")
-    if not kind:  # a bare "B"/"I" tag: conlleval reads it as a chunk of no type
-        return prefix, ""
-    return prefix, kind
-
-
-def _ends(prev, prev_kind, tag, kind):
-    return (prev in ("E", "S")
-            or (prev in ("B", "I") and tag in ("B", "S", "O"))
-            or (prev != "O" and prev_kind != kind))
-
-
-def _starts(prev, prev_kind, tag, kind):
-    return (tag in ("B", "S")
-            or (prev in ("E", "S", "O") and tag in ("E", "I"))
-            or (tag != "O" and prev_kind != kind))
-
-
-def chunks(tags):
-    """[(type, first, last)] of the chunks in one sentence's tags (token indices, inclusive)."""
-    out, start, prev, prev_kind = [], None, "O", ""
-    for i, raw in enumerate(list(tags) + ["O"]):
-        tag, kind = _split(raw)
-        if start is not None and _ends(prev, prev_kind, tag, kind):
-            out.append((prev_kind, start, i - 1))
-            start = None
-        if _starts(prev, prev_kind, tag, kind):
-            start = i
-        prev, prev_kind = tag, kind
-    return out
+from albert_tf.data.conll import chunks
 
 
 def evaluate(gold, predicted):
