@@ -17,6 +17,7 @@ import task_library
 import test_run_classifier as rc
 import test_run_squad as rs
 from albert_tf import AlbertConfig, AlbertEncoder, predict, serving
+from albert_tf.formats import litert
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.outputs import OutputRefused
 from albert_tf.tasks import GlueTask, SquadTask
@@ -237,7 +238,7 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
 def test_export_without_litert_skips_only_the_report(glue_assets, tmp_path, monkeypatch):
     """An install without ai-edge-litert (the base package): the export writes every file and
     says why there is no tflite_report.json; running a .tflite says what to install."""
-    monkeypatch.setattr(lite, "litert_installed", lambda: False)
+    monkeypatch.setattr(litert, "litert_installed", lambda: False)
     export_dir = tmp_path / "export"
     status, log = run_tool_logged(
         "run_classifier", task_name="cola", data_dir=glue_assets["data_dir"],

@@ -64,9 +64,9 @@ class ModelSource:
             self.config = AlbertConfig.from_json_file(asset.asset_path.numpy().decode("utf-8"))
 
     def _load_tflite(self):
-        from albert_tf.serving import lite  # LiteRT and tensorflow-text: only for .tflite
+        from albert_tf.formats import litert  # tensorflow-text: only for .tflite
         try:
-            self.loaded = lite.interpreter(model_path=self.path).get_signature_runner()
+            self.loaded = litert.interpreter(model_path=self.path).get_signature_runner()
         except (ImportError, RuntimeError, ValueError) as e:
             raise SourceError(f"cannot load the LiteRT model {self.path}: {e}") from e
         inputs = self.loaded.get_input_details()

@@ -2,7 +2,6 @@
 in builtin ops, the task model, and quantization; and running them with LiteRT's interpreter."""
 
 import dataclasses
-import importlib.util
 import os
 import tempfile
 import time
@@ -16,6 +15,7 @@ from absl import logging
 from tensorflow_text import tflite_registrar
 
 from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_inputs
+from albert_tf.formats.litert import interpreter
 from albert_tf.serving.saved_model import Trackable, float32_model, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
@@ -24,8 +24,6 @@ from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK
 from albert_tf.tracing import graph_function
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
-LITERT_MISSING = ("running .tflite files needs LiteRT, which is not installed: "
-                  "pip install 'albert_tf[litert]' (ai-edge-litert)")
 LITE_FILES = ("both", "ids", "text", "none")
 MAX_DROP = 0.01  # one point of accuracy or F1
 PROGRESS_SECONDS = 30
@@ -312,20 +310,6 @@ def segment_texts(tokenizer, ids, types, count):
         else:
             out.append(" ".join(pieces).replace(" ##", ""))
     return out
-
-
-def litert_installed():
-    return importlib.util.find_spec("ai_edge_litert") is not None
-
-
-def interpreter(model_path=None, model_content=None, num_threads=None):
-    """LiteRT's interpreter with tensorflow-text's TFLite kernels registered."""
-    if not litert_installed():
-        raise ImportError(LITERT_MISSING)
-    from ai_edge_litert.interpreter import InterpreterWithCustomOps  # the `litert` extra
-    return InterpreterWithCustomOps(custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
-                                    model_path=model_path, model_content=model_content,
-                                    num_threads=num_threads)
 
 
 def score_ids_model(flatbuffer, batches, prediction_outputs, total=None):

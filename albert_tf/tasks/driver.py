@@ -172,7 +172,7 @@ class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
     def __init__(self, task, options, lock=None):
-        from albert_tf.training.optimizers import finetuning_optimizer
+        from albert_tf.modeling.optimizers import finetuning_optimizer
         from albert_tf.training.trainer import Trainer
 
         self.task, self.flags = task, options
@@ -306,7 +306,9 @@ class _Run:
     def lite_options(self, model):
         """The LiteRT files the flags ask for, int8's calibration sample (200 training
         examples, else dev ones) and the report's scoring on the dev set (skipped without one)."""
-        from albert_tf.serving import lite  # loads tensorflow-text: only runs that export
+        # these load tensorflow-text: only runs that export
+        from albert_tf.formats import litert
+        from albert_tf.serving import lite
 
         f = self.flags
         options = lite.LiteOptions(files=getattr(f, "export_tflite", "both"),
@@ -337,13 +339,13 @@ class _Run:
             return {k: float(v) for k, v in self.task.eval_metrics(
                 name, features, real_outputs(outputs)).items()}
         if getattr(f, "tflite_report", True) and options.files != "none":
-            if lite.litert_installed():
+            if litert.litert_installed():
                 options.score = score
                 options.metric = (self.task.best_metric,
                                   getattr(self.task, "higher_is_better", True))
             else:
                 logging.warning("No tflite_report.json: %s (or --notflite_report)",
-                                lite.LITERT_MISSING)
+                                litert.LITERT_MISSING)
         return options
 
     def _batches_of_one(self, features, count=None):
