@@ -193,7 +193,7 @@ def main(_):
 
 def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile, lock):
     from albert_tf import AlbertPretrainer
-    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.modeling.optimizers import create_optimizer
     from albert_tf.training.trainer import Trainer
 
     trainer = Trainer(

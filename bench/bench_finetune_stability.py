@@ -54,7 +54,7 @@ from albert_tf.tasks import GlueTask, NerTask, finetuning_options, run_finetunin
 from albert_tf.tasks.ner import run_labels  # noqa: E402
 from albert_tf.run_ner import NER_DEFAULTS  # noqa: E402
 from albert_tf.tasks.flags import UPDATE_FLAGS  # noqa: E402
-from albert_tf.training.optimizers import ORIGINAL_UPDATE  # noqa: E402
+from albert_tf.modeling.optimizers import ORIGINAL_UPDATE  # noqa: E402
 
 # The original's update and single changes to it, to measure one at a time, as flag values.
 ORIGINAL = {UPDATE_FLAGS[k]: v for k, v in ORIGINAL_UPDATE.items()}

@@ -54,7 +54,7 @@ def ours(batch, precision, jit_compile=False):
     """Our step; with `jit_compile` forward, backward and LAMB update as one XLA computation
     (what --jit_compile=true compiles with one device)."""
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.modeling.optimizers import create_optimizer
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
     model = with_policy(policy, lambda: AlbertPretrainer(AlbertConfig(**BASE)))
     optimizer = create_optimizer(1e-4, 1000, 10, "lamb")

@@ -10,7 +10,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.conversion import convert
 from albert_tf.formats.checkpoints import read_checkpoint
 from albert_tf.formats.sources import ModelSource
-from albert_tf.training.optimizers import create_optimizer
+from albert_tf.modeling.optimizers import create_optimizer
 from albert_tf.training.trainer import Trainer
 from conftest import SMALL, TINY, torch_outputs
 from tool_runner import run_tool_logged

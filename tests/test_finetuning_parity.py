@@ -17,7 +17,7 @@ from albert_tf.formats.hf import tf1_to_hf
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks import GlueTask, finetuning_options, run_finetuning
-from albert_tf.training.optimizers import FINETUNING_UPDATE, finetuning_optimizer
+from albert_tf.modeling.optimizers import FINETUNING_UPDATE, finetuning_optimizer
 from conftest import TINY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.optimizers import (AdamWeightDecay, Lamb, WarmupPolynomialDecay,
+from albert_tf.modeling.optimizers import (AdamWeightDecay, Lamb, WarmupPolynomialDecay,
                                     create_optimizer)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -348,7 +348,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     from tests.test_optimization import make_variables, make_grads
-    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.modeling.optimizers import create_optimizer
 
     def train(strategy, name, parts):
         with strategy.scope():
@@ -420,7 +420,7 @@ def test_finetuning_default_is_the_same_everywhere():
     from albert_tf import (AlbertClassifier, AlbertConfig, finetuning_optimizer, run_classifier,
                            run_ner, run_race, run_squad)
     from albert_tf.tasks import finetuning_options
-    from albert_tf.training.optimizers import FINETUNING_UPDATE, ORIGINAL_UPDATE
+    from albert_tf.modeling.optimizers import FINETUNING_UPDATE, ORIGINAL_UPDATE
     from conftest import TINY
     from tool_runner import own_flags
 

@@ -16,7 +16,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.failures import NonFiniteLossError
-from albert_tf.training.optimizers import current_learning_rate
+from albert_tf.modeling.optimizers import current_learning_rate
 from albert_tf.training.trainer import Trainer
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)

@@ -280,7 +280,7 @@ def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world
     """A record past the first holds an id the config has no embedding for: the batch check
     stops training and the message names the file and the record."""
     from albert_tf.data.pipeline import pretraining_dataset
-    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.modeling.optimizers import create_optimizer
     from albert_tf.training.failures import CorruptInputError
     from albert_tf.training.trainer import Trainer
     vocab = world["vocab"]

@@ -10,7 +10,7 @@ import tensorflow as tf
 from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.training.optimizers import finetuning_optimizer
+from albert_tf.modeling.optimizers import finetuning_optimizer
 
 # The pooler, which token and span heads do not use: transformers' AlbertForTokenClassification
 # and AlbertForQuestionAnswering files have none.

@@ -9,11 +9,11 @@ import typing
 from absl import app, flags
 
 from albert_tf.data.features import PADDINGS
+from albert_tf.modeling.optimizers import FINETUNING_UPDATE
 from albert_tf.serving.lite import LITE_FILES, QUANTIZATIONS
 from albert_tf.training import distribution, excursions
-from albert_tf.training.optimizers import FINETUNING_UPDATE
 
-# The fine-tuning update's settings (training.optimizers.FINETUNING_UPDATE) by flag name.
+# The fine-tuning update's settings (modeling.optimizers.FINETUNING_UPDATE) by flag name.
 UPDATE_FLAGS = {"bias_correction": "bias_correction", "decay_after_warmup": "decay_after_warmup",
                 "epsilon": "adam_epsilon", "weight_decay_rate": "weight_decay_rate"}
 

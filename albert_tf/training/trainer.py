@@ -21,6 +21,8 @@ from absl import logging
 from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.formats.tokenizers import keep_vocabulary
+from albert_tf.modeling.optimizers import (
+    ReplicaLossScaleOptimizer, current_learning_rate, scale_learning_rate)
 from albert_tf.tracing import graph_function
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
@@ -35,8 +37,6 @@ from albert_tf.training.failures import (
     StopRequest, Watchdog, WorkerLostError, bad_record, corrupt_input_message, corrupt_where,
     failure_detail, rerun_to, service_gap_message)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
-from albert_tf.training.optimizers import (
-    ReplicaLossScaleOptimizer, current_learning_rate, scale_learning_rate)
 from albert_tf.training.progress import Progress
 
 SUM = tf.distribute.ReduceOp.SUM
