@@ -1,5 +1,5 @@
-"""The package's shape: no import cycles, the original's tokenization names where users import
-them, the tokenizers without TensorFlow, every module without the extras' packages, no long
+"""The package's shape: no import cycles, imports only down the documented layers, the
+original's tokenization names where users import them, the tokenizers without TensorFlow, every module without the extras' packages, no long
 functions in the tokenizer rooms, no AutoGraph in its traced functions, and no scikit-learn in
 the suite's environment."""
 
@@ -75,6 +75,83 @@ def test_no_import_cycles():
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
     # The checker finds a cycle where there is one.
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+# The layers of docs/architecture.md, top to bottom: a module imports from its own layer and the
+# ones below it, never from one above. The entry points are the package's lazy names, `cli` and
+# `conversion` beside the tools (top-level modules run as `python -m albert_tf.<name>`).
+LAYERS = ("entry points", "tasks", "serving", "training", "modeling", "formats", "base")
+ENTRY_POINTS = ("albert_tf", "albert_tf.cli", "albert_tf.conversion")
+FOLDERS = {"albert_tf.tasks": "tasks", "albert_tf.serving": "serving",
+           "albert_tf.training": "training", "albert_tf.modeling": "modeling",
+           "albert_tf.formats": "formats", "albert_tf.data": "data",
+           "albert_tf.tokenization": "base"}
+BASE = ("albert_tf.config", "albert_tf.dtype_policy", "albert_tf.files", "albert_tf.outputs",
+        "albert_tf.startup", "albert_tf.tracing")
+# `data` stands beside the layers: it reads only these, and the layers from training up read it.
+DATA_READS = ("albert_tf.tokenization", "albert_tf.files", "albert_tf.outputs")
+DATA_READERS = LAYERS[:LAYERS.index("training") + 1]
+
+
+def _under(name, packages):
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _is_tool(path):
+    return any(isinstance(node, ast.Compare) and isinstance(node.left, ast.Name)
+               and node.left.id == "__name__" for node in ast.walk(ast.parse(path.read_text())))
+
+
+def _layer(name, modules):
+    """The layer (or "data") of module `name`; None for a module the layering does not place."""
+    folder = [layer for package, layer in FOLDERS.items() if _under(name, (package,))]
+    if folder:
+        return folder[0]
+    if name in BASE:
+        return "base"
+    if name in ENTRY_POINTS or (name.count(".") == 1 and _is_tool(modules[name])):
+        return "entry points"
+    return None
+
+
+def _may_import(importer, imported, layer):
+    mine, theirs = layer(importer), layer(imported)
+    if mine == "data":
+        return theirs == "data" or _under(imported, DATA_READS)
+    if theirs == "data":
+        return mine in DATA_READERS
+    return LAYERS.index(mine) <= LAYERS.index(theirs)
+
+
+def _layering_violations(graph, layer):
+    """"<module> (<layer>) imports <module> (<layer>)" for each import against the layers."""
+    return [f"{name} ({layer(name)}) imports {other} ({layer(other)})"
+            for name in sorted(graph) for other in sorted(graph[name])
+            if not _may_import(name, other, layer)]
+
+
+def test_imports_run_down_the_documented_layers():
+    """docs/architecture.md's order, for imports at the top of a module and inside functions."""
+    modules = _modules()
+    graph = {name: _imports(name, modules) for name in modules}
+    unplaced = [name for name in sorted(modules) if _layer(name, modules) is None]
+    assert not unplaced, (f"{unplaced}: in no layer; place them in tests/test_layout.py's "
+                          f"layers and in docs/architecture.md's package map")
+    violations = _layering_violations(graph, lambda name: _layer(name, modules))
+    assert not violations, "\n".join(violations)
+    # The checker finds each kind of wrong import, with both modules named.
+    made_up = {"albert_tf.config": {"albert_tf.formats.keras_hub"},
+               "albert_tf.formats.sources": {"albert_tf.serving.lite", "albert_tf.config"},
+               "albert_tf.modeling.encoder": {"albert_tf.data.glue"},
+               "albert_tf.data.glue": {"albert_tf.config", "albert_tf.files"},
+               "albert_tf.serving.tag": {"albert_tf.data.conll", "albert_tf.modeling.layers"}}
+    assert _layering_violations(made_up, lambda name: _layer(name, modules)) == [
+        "albert_tf.config (base) imports albert_tf.formats.keras_hub (formats)",
+        "albert_tf.data.glue (data) imports albert_tf.config (base)",
+        "albert_tf.formats.sources (formats) imports albert_tf.serving.lite (serving)",
+        "albert_tf.modeling.encoder (modeling) imports albert_tf.data.glue (data)"]
+    assert _layer("albert_tf.run_squad", modules) == "entry points"
+    assert _layer("albert_tf.cli", modules) == "entry points"
 
 
 def test_the_original_tokenization_names_import_as_before():
