@@ -19,8 +19,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
 from albert_tf.formats import hf, keras_hub
-from albert_tf.formats.names import local_model_path
-from albert_tf.formats.resolve import checkpoint_choice, is_saved_model, resolve_checkpoint
+from albert_tf.formats.resolve import checkpoint_at, checkpoint_choice, is_saved_model, local_path
 from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
@@ -31,9 +30,14 @@ _TF1_IGNORED = re.compile(r"(^global_step$|/(adam|lamb)_[mv]$|/Adam(_1)?$|^beta[
 
 
 def read_checkpoint(path):
-    """(arrays {TF1 name: np.ndarray}, config path or None, format) for any supported path."""
-    path = local_model_path(path)
-    fmt, location, config = resolve_checkpoint(path)
+    """(arrays {TF1 name: np.ndarray}, config path or None, format) for any supported path or
+    model name."""
+    return read_local_checkpoint(local_path(path))
+
+
+def read_local_checkpoint(path):
+    """read_checkpoint for a local path (a name already resolved)."""
+    fmt, location, config = checkpoint_at(path)
     logging.info("Reading the %s checkpoint %s%s", fmt, location, checkpoint_choice(path))
     if fmt == "hf":
         arrays = hf.hf_to_tf1(hf.read_hf_state(location))

@@ -22,6 +22,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+import typing
 import urllib.error
 import urllib.request
 import zipfile
@@ -89,16 +90,19 @@ def known_names():
     return sorted({*RELEASES, *KERAS_HUB_PRESETS})
 
 
-def _is_address(text):
-    """A name with a scheme: hf://, kaggle://, http(s):// and TF-Hub's compressed modules on
-    Google Cloud Storage (gs://....tar.gz, which tensorflow_hub unpacks into its cache)."""
-    scheme = text.split("://", 1)[0] if "://" in text else ""
-    return scheme in ("hf", "kaggle", "http", "https") or (
-        scheme == "gs" and text.endswith((".tar", ".tar.gz", ".tgz")))
+def _claimed(text):
+    """The scheme of SCHEMES (below) that owns `text`, the first that claims it; None for a
+    path."""
+    return next((scheme for scheme in SCHEMES if scheme.claims(text)), None)
 
 
-def _exists(text):
-    if _is_address(text):
+def _is_address(text, scheme):
+    """A name with a scheme (hf://, kaggle://, http(s)://, gs://): never a local path."""
+    return scheme is not None and "://" in text
+
+
+def _exists(text, scheme):
+    if _is_address(text, scheme):
         return False
     try:
         return tf.io.gfile.exists(text) or tf.io.gfile.exists(text + ".index")
@@ -108,8 +112,7 @@ def _exists(text):
 
 def is_name(text):
     """Whether `text` is a model name or address of a family above (not a local path)."""
-    text = os.fspath(text)
-    return _is_address(text) or _release_key(text) is not None or text in KERAS_HUB_PRESETS
+    return _claimed(os.fspath(text)) is not None
 
 
 def local_model_path(name):
@@ -117,15 +120,16 @@ def local_model_path(name):
     TensorFlow reads) or is no name of the families above; else the directory its family's cache
     holds for it, downloaded when missing. Logs where the files came from, once per name."""
     text = os.fspath(name)
-    if _exists(text):
-        if is_name(text) and _resolved.get(text) != text:
+    scheme = _claimed(text)
+    if _exists(text, scheme):
+        if scheme is not None and _resolved.get(text) != text:
             logging.info("%s: the local path, not the model of that name", text)
             _resolved[text] = text
         return text
-    if not is_name(text):
+    if scheme is None:
         return text
     if text not in _resolved:
-        path, origin = _fetch(text)
+        path, origin = scheme.fetch(text)
         logging.info("Model %s: %s (%s)", text, path, origin)
         _resolved[text] = path
     return _resolved[text]
@@ -134,24 +138,11 @@ def local_model_path(name):
 def suggestion(text):
     """" (did you mean ...?)" for a path that does not exist and looks like a name; else ""."""
     text = os.fspath(text)
-    if "/" in text.replace("brightmart/", "", 1) or _is_address(text):
+    if "/" in text.replace("brightmart/", "", 1) or _is_address(text, _claimed(text)):
         return ""
     close = difflib.get_close_matches(text, known_names(), n=2, cutoff=0.75)
     return (f" (no such path, and no model has that name; did you mean {' or '.join(close)}? "
             f"docs/models.md lists the names)") if close else ""
-
-
-def _fetch(text):
-    if text.startswith("hf://"):
-        return _from_hugging_face(text)
-    if text.startswith("kaggle://"):
-        return _from_kaggle(text, text[len("kaggle://"):])
-    if text in KERAS_HUB_PRESETS:
-        return _from_kaggle(text, KERAS_HUB_PRESETS[text])
-    release = _release_key(text)
-    if release is not None:
-        return _from_release(text, *release)
-    return _from_tf_hub(text)
 
 
 # ---- Hugging Face Hub ---------------------------------------------------------------------------
@@ -429,3 +420,33 @@ def _model_dir(directory):
     if len(entries) == 1 and os.path.isdir(os.path.join(directory, entries[0])):
         return _model_dir(os.path.join(directory, entries[0]))
     return directory
+
+
+# ---- the schemes --------------------------------------------------------------------------------
+
+class Scheme(typing.NamedTuple):
+    """A family of names: `claims(text)` whether a text is one, `fetch(text)` → (local path,
+    where it came from, for the log)."""
+    claims: typing.Callable
+    fetch: typing.Callable
+
+
+def _tf_hub_address(text):
+    """http(s):// addresses (TF-Hub handles and URLs, Kaggle Models addresses) and TF-Hub's
+    compressed modules on Google Cloud Storage (gs://....tar.gz: tensorflow_hub unpacks them)."""
+    scheme = text.split("://", 1)[0] if "://" in text else ""
+    return scheme in ("http", "https") or (
+        scheme == "gs" and text.endswith((".tar", ".tar.gz", ".tgz")))
+
+
+# In the order they are tried: the first that claims a name fetches it. A new family is one entry.
+SCHEMES = (
+    Scheme(lambda text: text.startswith("hf://"), _from_hugging_face),
+    Scheme(lambda text: text.startswith("kaggle://"),
+           lambda text: _from_kaggle(text, text[len("kaggle://"):])),
+    Scheme(lambda text: text in KERAS_HUB_PRESETS,
+           lambda text: _from_kaggle(text, KERAS_HUB_PRESETS[text])),
+    Scheme(lambda text: _release_key(text) is not None,
+           lambda text: _from_release(text, *_release_key(text))),
+    Scheme(_tf_hub_address, _from_tf_hub),
+)

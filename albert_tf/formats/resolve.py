@@ -80,7 +80,16 @@ def checkpoint_choice(path):
 def resolve_checkpoint(path):
     """(format, location, config path or None) for any path or model name (formats/names)
     `from_pretrained` accepts."""
-    path = local_model_path(str(path).rstrip("/"))
+    return checkpoint_at(local_path(path))
+
+
+def local_path(path):
+    """The local path of a checkpoint path or model name: the one place a name is resolved."""
+    return local_model_path(os.fspath(path).rstrip("/"))
+
+
+def checkpoint_at(path):
+    """resolve_checkpoint for a local path (a name already resolved)."""
     # A common mistake (original issue #135): passing model.ckpt-N.index instead of the prefix.
     m = re.match(r"^(.*)\.(index|data-\d+-of-\d+|meta)$", path)
     if m and _exists(path):

@@ -6,7 +6,7 @@ import os
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.formats.checkpoints import assign_weights, missing_allowed, read_checkpoint
+from albert_tf.formats.checkpoints import assign_weights, missing_allowed, read_local_checkpoint
 from albert_tf.formats.names import local_model_path, suggestion
 from albert_tf.formats.resolve import SourceError, is_saved_model
 
@@ -20,7 +20,7 @@ def _import_tensorflow_text():
 
 
 def _checkpoint_location(path):
-    """(path for read_checkpoint, the directory beside it)."""
+    """(path for read_local_checkpoint, the directory beside it)."""
     path = os.fspath(path).rstrip("/")
     return path, (path if tf.io.gfile.isdir(path) else os.path.dirname(path) or ".")
 
@@ -77,7 +77,7 @@ class ModelSource:
 
     def _read_checkpoint(self, albert_config_file):
         try:
-            self.arrays, config_path, self.format = read_checkpoint(self.location)
+            self.arrays, config_path, self.format = read_local_checkpoint(self.location)
         except (FileNotFoundError, ValueError) as e:
             raise SourceError(f"--model={self.path}: {e}") from e
         config_path = albert_config_file or config_path
