@@ -3,8 +3,9 @@
 import keras
 import tensorflow as tf
 
-from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
+from albert_tf.formats import tf1
+from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.modeling import kernels
 from albert_tf.modeling.layers import AttentionFfnBlock, Dense, Embeddings, _initializer
 
@@ -100,69 +101,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     def tf1_weights(self):
         """Our variables under their names in the original TF1 checkpoints (brightmart's
         layout: in brightmart/albert_zh's), in a fixed order."""
-        if self.config.embedding_layout == "brightmart":
-            return self._brightmart_weights()
-        emb = self.embeddings
-        out = {
-            "bert/embeddings/word_embeddings": emb.word_embeddings,
-            "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
-            "bert/embeddings/position_embeddings": emb.position_embeddings,
-            "bert/embeddings/LayerNorm/gamma": emb.layer_norm.gamma,
-            "bert/embeddings/LayerNorm/beta": emb.layer_norm.beta,
-        }
-        if self.embedding_projection is not None:
-            out.update(_dense_weights("bert/encoder/embedding_hidden_mapping_in",
-                                      self.embedding_projection))
-        for g, blocks in enumerate(self.groups):
-            for i, block in enumerate(blocks):
-                prefix = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
-                for name in ("query", "key", "value"):
-                    out.update(_dense_weights(f"{prefix}/attention_1/self/{name}",
-                                              getattr(block, name)))
-                out.update(_dense_weights(f"{prefix}/attention_1/output/dense",
-                                          block.attention_output))
-                out.update(_ln_weights(f"{prefix}/LayerNorm", block.attention_layer_norm))
-                out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/dense",
-                                          block.intermediate))
-                out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/output/dense",
-                                          block.ffn_output))
-                out.update(_ln_weights(f"{prefix}/LayerNorm_1", block.output_layer_norm))
-        out.update(_dense_weights("bert/pooler/dense", self.pooler))
-        return out
-
-
-    def _brightmart_weights(self):
-        """brightmart/albert_zh's names: BERT's, the one block under `layer_shared` (the same
-        names for its pre-LN blocks: the LayerNorm before attention is attention/output's, the
-        one before the FFN output's)."""
-        emb = self.embeddings
-        out = {"bert/embeddings/word_embeddings": emb.word_embeddings,
-               "bert/embeddings/word_embeddings_2": emb.word_projection,
-               "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
-               "bert/embeddings/position_embeddings": emb.position_embeddings}
-        out.update(_ln_weights("bert/embeddings/LayerNorm", emb.layer_norm))
-        if len(self.groups) != 1 or len(self.groups[0]) != 1:
-            raise ValueError("brightmart's layout shares one block across every layer "
-                             "(num_hidden_groups and inner_group_num 1)")
-        block, prefix = self.groups[0][0], "bert/encoder/layer_shared"
-        for name in ("query", "key", "value"):
-            out.update(_dense_weights(f"{prefix}/attention/self/{name}", getattr(block, name)))
-        out.update(_dense_weights(f"{prefix}/attention/output/dense", block.attention_output))
-        out.update(_ln_weights(f"{prefix}/attention/output/LayerNorm",
-                               block.attention_layer_norm))
-        out.update(_dense_weights(f"{prefix}/intermediate/dense", block.intermediate))
-        out.update(_dense_weights(f"{prefix}/output/dense", block.ffn_output))
-        out.update(_ln_weights(f"{prefix}/output/LayerNorm", block.output_layer_norm))
-        out.update(_dense_weights("bert/pooler/dense", self.pooler))
-        return out
-
-
-def _dense_weights(prefix, dense):
-    return {f"{prefix}/kernel": dense.kernel, f"{prefix}/bias": dense.bias}
-
-
-def _ln_weights(prefix, ln):
-    return {f"{prefix}/gamma": ln.gamma, f"{prefix}/beta": ln.beta}
+        return tf1.encoder_weights(self)
 
 
 def _unpack_inputs(inputs):
