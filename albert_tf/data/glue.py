@@ -1,5 +1,6 @@
 """GLUE tasks: the original processors (files, columns, labels) and [CLS] A [SEP] B [SEP] ids."""
 
+import contextlib
 import csv
 import dataclasses
 import os
@@ -7,11 +8,20 @@ import sys
 
 import numpy as np
 
-csv.field_size_limit(sys.maxsize)
-
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
 BINARY = ("0", "1")
 NLI2 = ("entailment", "not_entailment")
+
+
+@contextlib.contextmanager
+def unlimited_csv_fields():
+    """csv reads fields of any length within the block (its default stops at 128 KiB), the
+    process's limit again after it."""
+    limit = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +132,8 @@ def read_examples(data_dir, task, split):
     examples = []
     with open(path, encoding="utf-8", newline="") as f:
         try:
-            rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+            with unlimited_csv_fields():
+                rows = list(csv.reader(f, delimiter="\t", quotechar=None))
         except UnicodeDecodeError as e:
             raise ValueError(f"{path} is not UTF-8 text: {e}") from None
     for line, row in enumerate(rows, 1):

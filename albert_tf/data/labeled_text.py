@@ -15,14 +15,11 @@ import json
 import math
 import os
 import statistics
-import sys
 
 import tensorflow as tf
 
-from albert_tf.data.glue import Example
+from albert_tf.data.glue import Example, unlimited_csv_fields
 from albert_tf.files import atomic_write_text
-
-csv.field_size_limit(sys.maxsize)
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 JSON_LINES = (".jsonl", ".json", ".ndjson")
@@ -96,7 +93,8 @@ def read_table(source, name=None):
         text = _decode(path, f.read())
     if kind == "jsonl":
         return _read_json_lines(path, text)
-    return _read_delimited(path, text, DELIMITERS["." + kind], kind)
+    with unlimited_csv_fields():
+        return _read_delimited(path, text, DELIMITERS["." + kind], kind)
 
 
 def _read_delimited(path, text, delimiter, kind):

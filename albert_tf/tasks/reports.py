@@ -144,15 +144,16 @@ def multi_label_report(labels, predictions, names):
 def plot_confusion(matrix, names, path):
     """The confusion matrix as a picture (needs matplotlib: `pip install matplotlib`)."""
     try:
-        import matplotlib  # optional: the picture is an extra beside the text table
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
+        # optional: the picture is an extra beside the text table. A Figure of its own, not
+        # pyplot's, draws without choosing the process's backend.
+        from matplotlib.figure import Figure
     except ImportError:
         logging.warning("No %s: matplotlib is not installed (pip install matplotlib)",
                         os.path.basename(path))
         return None
     size = 2 + 0.6 * len(names)
-    figure, axes = pyplot.subplots(figsize=(size + 1, size))
+    figure = Figure(figsize=(size + 1, size))
+    axes = figure.subplots()
     axes.imshow(matrix, cmap="Blues")
     ticks = range(len(names))
     axes.set_xticks(ticks, list(names), rotation=45 if len(names) > 4 else 0)
@@ -165,7 +166,6 @@ def plot_confusion(matrix, names, path):
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
-    pyplot.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
     return path
 
