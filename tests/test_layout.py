@@ -154,6 +154,34 @@ def test_imports_run_down_the_documented_layers():
     assert _layer("albert_tf.cli", modules) == "entry points"
 
 
+def _own_cell(parts):
+    """How the package map names a top-level module or folder (parts: its name's, package's
+    left out)."""
+    if not parts:
+        return "`__init__.py`"
+    return f"`{parts[0]}/`" if (PACKAGE / parts[0]).is_dir() else f"`{parts[0]}.py`"
+
+
+def test_the_architecture_doc_names_every_module():
+    """docs/architecture.md's package map names each module: a folder's in the folder's row,
+    a top-level one (or a folder) in a row of its own."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    table = doc.split("## The package map", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    unnamed = []
+    for name in sorted(_modules()):
+        parts = name.split(".")[1:]
+        if len(parts) == 2:
+            folder = [row for row in rows
+                      if f"`{parts[0]}/`" in (cell.strip() for cell in row.split("|"))]
+            named = any(f"`{parts[1]}`" in row for row in folder)
+        else:
+            named = any(_own_cell(parts) in row for row in rows)
+        if not named:
+            unnamed.append(name)
+    assert not unnamed, f"{unnamed}: not in docs/architecture.md's package map"
+
+
 def test_the_original_tokenization_names_import_as_before():
     for name in ORIGINAL_NAMES + ("InGraphTokenizer", "InGraphWordpieceTokenizer",
                                   "in_graph_tokenizer", "FastEncoder", "vocabulary_file"):
