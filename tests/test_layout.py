@@ -130,7 +130,7 @@ def _layering_violations(graph, layer):
             if not _may_import(name, other, layer)]
 
 
-def test_imports_run_down_the_documented_layers():
+def test_imports_run_down_the_documented_layers(tmp_path):
     """docs/architecture.md's order, for imports at the top of a module and inside functions."""
     modules = _modules()
     graph = {name: _imports(name, modules) for name in modules}
@@ -152,6 +152,10 @@ def test_imports_run_down_the_documented_layers():
         "albert_tf.modeling.encoder (modeling) imports albert_tf.data.glue (data)"]
     assert _layer("albert_tf.run_squad", modules) == "entry points"
     assert _layer("albert_tf.cli", modules) == "entry points"
+    # An import inside a function counts as one at the top.
+    (tmp_path / "config.py").write_text("def f():\n    from albert_tf.formats import keras_hub\n")
+    assert _imports("albert_tf.config", dict(modules, **{
+        "albert_tf.config": tmp_path / "config.py"})) == {"albert_tf.formats.keras_hub"}
 
 
 def _own_cell(parts):
