@@ -18,6 +18,7 @@ from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.training.optimizers import current_learning_rate
 from albert_tf.training.trainer import Trainer
+from albert_tf.training.trainer_options import TrainerOptions
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)
 from tool_runner import run_tool_logged
@@ -39,12 +40,15 @@ def config_file(tmp_path_factory):
     return str(path)
 
 
-def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1):
+def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1,
+             save=1000, log=100):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                    lambda: create_optimizer(lr, steps, 2, "lamb"), str(output_dir),
-                   global_batch_size=batch, gradient_accumulation_steps=accumulation,
-                   steps_per_execution=steps_per_execution)
+                   TrainerOptions(global_batch_size=batch,
+                                  gradient_accumulation_steps=accumulation,
+                                  steps_per_execution=steps_per_execution,
+                                  save_checkpoints_steps=save, log_steps=log))
 
 
 def _dataset_fn(records, batch=8, seed=3):
@@ -57,8 +61,8 @@ def _weights(model):
 
 
 def test_train_checkpoint_and_resume_state(records, tmp_path):
-    trainer = _trainer(tmp_path, steps_per_execution=3)
-    assert trainer.train(_dataset_fn(records), 7, save_checkpoints_steps=4, log_steps=2) == 7
+    trainer = _trainer(tmp_path, steps_per_execution=3, save=4, log=2)
+    assert trainer.train(_dataset_fn(records), 7) == 7
     saved = sorted(f for f in os.listdir(tmp_path) if f.endswith(".index"))
     assert saved == ["model.ckpt-4.index", "model.ckpt-7.index"]
     slots = [v.numpy() for v in trainer.optimizer.variables]
@@ -91,13 +95,13 @@ def test_train_checkpoint_and_resume_state(records, tmp_path):
 def test_gradient_accumulation_gives_the_same_update(records, tmp_path):
     results = []
     for k in (1, 2, 4):
-        trainer = _trainer(tmp_path / f"acc{k}", accumulation=k)
+        trainer = _trainer(tmp_path / f"acc{k}", accumulation=k, save=100, log=1)
         init = trainer.model
         if results:
             for name, variable in init.tf1_weights().items():
                 variable.assign(results[0][0][name])
         start = _weights(init)
-        trainer.train(_dataset_fn(records), 2, save_checkpoints_steps=100, log_steps=1)
+        trainer.train(_dataset_fn(records), 2)
         results.append((start, _weights(trainer.model)))
     for start, end in results[1:]:
         for name in end:
@@ -105,9 +109,9 @@ def test_gradient_accumulation_gives_the_same_update(records, tmp_path):
 
 
 def test_non_finite_loss_stops_before_saving(records, tmp_path):
-    trainer = _trainer(tmp_path, lr=1e30)
+    trainer = _trainer(tmp_path, lr=1e30, save=1, log=1)
     with pytest.raises(NonFiniteLossError) as err:
-        trainer.train(_dataset_fn(records), 50, save_checkpoints_steps=1, log_steps=1)
+        trainer.train(_dataset_fn(records), 50)
     match = re.search(r"loss became (nan|inf) in the steps (\d+)\.\.\d+; nothing was saved "
                       r"after it\. Last good checkpoint: (\S+)\.", str(err.value))
     assert match, str(err.value)
@@ -229,11 +233,13 @@ def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
         trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                           lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"),
-                          str(tmp_path / str(jit)), global_batch_size=4,
-                          gradient_accumulation_steps=2, jit_compile=jit)
+                          str(tmp_path / str(jit)),
+                          TrainerOptions(global_batch_size=4, gradient_accumulation_steps=2,
+                                         jit_compile=jit, save_checkpoints_steps=10,
+                                         log_steps=1))
         assert trainer.whole_step_jit is jit
         initial = _weights(trainer.model)
-        assert trainer.train(dataset_fn, 2, save_checkpoints_steps=10, log_steps=1) == 2
+        assert trainer.train(dataset_fn, 2) == 2
         updates[jit] = {n: v - initial[n] for n, v in _weights(trainer.model).items()}
         assert max(np.abs(update).max() for update in updates[jit].values()) > 1e-4
         if jit:  # one HLO module for the whole replica step, and the update is inside it
@@ -255,7 +261,7 @@ def test_log_says_what_xla_compiles_under_mirrored(tmp_path):
         trainer = Trainer(tf.distribute.MirroredStrategy(["/cpu:0"]),
                           lambda: AlbertPretrainer(AlbertConfig(**TINY)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"), str(tmp_path / str(jit)),
-                          global_batch_size=4, jit_compile=jit)
+                          TrainerOptions(global_batch_size=4, jit_compile=jit))
         assert (trainer.whole_step_jit, trainer.gradients_jit) == (False, jit)
         assert trainer._compiled() == expected
 
