@@ -1,3 +1,5 @@
+import ast
+import dataclasses
 import gc
 import json
 import os
@@ -6,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import weakref
 
 import numpy as np
@@ -15,6 +18,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
+from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.training.optimizers import current_learning_rate
 from albert_tf.training.trainer import Trainer
@@ -124,6 +128,68 @@ def test_non_finite_loss_stops_before_saving(records, tmp_path):
 def test_batch_must_divide(tmp_path):
     with pytest.raises(ValueError, match="must divide into 1 replicas × 3 accumulation steps"):
         _trainer(tmp_path, accumulation=3, batch=8)
+
+
+class _Lock:
+    """A run lock that counts its checks."""
+    verified = 0
+
+    def verify(self):
+        self.verified += 1
+
+
+def test_every_trainer_option_reaches_the_trainer(tmp_path):
+    """Each field of TrainerOptions, at a value other than its default, changes what the
+    trainer does (a field added without a use here fails the first assertion)."""
+    checked = {"global_batch_size", "gradient_accumulation_steps", "steps_per_execution",
+               "jit_compile", "save_checkpoints_steps", "log_steps", "keep_checkpoint_max",
+               "run_kind", "tokenizer", "run_lock", "excursions"}
+    assert {f.name for f in dataclasses.fields(TrainerOptions)} == checked
+    model_fn = lambda: AlbertPretrainer(AlbertConfig(**TINY))  # noqa: E731
+    optimizer_fn = lambda: create_optimizer(1e-3, 10, 1, "lamb")  # noqa: E731
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with pytest.raises(ValueError, match=r"--train_batch_size=4 must divide into 1 replicas × "
+                                         r"3 accumulation steps"):
+        Trainer(strategy, model_fn, optimizer_fn, str(tmp_path / "refused"),
+                TrainerOptions(global_batch_size=4, gradient_accumulation_steps=3))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n")
+    tokenizer = types.SimpleNamespace(asset_file=str(vocab), kind="wordpiece",
+                                      do_lower_case=True)
+    lock, out = _Lock(), tmp_path / "run"
+    trainer = Trainer(strategy, model_fn, optimizer_fn, str(out), TrainerOptions(
+        global_batch_size=4, gradient_accumulation_steps=2, steps_per_execution=4,
+        save_checkpoints_steps=3, log_steps=5, keep_checkpoint_max=1, run_kind="a test",
+        tokenizer=tokenizer, run_lock=lock))
+    calls, train_fn = [], trainer._train_fn
+    trainer._train_fn = lambda iterator, n: calls.append(int(n)) or train_fn(iterator, n)
+    logged, saved = [], []
+    batch = pretraining_batch(TINY["vocab_size"], batch=4, seq=16, preds=4)
+    trainer.train(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), 6,
+                  on_log=lambda step, metrics: logged.append(step),
+                  on_checkpoint=lambda path, step: saved.append(step))
+    assert trainer.accumulation == 2
+    assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
+    assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
+    assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]
+    assert json.load(open(out / "run.json")) == {"kind": "a test"}
+    assert (out / "vocab.txt").read_text() == vocab.read_text()
+    guarded = Trainer(strategy, model_fn, optimizer_fn, str(tmp_path / "guarded"),
+                      TrainerOptions(global_batch_size=4, jit_compile=True,
+                                     excursions=ExcursionSettings(max_recoveries=7)))
+    assert guarded._compiled() == "forward, backward and update compiled as one XLA computation"
+    assert guarded.guard.settings.max_recoveries == 7
+    assert LossGuard.saved_state(guarded.save())["recoveries"] == 0
+
+
+def test_the_trainer_stays_in_rooms():
+    """trainer.py holds the loop, not the recovery, the saving or the failures' messages."""
+    path = os.path.join(ROOT, "albert_tf", "training", "trainer.py")
+    source = open(path).read()
+    assert len(source.splitlines()) <= 400
+    train = next(node for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.FunctionDef) and node.name == "train")
+    assert train.end_lineno - train.lineno + 1 <= 60
 
 
 def _run(args, **kwargs):
