@@ -5,7 +5,9 @@ that keeps the best checkpoint, TensorBoard summaries and progress logs.
 The model is also the task: it provides `denominators(features)`, `loss_sums(features,
 outputs)`, `replica_loss(sums, denominators)` and `metrics_from_sums(sums)`. Loss terms are
 divided by denominators all-reduced over the whole global batch, so every split of a batch
-(replicas, micro-batches) gives the gradient of the same global loss.
+(replicas, micro-batches) gives the gradient of the same global loss. Beside the loop:
+checkpoint_saving (what a checkpoint holds, saving, restoring), recovery (acting on the loss
+guard) and failures (the errors a run stops with).
 """
 
 import math
