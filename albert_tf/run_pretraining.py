@@ -195,6 +195,7 @@ def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_co
     from albert_tf import AlbertPretrainer
     from albert_tf.modeling.optimizers import create_optimizer
     from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
 
     trainer = Trainer(
         strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),
@@ -203,11 +204,14 @@ def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_co
                                  poly_power=FLAGS.poly_power,
                                  start_warmup_step=FLAGS.start_warmup_step,
                                  bias_correction=FLAGS.bias_correction),
-        FLAGS.output_dir, global_batch_size=FLAGS.train_batch_size,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_lock=lock, run_kind="pretraining",
-        tokenizer=tokenizer, excursions=excursions.settings_from_flags(FLAGS))
+        FLAGS.output_dir, TrainerOptions(
+            global_batch_size=FLAGS.train_batch_size,
+            gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+            steps_per_execution=FLAGS.steps_per_execution, jit_compile=jit_compile,
+            save_checkpoints_steps=FLAGS.save_checkpoints_steps, log_steps=FLAGS.log_steps,
+            keep_checkpoint_max=FLAGS.keep_checkpoint_max, run_kind="pretraining",
+            tokenizer=tokenizer, run_lock=lock,
+            excursions=excursions.settings_from_flags(FLAGS)))
     restored = trainer.restore_or_initialize(FLAGS.init_checkpoint, FLAGS.init_from_group0,
                                              allow_missing=("cls/",))
 
@@ -226,8 +230,6 @@ def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_co
             trainer.train(_dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True,
                                       "input_file", config.vocab_size, mask_id),
                           FLAGS.num_train_steps,
-                          save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-                          log_steps=FLAGS.log_steps,
                           on_checkpoint=evaluate if FLAGS.do_eval else None,
                           evaluate_restarts=FLAGS.do_eval)
         elif FLAGS.do_eval:

@@ -55,11 +55,12 @@ def ours(features, args, padding):
     from albert_tf import create_optimizer
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     out = tempfile.mkdtemp()
     trainer = Trainer(strategy, lambda: AlbertClassifier(AlbertConfig(**BASE), 2),
                       lambda: create_optimizer(1e-5, 10000, 100, "adamw"), out,
-                      global_batch_size=args.batch_size)
+                      TrainerOptions(global_batch_size=args.batch_size))
     dataset = strategy.distribute_datasets_from_function(
         lambda ctx: make_dataset(features, args.batch_size, args.max_seq_length,
                                  is_training=True, input_context=ctx, padding=padding, seed=1))

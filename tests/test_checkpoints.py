@@ -12,6 +12,7 @@ from albert_tf.formats.checkpoints import read_checkpoint
 from albert_tf.formats.sources import ModelSource
 from albert_tf.modeling.optimizers import create_optimizer
 from albert_tf.training.trainer import Trainer
+from albert_tf.training.trainer_options import TrainerOptions
 from conftest import SMALL, TINY, torch_outputs
 from tool_runner import run_tool_logged
 
@@ -309,7 +310,8 @@ def test_a_run_directory_means_its_best_checkpoint_for_every_reader(tmp_path, ca
     run = tmp_path / "run"
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                       lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
-                      lambda: create_optimizer(1e-2, 10, 0, "lamb"), str(run), global_batch_size=2)
+                      lambda: create_optimizer(1e-2, 10, 0, "lamb"), str(run),
+                      TrainerOptions(global_batch_size=2))
     dense = "bert/encoder/embedding_hidden_mapping_in/kernel"
     weights = {}
     for step in (2, 4):

@@ -14,6 +14,7 @@ from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.training.trainer import Trainer
+from albert_tf.training.trainer_options import TrainerOptions
 from conftest import write_pretraining_records
 from test_resume import DROPOUT, assert_same_state
 from tool_runner import assert_refused, run_tool
@@ -129,10 +130,11 @@ def _trainer(out, precision, action="recover", lr_factor=0.5):
     return Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                    lambda: AlbertPretrainer(AlbertConfig(**DROPOUT), sop_weight=0.0),
                    lambda: create_optimizer(1e-2, STEPS, 5, "lamb"), str(out),
-                   global_batch_size=BATCH, jit_compile=precision == "bfloat16",
-                   keep_checkpoint_max=1,
-                   excursions=ExcursionSettings(action=action, smoothing_steps=10,
-                                                lr_factor=lr_factor))
+                   TrainerOptions(global_batch_size=BATCH, jit_compile=precision == "bfloat16",
+                                  save_checkpoints_steps=SAVE, log_steps=1,
+                                  keep_checkpoint_max=1,
+                                  excursions=ExcursionSettings(action=action, smoothing_steps=10,
+                                                               lr_factor=lr_factor)))
 
 
 class Killed(Exception):
@@ -157,9 +159,7 @@ def _run(out, records, precision, corrupt=CORRUPT, action="recover", kill=None,
         recovered = trainer.guard.state["recoveries"] > 0
         trainer.observe_eval(step, 3.0 if recovered else eval_losses[step])
     try:
-        trainer.train(_dataset_fn(records, corrupt, poison), STEPS,
-                      save_checkpoints_steps=SAVE,
-                      log_steps=1, on_log=on_log,
+        trainer.train(_dataset_fn(records, corrupt, poison), STEPS, on_log=on_log,
                       on_checkpoint=on_checkpoint if eval_losses else None,
                       evaluate_restarts=bool(eval_losses))
     finally:

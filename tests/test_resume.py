@@ -239,6 +239,7 @@ def _damaged_records_and_trainer(tmp_path, name, count, records, at, **dataset_o
     from albert_tf import AlbertPretrainer, create_optimizer
     from albert_tf.data.pipeline import pretraining_dataset
     from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
     files = [write_pretraining_records(tmp_path / f"{name}-{i}.tfrecord", records, seed=i)
              for i in range(count)]
     raw = bytearray(open(files[1], "rb").read())
@@ -251,7 +252,7 @@ def _damaged_records_and_trainer(tmp_path, name, count, records, at, **dataset_o
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                       lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                       lambda: create_optimizer(1e-3, 1000, 2, "lamb"), str(tmp_path / "out"),
-                      global_batch_size=8)
+                      TrainerOptions(global_batch_size=8, save_checkpoints_steps=5, log_steps=5))
     return files, dataset_fn, trainer
 
 
@@ -273,7 +274,7 @@ def test_a_corrupt_record_stops_training_naming_the_file_and_the_last_checkpoint
     files, dataset_fn, trainer = _damaged_records_and_trainer(tmp_path, "train", 3, 200, 0.9,
                                                               seed=1, shuffle_buffer=8)
     with pytest.raises(CorruptInputError) as err:
-        trainer.train(dataset_fn, 1000, save_checkpoints_steps=5, log_steps=5)
+        trainer.train(dataset_fn, 1000)
     last = tf.train.latest_checkpoint(str(tmp_path / "out"))
     assert last and re.match(
         rf"{re.escape(files[1])} is corrupt after its first \d+ records \(corrupted record at "

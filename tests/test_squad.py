@@ -377,16 +377,16 @@ def test_trainer_leaves_the_unused_pooler_as_it_is(tiny_config, tmp_path, caplog
     from albert_tf import create_optimizer
     from albert_tf.modeling.squad import AlbertSquad
     from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
     batch = dict(_model_inputs(np.random.RandomState(0), batch=4),
                  start_positions=np.array([4, 5, 6, 7]), end_positions=np.array([5, 6, 7, 8]))
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                       lambda: AlbertSquad(tiny_config, dropout_prob=0.0),
                       lambda: create_optimizer(0.1, 10, 0, "lamb"), str(tmp_path),
-                      global_batch_size=4)
+                      TrainerOptions(global_batch_size=4, save_checkpoints_steps=3, log_steps=3))
     before = {k: v.numpy() for k, v in trainer.model.tf1_weights().items()}
     with caplog.at_level(logging.INFO, logger="absl"):
-        trainer.train(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), 3,
-                      save_checkpoints_steps=3, log_steps=3)
+        trainer.train(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), 3)
     after = {k: v.numpy() for k, v in trainer.model.tf1_weights().items()}
     pooler = {k for k in before if "/pooler/" in k}
     assert pooler == {"bert/pooler/dense/kernel", "bert/pooler/dense/bias"}

@@ -1,3 +1,5 @@
+import ast
+import dataclasses
 import gc
 import json
 import os
@@ -6,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import weakref
 
 import numpy as np
@@ -15,9 +18,11 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
+from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError
 from albert_tf.modeling.optimizers import current_learning_rate
 from albert_tf.training.trainer import Trainer
+from albert_tf.training.trainer_options import TrainerOptions
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)
 from tool_runner import run_tool_logged
@@ -39,12 +44,15 @@ def config_file(tmp_path_factory):
     return str(path)
 
 
-def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1):
+def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1,
+             save=1000, log=100):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                    lambda: create_optimizer(lr, steps, 2, "lamb"), str(output_dir),
-                   global_batch_size=batch, gradient_accumulation_steps=accumulation,
-                   steps_per_execution=steps_per_execution)
+                   TrainerOptions(global_batch_size=batch,
+                                  gradient_accumulation_steps=accumulation,
+                                  steps_per_execution=steps_per_execution,
+                                  save_checkpoints_steps=save, log_steps=log))
 
 
 def _dataset_fn(records, batch=8, seed=3):
@@ -57,8 +65,8 @@ def _weights(model):
 
 
 def test_train_checkpoint_and_resume_state(records, tmp_path):
-    trainer = _trainer(tmp_path, steps_per_execution=3)
-    assert trainer.train(_dataset_fn(records), 7, save_checkpoints_steps=4, log_steps=2) == 7
+    trainer = _trainer(tmp_path, steps_per_execution=3, save=4, log=2)
+    assert trainer.train(_dataset_fn(records), 7) == 7
     saved = sorted(f for f in os.listdir(tmp_path) if f.endswith(".index"))
     assert saved == ["model.ckpt-4.index", "model.ckpt-7.index"]
     slots = [v.numpy() for v in trainer.optimizer.variables]
@@ -91,13 +99,13 @@ def test_train_checkpoint_and_resume_state(records, tmp_path):
 def test_gradient_accumulation_gives_the_same_update(records, tmp_path):
     results = []
     for k in (1, 2, 4):
-        trainer = _trainer(tmp_path / f"acc{k}", accumulation=k)
+        trainer = _trainer(tmp_path / f"acc{k}", accumulation=k, save=100, log=1)
         init = trainer.model
         if results:
             for name, variable in init.tf1_weights().items():
                 variable.assign(results[0][0][name])
         start = _weights(init)
-        trainer.train(_dataset_fn(records), 2, save_checkpoints_steps=100, log_steps=1)
+        trainer.train(_dataset_fn(records), 2)
         results.append((start, _weights(trainer.model)))
     for start, end in results[1:]:
         for name in end:
@@ -105,9 +113,9 @@ def test_gradient_accumulation_gives_the_same_update(records, tmp_path):
 
 
 def test_non_finite_loss_stops_before_saving(records, tmp_path):
-    trainer = _trainer(tmp_path, lr=1e30)
+    trainer = _trainer(tmp_path, lr=1e30, save=1, log=1)
     with pytest.raises(NonFiniteLossError) as err:
-        trainer.train(_dataset_fn(records), 50, save_checkpoints_steps=1, log_steps=1)
+        trainer.train(_dataset_fn(records), 50)
     match = re.search(r"loss became (nan|inf) in the steps (\d+)\.\.\d+; nothing was saved "
                       r"after it\. Last good checkpoint: (\S+)\.", str(err.value))
     assert match, str(err.value)
@@ -120,6 +128,68 @@ def test_non_finite_loss_stops_before_saving(records, tmp_path):
 def test_batch_must_divide(tmp_path):
     with pytest.raises(ValueError, match="must divide into 1 replicas × 3 accumulation steps"):
         _trainer(tmp_path, accumulation=3, batch=8)
+
+
+class _Lock:
+    """A run lock that counts its checks."""
+    verified = 0
+
+    def verify(self):
+        self.verified += 1
+
+
+def test_every_trainer_option_reaches_the_trainer(tmp_path):
+    """Each field of TrainerOptions, at a value other than its default, changes what the
+    trainer does (a field added without a use here fails the first assertion)."""
+    checked = {"global_batch_size", "gradient_accumulation_steps", "steps_per_execution",
+               "jit_compile", "save_checkpoints_steps", "log_steps", "keep_checkpoint_max",
+               "run_kind", "tokenizer", "run_lock", "excursions"}
+    assert {f.name for f in dataclasses.fields(TrainerOptions)} == checked
+    model_fn = lambda: AlbertPretrainer(AlbertConfig(**TINY))  # noqa: E731
+    optimizer_fn = lambda: create_optimizer(1e-3, 10, 1, "lamb")  # noqa: E731
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with pytest.raises(ValueError, match=r"--train_batch_size=4 must divide into 1 replicas × "
+                                         r"3 accumulation steps"):
+        Trainer(strategy, model_fn, optimizer_fn, str(tmp_path / "refused"),
+                TrainerOptions(global_batch_size=4, gradient_accumulation_steps=3))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n")
+    tokenizer = types.SimpleNamespace(asset_file=str(vocab), kind="wordpiece",
+                                      do_lower_case=True)
+    lock, out = _Lock(), tmp_path / "run"
+    trainer = Trainer(strategy, model_fn, optimizer_fn, str(out), TrainerOptions(
+        global_batch_size=4, gradient_accumulation_steps=2, steps_per_execution=4,
+        save_checkpoints_steps=3, log_steps=5, keep_checkpoint_max=1, run_kind="a test",
+        tokenizer=tokenizer, run_lock=lock))
+    calls, train_fn = [], trainer._train_fn
+    trainer._train_fn = lambda iterator, n: calls.append(int(n)) or train_fn(iterator, n)
+    logged, saved = [], []
+    batch = pretraining_batch(TINY["vocab_size"], batch=4, seq=16, preds=4)
+    trainer.train(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), 6,
+                  on_log=lambda step, metrics: logged.append(step),
+                  on_checkpoint=lambda path, step: saved.append(step))
+    assert trainer.accumulation == 2
+    assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
+    assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
+    assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]
+    assert json.load(open(out / "run.json")) == {"kind": "a test"}
+    assert (out / "vocab.txt").read_text() == vocab.read_text()
+    guarded = Trainer(strategy, model_fn, optimizer_fn, str(tmp_path / "guarded"),
+                      TrainerOptions(global_batch_size=4, jit_compile=True,
+                                     excursions=ExcursionSettings(max_recoveries=7)))
+    assert guarded._compiled() == "forward, backward and update compiled as one XLA computation"
+    assert guarded.guard.settings.max_recoveries == 7
+    assert LossGuard.saved_state(guarded.save())["recoveries"] == 0
+
+
+def test_the_trainer_stays_in_rooms():
+    """trainer.py holds the loop, not the recovery, the saving or the failures' messages."""
+    path = os.path.join(ROOT, "albert_tf", "training", "trainer.py")
+    source = open(path).read()
+    assert len(source.splitlines()) <= 400
+    train = next(node for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.FunctionDef) and node.name == "train")
+    assert train.end_lineno - train.lineno + 1 <= 60
 
 
 def _run(args, **kwargs):
@@ -229,11 +299,13 @@ def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
         trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                           lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"),
-                          str(tmp_path / str(jit)), global_batch_size=4,
-                          gradient_accumulation_steps=2, jit_compile=jit)
+                          str(tmp_path / str(jit)),
+                          TrainerOptions(global_batch_size=4, gradient_accumulation_steps=2,
+                                         jit_compile=jit, save_checkpoints_steps=10,
+                                         log_steps=1))
         assert trainer.whole_step_jit is jit
         initial = _weights(trainer.model)
-        assert trainer.train(dataset_fn, 2, save_checkpoints_steps=10, log_steps=1) == 2
+        assert trainer.train(dataset_fn, 2) == 2
         updates[jit] = {n: v - initial[n] for n, v in _weights(trainer.model).items()}
         assert max(np.abs(update).max() for update in updates[jit].values()) > 1e-4
         if jit:  # one HLO module for the whole replica step, and the update is inside it
@@ -255,7 +327,7 @@ def test_log_says_what_xla_compiles_under_mirrored(tmp_path):
         trainer = Trainer(tf.distribute.MirroredStrategy(["/cpu:0"]),
                           lambda: AlbertPretrainer(AlbertConfig(**TINY)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"), str(tmp_path / str(jit)),
-                          global_batch_size=4, jit_compile=jit)
+                          TrainerOptions(global_batch_size=4, jit_compile=jit))
         assert (trainer.whole_step_jit, trainer.gradients_jit) == (False, jit)
         assert trainer._compiled() == expected
 

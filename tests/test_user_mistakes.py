@@ -283,6 +283,7 @@ def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world
     from albert_tf.modeling.optimizers import create_optimizer
     from albert_tf.training.failures import CorruptInputError
     from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
     vocab = world["vocab"]
     path = str(tmp_path / "mixed.tfrecord")
     good = list(tf.data.TFRecordDataset(world["records"][0]).as_numpy_iterator())
@@ -302,7 +303,7 @@ def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world
     trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
                       lambda: AlbertPretrainer(AlbertConfig(**{**TINY, "vocab_size": vocab})),
                       lambda: create_optimizer(1e-3, 10, 1), str(tmp_path / "run"),
-                      global_batch_size=4)
+                      TrainerOptions(global_batch_size=4))
     with pytest.raises(CorruptInputError, match=rf"{path} record {first_bad} holds token id \d+ "
                        rf"but the config's vocab_size is {vocab}: were the records built"):
         trainer.evaluate(dataset_fn)

@@ -174,6 +174,7 @@ class _Run:
     def __init__(self, task, options, lock=None):
         from albert_tf.modeling.optimizers import finetuning_optimizer
         from albert_tf.training.trainer import Trainer
+        from albert_tf.training.trainer_options import TrainerOptions
 
         self.task, self.flags = task, options
         keras.utils.set_random_seed(options.random_seed)
@@ -202,12 +203,14 @@ class _Run:
             lambda: finetuning_optimizer(options.learning_rate, self.num_train_steps,
                                          self.num_warmup_steps, options.optimizer,
                                          **update_settings(options)),
-            options.output_dir, global_batch_size=options.train_batch_size,
-            gradient_accumulation_steps=options.gradient_accumulation_steps,
-            steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
-            keep_checkpoint_max=options.keep_checkpoint_max, run_lock=lock,
-            run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None),
-            excursions=settings_from_flags(options))
+            options.output_dir, TrainerOptions(
+                global_batch_size=options.train_batch_size,
+                gradient_accumulation_steps=options.gradient_accumulation_steps,
+                steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
+                save_checkpoints_steps=options.save_checkpoints_steps,
+                log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
+                run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None),
+                run_lock=lock, excursions=settings_from_flags(options)))
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
         level = (task.constant_loss(self.train_features)
@@ -261,8 +264,7 @@ class _Run:
         logging.info("Training %d steps (%d warmup) on %d examples", self.num_train_steps,
                      self.num_warmup_steps, num_examples(self.train_features))
         self.trainer.train(self.dataset_fn(self.train_features, f.train_batch_size, True),
-                           self.num_train_steps, save_checkpoints_steps=f.save_checkpoints_steps,
-                           log_steps=f.log_steps,
+                           self.num_train_steps,
                            on_checkpoint=self.evaluate if f.do_eval else None,
                            on_log=lambda step, metrics: self.watch.training_loss(
                                step, metrics["loss"]))

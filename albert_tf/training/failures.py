@@ -2,6 +2,7 @@
 one line and an exit status, the stop request a signal makes, and the messages naming the input
 file or the worker at fault."""
 
+import contextlib
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import threading
 import time
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.data.pipeline import OUT_OF_VOCABULARY, find_out_of_vocabulary
 from albert_tf.data.records import find_corrupt_record, short_tf_message
@@ -78,6 +80,16 @@ class StopRequest:
             signal.signal(sig, handler)
 
 
+def interrupted(stop, step, saved):
+    """The Interrupted that ends training at `step` on a stop request (`stop`'s, else another
+    worker's), `saved` its checkpoint; the log says so too."""
+    why = stop.requested or "a stop request of another worker"
+    logging.warning("Stopping at step %d on %s; rerun the same command to resume from %s",
+                    step, why, saved)
+    return Interrupted(f"stopped at step {step} on {why}; nothing after training ran. Rerun "
+                       f"the same command to resume from {saved}", stop.signum or signal.SIGTERM)
+
+
 def service_gap_message(error, address, step, last_checkpoint):
     """The line for the trainer's order check failing (data.service), or None for another
     error."""
@@ -119,6 +131,23 @@ class Watchdog:
             if since is not None and time.monotonic() - since > self.timeout:
                 self.expire(self.message())
                 return
+
+
+def service_watchdog(dataset_fn, step, last_checkpoint):
+    """The Watchdog of a run fed by the tf.data service (none otherwise): it stops the run when
+    no step finishes for the dataset_fn's `data_service_timeout` (the service's workers gone).
+    `step()` and `last_checkpoint()` are read when it does."""
+    address = getattr(dataset_fn, "data_service", None)
+    timeout = getattr(dataset_fn, "data_service_timeout", None)
+
+    def message():
+        last = last_checkpoint()
+        return (f"no training step finished in {timeout:.0f} s (after step {step()}) "
+                f"while the batches come from the tf.data service at {address}: its workers "
+                f"are gone or stalled (or a step compiles for longer: raise "
+                f"--data_service_timeout). Last checkpoint: {last or 'none'}. Start the "
+                f"workers, then rerun the same command to {rerun_to(last)}.")
+    return Watchdog(timeout if address else None, message)
 
 
 def _exit_with(message):
@@ -167,3 +196,40 @@ def failure_detail(error):
     tasks = sorted(set(re.sub(r"/replica:\d+", "", t)
                        for t in re.findall(r"/job:\w+/(?:replica:\d+/)?task:\d+", message)))
     return why + (f"; tasks named: {', '.join(tasks)}" if tasks else "")
+
+
+@contextlib.contextmanager
+def training_failures(dataset_fn, num_workers, step, last_checkpoint):
+    """Turns what training raises on a gap in the tf.data service's batches, an unreadable
+    training record or (with several workers) a lost worker into the run's one-line errors;
+    `step()` and `last_checkpoint()` are read then."""
+    try:
+        yield
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        last = last_checkpoint()
+        gap = service_gap_message(e, getattr(dataset_fn, "data_service", None), step(), last)
+        if gap:
+            raise InputServiceError(gap) from e
+        if not bad_record(e):
+            raise
+        raise CorruptInputError(corrupt_input_message(e, dataset_fn, step(), last)) from e
+    except COLLECTIVE_FAILURES as e:
+        if num_workers == 1:
+            raise
+        raise WorkerLostError(
+            f"a worker of the job stopped or became unreachable after step {step()} "
+            f"({failure_detail(e)}). Last checkpoint: {last_checkpoint() or 'none'}. Restart "
+            f"every worker with the same command to resume from it.") from e
+
+
+@contextlib.contextmanager
+def eval_failures(dataset_fn, step):
+    """An unreadable eval record as the run's one-line error, naming the file."""
+    try:
+        yield
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        if not bad_record(e):
+            raise
+        raise CorruptInputError(
+            f"{corrupt_where(e, dataset_fn, 'an eval')}. Evaluation at step {step} stopped; "
+            f"replace or remove the file, then rerun the same command.") from e

@@ -5,59 +5,48 @@ that keeps the best checkpoint, TensorBoard summaries and progress logs.
 The model is also the task: it provides `denominators(features)`, `loss_sums(features,
 outputs)`, `replica_loss(sums, denominators)` and `metrics_from_sums(sums)`. Loss terms are
 divided by denominators all-reduced over the whole global batch, so every split of a batch
-(replicas, micro-batches) gives the gradient of the same global loss.
+(replicas, micro-batches) gives the gradient of the same global loss. Beside the loop:
+checkpoint_saving (what a checkpoint holds, saving, restoring), recovery (acting on the loss
+guard) and failures (the errors a run stops with).
 """
 
 import math
 import os
 import shutil
-import signal
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.files import writing
-from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
-from albert_tf.formats.tokenizers import keep_vocabulary
-from albert_tf.modeling.optimizers import (
-    ReplicaLossScaleOptimizer, current_learning_rate, scale_learning_rate)
+from albert_tf.modeling.optimizers import ReplicaLossScaleOptimizer, current_learning_rate
 from albert_tf.tracing import graph_function
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
-    CHECKPOINT_NAME, UNREADABLE, check_run_config, checkpoints_on_disk, drop_checkpoints,
-    prune_checkpoints, random_state, record_run_kind, refuse_foreign_checkpoints,
-    resumable_checkpoints, unreadable_reason)
+    check_run_config, refuse_foreign_checkpoints, resumable_checkpoints)
+from albert_tf.training.checkpoint_saving import CheckpointSaver
 from albert_tf.training.distribution import check_batch_sizes, is_chief
-from albert_tf.training.excursions import (
-    LossExcursionError, LossGuard, plan_recovery, read_log, write_log)
+from albert_tf.training.excursions import LossGuard
 from albert_tf.training.failures import (
-    COLLECTIVE_FAILURES, CorruptInputError, InputServiceError, Interrupted, NonFiniteLossError,
-    StopRequest, Watchdog, WorkerLostError, bad_record, corrupt_input_message, corrupt_where,
-    failure_detail, rerun_to, service_gap_message)
+    NonFiniteLossError, StopRequest, eval_failures, interrupted, service_watchdog,
+    training_failures)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
 from albert_tf.training.progress import Progress
+from albert_tf.training.recovery import NoRecovery, Recovery, learning_rate_factor
 
 SUM = tf.distribute.ReduceOp.SUM
 
 
 class Trainer:
-    """Builds model and optimizer under `strategy`, then trains, checkpoints and evaluates."""
+    """Builds model and optimizer under `strategy`, then trains, checkpoints and evaluates as
+    `options` (a training.trainer_options.TrainerOptions) say."""
 
-    def __init__(self, strategy, model_fn, optimizer_fn, output_dir, *, global_batch_size,
-                 gradient_accumulation_steps=1, steps_per_execution=1, jit_compile=False,
-                 keep_checkpoint_max=5, run_lock=None, run_kind=None, tokenizer=None,
-                 excursions=None):
-        self.strategy = strategy
-        self.run_lock = run_lock  # checked before each save (see training.run_lock)
-        self.run_kind = run_kind  # recorded with the first checkpoint (checkpoint_files)
-        self.tokenizer = tokenizer  # its vocabulary is kept with the first checkpoint
-        self.output_dir = output_dir
-        self.global_batch_size = global_batch_size
-        self.accumulation = int(gradient_accumulation_steps)
-        self.steps_per_execution = max(1, int(steps_per_execution))
-        check_batch_sizes(strategy, global_batch_size, self.accumulation)
+    def __init__(self, strategy, model_fn, optimizer_fn, output_dir, options):
+        self.strategy, self.output_dir, self.options = strategy, output_dir, options
+        self.global_batch_size = options.global_batch_size
+        self.accumulation = int(options.gradient_accumulation_steps)
+        self.steps_per_execution = max(1, int(options.steps_per_execution))
+        check_batch_sizes(strategy, self.global_batch_size, self.accumulation)
         self.chief = is_chief(strategy)
         # Every worker takes part in saving (it is collective), but only the chief keeps files.
         self.write_dir = output_dir if self.chief else os.path.join(
@@ -69,32 +58,20 @@ class Trainer:
             if keras.mixed_precision.global_policy().name == "mixed_float16":
                 self.optimizer = ReplicaLossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
-            # Loss excursions (training.excursions): the guard's state is saved with every
+            # Loss excursions (training.recovery): the guard's state is saved with every
             # checkpoint; a recovery lowers the learning rate through this factor.
-            self.excursions = excursions
-            self.guard = LossGuard(excursions) if excursions else None
-            if self.guard:
-                self.lr_scale = tf.Variable(
-                    1.0, trainable=False, name="lr_scale",
-                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                scale_learning_rate(self.optimizer, self.lr_scale)
-        self._config_written = False
-        # Dropout's random state is saved too: a resumed run draws the masks the killed one
-        # would have drawn.
-        self.checkpoint = tf.train.Checkpoint(model=named_weights_checkpoint(self.model),
-                                              optimizer=self.optimizer,
-                                              rng=random_state(self.model),
-                                              **({"guard": self.guard} if self.guard else {}))
-        self.keep_checkpoint_max = keep_checkpoint_max
-        self._input_skip = 0  # batches a resumed recovery still has to skip (train)
-        self._eval_excursion = None
-        self.manager = self._checkpoint_manager()
+            self.guard = LossGuard(options.excursions) if options.excursions else None
+            lr_scale = learning_rate_factor(self.optimizer) if self.guard else None
+        self.saver = CheckpointSaver(self.model, self.optimizer, self.guard, output_dir,
+                                     self.write_dir, self.chief, options)
+        self.recovery = (Recovery(self.guard, lr_scale, self.saver, self.restore, self._writer)
+                         if self.guard else NoRecovery(self.saver))
         # One device: forward, backward and update as one XLA computation. Mirrored and
         # multi-worker updates all-reduce across replicas, which stays outside XLA: there the
         # forward and backward pass is compiled. A TPU compiles every step whatever the flag.
-        self.whole_step_jit = bool(jit_compile) and isinstance(
+        self.whole_step_jit = bool(options.jit_compile) and isinstance(
             strategy, tf.distribute.OneDeviceStrategy)
-        self.gradients_jit = bool(jit_compile) and not self.whole_step_jit
+        self.gradients_jit = bool(options.jit_compile) and not self.whole_step_jit
         self._grad_fn = graph_function(self._gradients, jit_compile=self.gradients_jit)
         self._step_fn = (graph_function(self._replica_step, jit_compile=True)
                          if self.whole_step_jit else self._replica_step)
@@ -112,20 +89,8 @@ class Trainer:
     def step(self):
         return int(self.optimizer.iterations.numpy())
 
-    def _checkpoint_manager(self):
-        # With a guard, prune_checkpoints keeps them (a recovery's may be older than the newest).
-        return tf.train.CheckpointManager(
-            self.checkpoint, self.write_dir,
-            max_to_keep=None if self.guard else self.keep_checkpoint_max,
-            checkpoint_name=CHECKPOINT_NAME, step_counter=self.optimizer.iterations)
-
-    def _checkpoint_steps(self):
-        return checkpoints_on_disk(self.write_dir)
-
-    def _drop_checkpoints(self, steps):
-        drop_checkpoints(self.write_dir, steps)
-        # The manager lists what it saved itself; the index lists every kept one.
-        self.manager = self._checkpoint_manager()
+    def _last_checkpoint(self):
+        return tf.train.latest_checkpoint(self.output_dir)
 
     def restore_or_initialize(self, init_checkpoint=None, init_from_group0=False,
                               allow_missing=(), allow_reshaped=()):
@@ -140,9 +105,9 @@ class Trainer:
         candidates = resumable_checkpoints(self.output_dir)
         if candidates:
             check_run_config(self.output_dir, self.model.config)
-            resumed = self._restore_newest_intact(candidates)
+            resumed = self.saver.restore_newest_intact(candidates, self.restore)
             logging.info("Resumed from %s at step %d", resumed, self.step)
-            return self._finish_recovery(resumed)
+            return self.recovery.finish_interrupted(resumed)
         refuse_foreign_checkpoints(self.output_dir)
         if init_checkpoint:
             self.model.load_checkpoint(init_checkpoint, init_from_group0=init_from_group0,
@@ -151,110 +116,10 @@ class Trainer:
             logging.info("Initialised weights from %s", init_checkpoint)
         return None
 
-    def _restore_newest_intact(self, candidates):
-        """Restores the newest candidate that reads whole; if it is not the newest listed, the
-        `checkpoint` index is rewritten to list the intact ones up to it."""
-        failures = []
-        for step, prefix in candidates:
-            try:
-                self.restore(prefix)
-            except UNREADABLE as e:
-                failures.append(f"{os.path.basename(prefix)} ({unreadable_reason(e)})")
-                logging.warning("Checkpoint %s cannot be read (%s)%s", prefix,
-                                unreadable_reason(e), "; trying the one before it"
-                                if (step, prefix) != candidates[-1] else "")
-                continue
-            if failures or tf.train.latest_checkpoint(self.output_dir) != prefix:
-                kept = [p for s, p in reversed(candidates)
-                        if s <= step and tf.io.gfile.exists(p + ".index")]
-                if self.chief:
-                    write_checkpoint_index(self.output_dir, kept)
-                self.manager = self._checkpoint_manager()
-                logging.warning("Resuming from %s, the newest intact checkpoint (%s)", prefix,
-                                f"skipped {', '.join(failures)}" if failures else
-                                "the `checkpoint` index was missing or did not list it")
-            return prefix
-        raise ValueError(
-            f"no checkpoint in --output_dir={self.output_dir} can be read: "
-            f"{'; '.join(failures)}. Move them away to start from step 1, or restore them")
-
-    def _finish_recovery(self, resumed):
-        """A run killed after a recovery was decided and before its next checkpoint: the
-        recovery is made again from excursions.json (the same checkpoint, learning rate and
-        input position as the killed run's), so the rerun ends as an uninterrupted run."""
-        if not self.guard:
-            return resumed
-        log = read_log(self.output_dir)
-        done = self.guard.state["recoveries"]
-        if done > len(log):
-            logging.warning("The checkpoint counts %d recoveries and %s lists %d: the file was "
-                            "changed or removed", done,
-                            os.path.join(self.output_dir, "excursions.json"), len(log))
-        if done >= len(log):
-            return resumed
-        entry = log[-1]
-        logging.warning("Recovery %d was not finished before the run stopped: going back to "
-                        "step %d as it did", entry["number"], entry["rolled_back_to_step"])
-        prefix = self._roll_back(entry)
-        self._input_skip = entry["skipped_batches"]
-        return prefix
-
-    def _roll_back(self, entry):
-        """Restores the recovery's checkpoint (dropping every later one) and applies it: the
-        recovery count, the input offset and the learning-rate factor. Returns the prefix."""
-        anchor = entry["rolled_back_to_step"]
-        prefix = self._checkpoint_steps().get(anchor)
-        if prefix is None:
-            raise LossExcursionError(
-                f"the checkpoint of step {anchor} that recovery {entry['number']} goes back to "
-                f"is not in {self.output_dir}")
-        self._drop_checkpoints([s for s in self._checkpoint_steps() if s > anchor])
-        self.restore(prefix)
-        self.guard.apply(entry)
-        self.lr_scale.assign(entry["lr_scale"])
-        return prefix
-
-    def _write_config(self):
-        """albert_config.json and the vocabulary beside the checkpoints (written with the first
-        one), so that output_dir is itself a from_pretrained and load_tokenizer source."""
-        if self.chief and not self._config_written:
-            self.model.config.to_json_file(os.path.join(self.output_dir, "albert_config.json"))
-            if self.tokenizer is not None:
-                keep_vocabulary(self.output_dir, self.tokenizer)
-            record_run_kind(self.output_dir, self.run_kind)
-            self._config_written = True
-
     def save(self):
-        """Saves the input position, then the checkpoint (whose index makes both trusted)."""
-        if self.run_lock is not None:
-            self.run_lock.verify()
-        prefix = os.path.join(self.write_dir, f"{CHECKPOINT_NAME}-{self.step}")
-        last = tf.train.latest_checkpoint(self.output_dir)
-        temporary = [prefix + "_temp*", prefix + ".tmp*"]
-        if not tf.io.gfile.exists(prefix + ".index"):  # no data file without its index
-            temporary.append(prefix + ".data-*")
-        if self._input is not None:
-            temporary.append(os.path.join(self._input.directory, f"step-{self.step}*"))
-        with writing("checkpoint", prefix, temporary, intact=(
-                f"the last good checkpoint {last} is intact and the rerun resumes from it"
-                if last else "no checkpoint was saved before it, so the rerun starts at step 1")):
-            path = self._save_files()
-        if not self.chief:
-            return None
-        logging.info("Saved checkpoint %s", path)
-        return path
-
-    def _save_files(self):
-        self._write_config()
-        if self._input is not None:
-            self._input.save(self.step)
-        path = self.manager.save(checkpoint_number=self.step)
-        if self.guard:
-            prune_checkpoints(self.write_dir, self.keep_checkpoint_max, self.guard.anchor_steps())
-            self.manager = self._checkpoint_manager()
-        if self._input is not None:
-            self._input.prune(self._checkpoint_steps())
-        return path
+        """Saves the input position, then the checkpoint (training.checkpoint_saving); returns
+        its path on the chief, None on the other workers."""
+        return self.saver.save(self._input)
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -347,80 +212,53 @@ class Trainer:
             return "forward and backward compiled with XLA, the update outside it"
         return "TensorFlow ops, no XLA"
 
-    def train(self, dataset_fn, num_train_steps, *, save_checkpoints_steps, log_steps=100,
-              on_checkpoint=None, on_log=None, evaluate_restarts=False):
+    def train(self, dataset_fn, num_train_steps, *, on_checkpoint=None, on_log=None,
+              evaluate_restarts=False):
         """Trains up to `num_train_steps` (global steps), saving every `save_checkpoints_steps`.
 
         dataset_fn(input_context) returns the per-replica batches. `on_checkpoint(path, step)`
         runs after each save (the pretraining script evaluates there), `on_log(step, metrics)`
         after each progress line. A non-finite loss stops training before anything is saved.
-        With a guard, a loss excursion is reported or recovered (training.excursions);
+        With a guard, a loss excursion is reported or recovered (training.recovery);
         `evaluate_restarts`: on_checkpoint evaluates, and runs again for the checkpoint that
         training resumes or rolls back to (whose checkpoint cannot hold its own evaluation),
         so that the guard sees the held-out losses an uninterrupted run saw.
         """
-        last_saved = tf.train.latest_checkpoint(self.output_dir)
+        last_saved = self._last_checkpoint()
         if self.step >= num_train_steps:
             logging.info("Step %d already reaches num_train_steps=%d", self.step, num_train_steps)
             return self.step
-        iterator = self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
-        iterator.restore(self.step, self.guard.state["batches_read"] if self.guard else None)
-        iterator.skip(self._input_skip)
-        self._input_skip = 0
+        iterator = self._open_input(dataset_fn)
         restarts = on_checkpoint if (evaluate_restarts and self.guard) else None
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
                      self._compiled())
         progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
         stop = StopRequest()
-        watchdog = self._service_watchdog(dataset_fn)
+        watchdog = service_watchdog(dataset_fn, lambda: self.step, self._last_checkpoint)
         stopping, saved_at = False, None
         try:
-            if restarts and last_saved and self.step > 0:
-                self._evaluated(restarts, last_saved)
-            while self.step < num_train_steps and not stopping:
-                step = self.step
-                boundaries = [num_train_steps, (step // save_checkpoints_steps + 1)
-                              * save_checkpoints_steps, (step // log_steps + 1) * log_steps]
-                chunk = min(self.steps_per_execution, min(boundaries) - step)
-                with watchdog:
-                    sums = self._run_chunk(iterator, chunk, last_saved)
-                if self.guard and self._recovered(self.guard.observe(
-                        self.step, self.model.metrics_from_sums(sums)["loss"], chunk), restarts):
-                    progress.restart()
-                    last_saved = tf.train.latest_checkpoint(self.output_dir)
-                    stopping = self._any_worker(stop.requested)
-                    continue
-                progress.add(sums, chunk)
-                step = self.step
-                if step % log_steps == 0 or step >= num_train_steps:
-                    metrics = progress.log(step, self.model.metrics_from_sums,
-                                           current_learning_rate(self.optimizer))
-                    if on_log is not None:
-                        on_log(step, metrics)
-                if step % save_checkpoints_steps == 0 or step >= num_train_steps:
-                    path = self.save()
-                    last_saved, saved_at = path or last_saved, step
-                    if on_checkpoint is not None and self._evaluated(on_checkpoint, path):
+            with training_failures(dataset_fn, self.num_workers, lambda: self.step,
+                                   self._last_checkpoint):
+                if restarts and last_saved and self.step > 0:
+                    self.recovery.evaluated(restarts, last_saved)
+                while self.step < num_train_steps and not stopping:
+                    chunk = self._chunk(num_train_steps)
+                    with watchdog:
+                        sums = self._run_chunk(iterator, chunk, last_saved)
+                    if self._recovered(sums, chunk, restarts):
                         progress.restart()
-                        last_saved = tf.train.latest_checkpoint(self.output_dir)
-                stopping = self._any_worker(stop.requested)
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            last = tf.train.latest_checkpoint(self.output_dir)
-            gap = service_gap_message(e, getattr(dataset_fn, "data_service", None), self.step,
-                                      last)
-            if gap:
-                raise InputServiceError(gap) from e
-            if not bad_record(e):
-                raise
-            raise CorruptInputError(corrupt_input_message(e, dataset_fn, self.step, last)) from e
-        except COLLECTIVE_FAILURES as e:
-            if self.num_workers == 1:
-                raise
-            raise WorkerLostError(
-                f"a worker of the job stopped or became unreachable after step {self.step} "
-                f"({failure_detail(e)}). Last checkpoint: "
-                f"{tf.train.latest_checkpoint(self.output_dir) or 'none'}. Restart every "
-                f"worker with the same command to resume from it.") from e
+                        last_saved = self._last_checkpoint()
+                    else:
+                        progress.add(sums, chunk)
+                        self._log(progress, num_train_steps, on_log)
+                        if self._boundary(self.options.save_checkpoints_steps, num_train_steps):
+                            path = self.save()
+                            last_saved, saved_at = path or last_saved, self.step
+                            if on_checkpoint is not None and self.recovery.evaluated(
+                                    on_checkpoint, path):
+                                progress.restart()
+                                last_saved = self._last_checkpoint()
+                    stopping = self._any_worker(stop.requested)
         finally:
             stop.restore()
             watchdog.stop()
@@ -429,88 +267,43 @@ class Trainer:
         if stopping and self.step < num_train_steps:
             if saved_at != self.step:
                 self.save()
-            why = stop.requested or "a stop request of another worker"
-            saved = tf.train.latest_checkpoint(self.output_dir)
-            logging.warning("Stopping at step %d on %s; rerun the same command to resume from "
-                            "%s", self.step, why, saved)
-            raise Interrupted(f"stopped at step {self.step} on {why}; nothing after training "
-                              f"ran. Rerun the same command to resume from {saved}",
-                              stop.signum or signal.SIGTERM)
+            raise interrupted(stop, self.step, self._last_checkpoint())
         return self.step
 
-    # ---- loss excursions ---------------------------------------------------------------------
+    def _open_input(self, dataset_fn):
+        """The training input at the restored step's position (and past the batches a resumed
+        recovery skips)."""
+        self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
+        self._input.restore(self.step, self.guard.state["batches_read"] if self.guard else None)
+        self._input.skip(self.recovery.take_input_skip())
+        return self._input
+
+    def _chunk(self, num_train_steps):
+        """The steps of the next call: up to the end, the next checkpoint or progress line."""
+        step = self.step
+        boundaries = [num_train_steps] + [(step // every + 1) * every for every in (
+            self.options.save_checkpoints_steps, self.options.log_steps)]
+        return min(self.steps_per_execution, min(boundaries) - step)
+
+    def _boundary(self, every, num_train_steps):
+        return self.step % every == 0 or self.step >= num_train_steps
+
+    def _log(self, progress, num_train_steps, on_log):
+        if self._boundary(self.options.log_steps, num_train_steps):
+            metrics = progress.log(self.step, self.model.metrics_from_sums,
+                                   current_learning_rate(self.optimizer))
+            if on_log is not None:
+                on_log(self.step, metrics)
 
     def observe_eval(self, step, loss):
         """A held-out loss for the guard (the pretraining script's evaluation reports it)."""
-        if self.guard:
-            self._eval_excursion = self.guard.observe_eval(step, loss)
+        self.recovery.observe_eval(step, loss)
 
-    def _evaluated(self, on_checkpoint, path):
-        """Runs on_checkpoint for `path`; a held-out excursion it reports is acted on. Returns
-        whether training went back to an earlier checkpoint."""
-        on_checkpoint(path, self.step)
-        excursion, self._eval_excursion = self._eval_excursion, None
-        return self._recovered(excursion, on_checkpoint)
-
-    def _recovered(self, excursion, restarts=None):
-        """Reports an excursion and acts as the settings say; True when training went back to
-        an earlier checkpoint (then `restarts`, given, evaluates it)."""
-        if excursion is None:
-            return False
-        settings, guard = self.excursions, self.guard
-        with self._writer("train").as_default(step=excursion.step):
-            tf.summary.scalar("excursions/" + excursion.kind.replace(" ", "_"), excursion.loss)
-        last = tf.train.latest_checkpoint(self.output_dir)
-        if settings.action == "stop" or (settings.action == "recover" and
-                                         guard.state["recoveries"] >= settings.max_recoveries):
-            why = ("--on_loss_spike=stop" if settings.action == "stop" else
-                   f"{guard.state['recoveries']} recoveries already (--max_loss_recoveries)")
-            raise LossExcursionError(
-                f"{excursion.describe()}; stopped ({why}). Last checkpoint: {last or 'none'}; "
-                f"excursions.json lists the recoveries. Lower --learning_rate and rerun in a "
-                f"new --output_dir, or resume with --on_loss_spike=warn")
-        entry = (plan_recovery(guard, excursion, self._checkpoint_steps())
-                 if settings.action == "recover" else None)
-        if entry is None and excursion.kind == "non-finite loss":
-            raise NonFiniteLossError(
-                f"{excursion.describe()}, and no checkpoint from before it is left to go back "
-                f"to; nothing was saved after it. Last checkpoint: {last or 'none'}. Lower "
-                f"--learning_rate or check the data.")
-        if entry is None:
-            logging.warning("Loss excursion: %s. %s", excursion.describe(),
-                            "Going on (--on_loss_spike=warn)" if settings.action == "warn" else
-                            f"No checkpoint from before it (step <= "
-                            f"{guard.anchor_for(excursion)}) to go back to: going on")
-            return False
-        logging.warning(
-            "Loss excursion: %s. Recovery %d: back to step %d (%s), past the %d batches that led "
-            "into it, learning rate x%g", excursion.describe(), entry["number"],
-            entry["rolled_back_to_step"], f"{CHECKPOINT_NAME}-{entry['rolled_back_to_step']}",
-            entry["skipped_batches"], entry["lr_scale"])
-        # Written first: a run killed from here on makes the same recovery when rerun.
-        if self.chief:
-            write_log(self.output_dir, read_log(self.output_dir) + [entry])
-        prefix = self._roll_back(entry)
-        with self._writer("train").as_default(step=excursion.step):
-            tf.summary.scalar("excursions/recoveries", entry["number"])
-            tf.summary.scalar("excursions/learning_rate_factor", entry["lr_scale"])
-        if restarts is not None:
-            self._evaluated(restarts, prefix)
-        return True
-
-    def _service_watchdog(self, dataset_fn):
-        """Stops a run fed by tf.data service whose steps stop coming (its workers gone)."""
-        address = getattr(dataset_fn, "data_service", None)
-        timeout = getattr(dataset_fn, "data_service_timeout", None)
-
-        def message():
-            last = tf.train.latest_checkpoint(self.output_dir)
-            return (f"no training step finished in {timeout:.0f} s (after step {self.step}) "
-                    f"while the batches come from the tf.data service at {address}: its workers "
-                    f"are gone or stalled (or a step compiles for longer: raise "
-                    f"--data_service_timeout). Last checkpoint: {last or 'none'}. Start the "
-                    f"workers, then rerun the same command to {rerun_to(last)}.")
-        return Watchdog(timeout if address else None, message)
+    def _recovered(self, sums, chunk, restarts):
+        """Whether the guard saw an excursion in these steps and training went back to an
+        earlier checkpoint (training.recovery)."""
+        return self.recovery.observe(self.step, self.model.metrics_from_sums(sums)["loss"],
+                                     chunk, restarts)
 
     def _any_worker(self, requested):
         """Whether any worker was asked to stop: every worker takes the same decision at the
@@ -531,7 +324,7 @@ class Trainer:
         sums = self._train_fn(iterator, tf.constant(chunk))
         sums = {n: float(v.numpy()) for n, v in sums.items()}
         loss = float(self.model.metrics_from_sums(sums)["loss"])
-        if not math.isfinite(loss) and not (self.guard and self.excursions.action == "recover"):
+        if not math.isfinite(loss) and not self.recovery.recovers:
             raise NonFiniteLossError(
                 f"loss became {loss} in the steps {step + 1}..{step + chunk}; nothing was "
                 f"saved after it. Last good checkpoint: {last_saved or 'none'}. Lower "
@@ -542,19 +335,13 @@ class Trainer:
         """Metrics over the eval data (up to `max_steps` global batches)."""
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         totals, batches = None, 0
-        try:
+        with eval_failures(dataset_fn, self.step):
             for features in dataset:
                 if max_steps and batches >= max_steps:
                     break
                 sums = {n: float(v.numpy()) for n, v in self._eval_fn(features).items()}
                 totals = sums if totals is None else {n: totals[n] + sums[n] for n in sums}
                 batches += 1
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            if not bad_record(e):
-                raise
-            raise CorruptInputError(
-                f"{corrupt_where(e, dataset_fn, 'an eval')}. Evaluation at step {self.step} "
-                f"stopped; replace or remove the file, then rerun the same command.") from e
         if totals is None:
             raise ValueError("the eval data yielded no complete batch; lower --eval_batch_size")
         result = {n: float(v) for n, v in self.model.metrics_from_sums(totals).items()}
@@ -565,16 +352,7 @@ class Trainer:
         """Loads one of this trainer's checkpoints (e.g. model.ckpt-best): model, optimizer,
         dropout's random state and the loss guard's state (each kept as it is for checkpoints
         written without it)."""
-        names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
-        parts = {"model": self.checkpoint.model, "optimizer": self.optimizer}
-        for name in ("rng", "guard"):  # kept as they are where a checkpoint has none
-            if hasattr(self.checkpoint, name) and any(n.startswith(name + "/") for n in names):
-                parts[name] = getattr(self.checkpoint, name)
-        tf.train.Checkpoint(**parts).restore(checkpoint_path).assert_existing_objects_matched()
-        if self.guard:
-            if "guard" not in parts:  # an older run's checkpoint: its input read one per step
-                self.guard.state["batches_read"] = self.step
-            self.lr_scale.assign(self.guard.state["lr_scale"])
+        self.recovery.restored(self.saver.restore(checkpoint_path), self.step)
         logging.info("Restored %s (step %d)", checkpoint_path, self.step)
 
     def _predict_step(self, features):

@@ -22,13 +22,14 @@ if __name__ == "__main__":
 
     from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
     from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
     from conftest import SMALL
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     trainer = Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                       lambda: create_optimizer(1e-3, 10, 0, "lamb"), tempfile.mkdtemp(),
-                      global_batch_size=4)
+                      TrainerOptions(global_batch_size=4))
     gradients = trainer._gradients
 
     def second_replica_overflows(features, denominators):
