@@ -17,7 +17,8 @@ import keras
 from absl import app, flags
 
 from albert_tf import cli
-from albert_tf.tasks.flags import POSITIVE, define_if_missing
+from albert_tf.tasks.flags import define_if_missing
+from albert_tf.tasks.options import POSITIVE
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import check_run_kind
 from albert_tf.training import excursions
