@@ -24,18 +24,24 @@ def define_flags(flag_values=None, **script_defaults):
     (max_seq_length=128, ...). Flags already defined (another script imported in the same
     process, as in tests) are left as they are."""
     fv = flags.FLAGS if flag_values is None else flag_values
-    for field in dataclasses.fields(FinetuningOptions):
-        if field.name not in EXPORT_FIELDS and not field.metadata["defined_by"]:
-            define, name, args, kwargs = flag_definition(
-                field, script_defaults.get(field.name, field.default))
-            define_if_missing(define, name, *args, flag_values=fv, **kwargs)
 
-    def define_excursion_flag(define, name, *args, **kwargs):
-        define_if_missing(define, name, *args, flag_values=fv, **kwargs)
+    def define(kind, name, *args, **kwargs):
+        define_if_missing(kind, name, *args, flag_values=fv, **kwargs)
+    define_fields([f for f in dataclasses.fields(FinetuningOptions)
+                   if f.name not in EXPORT_FIELDS and not f.metadata["defined_by"]],
+                  define, **script_defaults)
     # Fine-tuning warns: a recovery's defaults were measured on pretraining only.
-    excursions.define_flags(define_excursion_flag, "warn")
+    excursions.define_flags(define, "warn")
     if "strategy" not in fv:
         distribution.define_flags(fv)
+
+
+def define_fields(fields, define, **defaults):
+    """A flag for each of `fields` (of tasks/options.py's classes) through `define(kind, name,
+    *args, **kwargs)` (define_if_missing, or a script's helper), `defaults` replacing theirs."""
+    for field in fields:
+        kind, name, args, kwargs = flag_definition(field, defaults.get(field.name, field.default))
+        define(kind, name, *args, **kwargs)
 
 
 def define_export_flags(what, flag_values=None):

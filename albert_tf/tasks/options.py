@@ -34,7 +34,28 @@ def option(default, help, choices=None, lower_bound=None, validator=None, define
 
 
 @dataclasses.dataclass
-class FinetuningOptions:
+class LoopOptions:
+    """The training loop's settings, one flag each in run_pretraining and the fine-tuning
+    scripts (run_pretraining's default for save_checkpoints_steps is 5000)."""
+    save_checkpoints_steps: int = option(
+        1000, "Steps between checkpoints (each is evaluated with --do_eval).", lower_bound=1)
+    keep_checkpoint_max: int = option(5, "Checkpoints kept besides model.ckpt-best.",
+                                      lower_bound=1)
+    iterations_per_loop: int = option(1000,
+                                      "Accepted for compatibility; see --steps_per_execution.")
+    num_tpu_cores: int = option(
+        8, "Accepted for compatibility; the TPU strategy discovers its cores.")
+    steps_per_execution: int = option(1, "Training steps per tf.function call.", lower_bound=1)
+    gradient_accumulation_steps: int = option(
+        1, "Split each replica's batch into this many micro-batches and sum their gradients: "
+        "the same update with less memory.", lower_bound=1)
+    log_steps: int = option(100, "Steps between progress lines and summaries.", lower_bound=1)
+    random_seed: int = option(
+        12345, "Seed of the weight initialisation, dropout and input shuffling.")
+
+
+@dataclasses.dataclass
+class FinetuningOptions(LoopOptions):
     """The fine-tuning scripts' flags as typed fields with their defaults, for `prepare` and
     `run_finetuning` from Python:
 
@@ -43,7 +64,8 @@ class FinetuningOptions:
 
     Values are checked as the command line checks them (type, choices, bounds); an int is
     taken for a float, a tuple for a list. `from_flags(FLAGS)` fills one from a script's parsed
-    flags (the flags it lacks keep their defaults). The defaults are run_classifier's; each
+    flags (the flags it lacks keep their defaults). The training loop's fields come from
+    `LoopOptions`. The defaults are run_classifier's; each
     script passes the original's numbers for max_seq_length, batch sizes, learning rate and
     steps to its flags. Each field's help is its flag's (`python -m albert_tf.run_classifier
     --helpfull`).
@@ -92,13 +114,6 @@ class FinetuningOptions:
     warmup_proportion: Optional[float] = option(
         None, "If set, warm up for this fraction of the training steps instead of "
         "--warmup_step.")
-    save_checkpoints_steps: int = option(
-        1000, "Steps between checkpoints (each is evaluated with --do_eval).", lower_bound=1)
-    keep_checkpoint_max: int = option(5, "Checkpoints kept besides model.ckpt-best.",
-                                      lower_bound=1)
-    iterations_per_loop: int = option(1000,
-                                      "Accepted for compatibility; see --steps_per_execution.")
-    num_tpu_cores: int = option(8, "Accepted for compatibility.")
     optimizer: str = option("adamw", "Optimizer.", choices=OPTIMIZER_NAMES)
     bias_correction: bool = option(
         FINETUNING_UPDATE["bias_correction"],
@@ -115,7 +130,7 @@ class FinetuningOptions:
         "Decoupled weight decay (LayerNorm and bias variables excluded).", lower_bound=0)
     classifier_dropout: float = option(
         0.1, "Dropout before the task head (the original hard-coded 0.1).")
-    # Input batches and the training loop.
+    # Input batches.
     padding: str = option(
         "bucket", "bucket: training batches grouped by length and every batch padded only to "
         "its longest sequence (rounded up to --pad_to_multiple_of); batch: the same without "
@@ -126,10 +141,6 @@ class FinetuningOptions:
     pad_to_multiple_of: int = option(
         16, "Round padded lengths up to this multiple, so that a bounded number of shapes is "
         "traced.", lower_bound=1)
-    steps_per_execution: int = option(1, "Training steps per tf.function call.", lower_bound=1)
-    gradient_accumulation_steps: int = option(1, "Micro-batches per step.", lower_bound=1)
-    log_steps: int = option(100, "Steps between progress lines.", lower_bound=1)
-    random_seed: int = option(12345, "Seed of initialisation, dropout and shuffling.")
     # The loss guard (training.excursions); fine-tuning warns: a recovery's defaults were
     # measured on pretraining only.
     on_loss_spike: str = option(
