@@ -169,7 +169,8 @@ def main(_):
         check_dispatcher(FLAGS.data_service_address)
     keras.utils.set_random_seed(FLAGS.random_seed)
     # The strategy first: a multi-worker one must be set up before TensorFlow runs any op.
-    strategy, jit_compile = distribution.setup(FLAGS)
+    strategy, jit_compile, step_kernels = distribution.setup(
+        **{name: FLAGS[name].value for name in distribution.FLAG_NAMES})
     distribution.check_batch_sizes(strategy, FLAGS.train_batch_size,
                                    FLAGS.gradient_accumulation_steps,
                                    eval_batch_size=FLAGS.eval_batch_size if FLAGS.do_eval else None)
@@ -179,16 +180,17 @@ def main(_):
     with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief(strategy)) as lock:
         check_run_kind(FLAGS.output_dir, "pretraining")
         _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile,
-                            lock)
+                            step_kernels, lock)
 
 
-def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile, lock):
+def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile,
+                        step_kernels, lock):
     from albert_tf import AlbertPretrainer
     from albert_tf.training.optimizers import create_optimizer
     from albert_tf.training.trainer import Trainer
 
     trainer = Trainer(
-        strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),
+        strategy, lambda: AlbertPretrainer(config, FLAGS.sop_weight, step_kernels),
         lambda: create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
                                  FLAGS.num_warmup_steps, FLAGS.optimizer,
                                  poly_power=FLAGS.poly_power,

@@ -11,8 +11,8 @@ nothing never needs (it imports serving.lite_files for its flags' choices).
 import importlib
 
 _EXPORTS = {"Classifier": "albert_tf.serving.classify", "Embedder": "albert_tf.serving.embed",
-            "FillMask": "albert_tf.serving.fill_mask", "PredictError": "albert_tf.serving.predictor",
-            "Tagger": "albert_tf.serving.tag"}
+            "FillMask": "albert_tf.serving.fill_mask", "Tagger": "albert_tf.serving.tag",
+            "PredictError": "albert_tf.serving.predictor"}
 _PREDICTOR_NAMES = {"fill_mask": "FillMask", "classify": "Classifier", "embed": "Embedder",
                     "ner": "Tagger"}
 TASKS = tuple(_PREDICTOR_NAMES)

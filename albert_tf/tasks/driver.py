@@ -125,8 +125,9 @@ def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=Non
 
 
 def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_handle=None,
-                    max_seq_length=None, output_dir=None):
-    """A function that builds the encoder (call it under the strategy scope)."""
+                    max_seq_length=None, output_dir=None, step_kernels=None):
+    """A function that builds the encoder (call it under the strategy scope), its training
+    steps traced with `step_kernels` (distribution.setup's)."""
     if hub_module_handle:
         from albert_tf.formats.hub import HubEncoder
         config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
@@ -136,7 +137,8 @@ def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_ha
     if max_seq_length and max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
                          f"max_position_embeddings={config.max_position_embeddings}")
-    return lambda: AlbertEncoder(config, dtype=keras.mixed_precision.global_policy())
+    return lambda: AlbertEncoder(config, step_kernels,
+                                 dtype=keras.mixed_precision.global_policy())
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -172,7 +174,7 @@ class _Run:
 
         self.task, self.flags = task, options
         keras.utils.set_random_seed(options.random_seed)
-        strategy, jit_compile = distribution.setup(options)
+        strategy, jit_compile, step_kernels = distribution.setup(**options.distribution())
         distribution.check_batch_sizes(
             strategy, options.train_batch_size if options.do_train else None,
             options.gradient_accumulation_steps,
@@ -185,7 +187,7 @@ class _Run:
             self.padding = "max_length"
         self.make_encoder = encoder_factory(
             options.albert_config_file, options.init_checkpoint, options.albert_hub_module_handle,
-            options.max_seq_length, options.output_dir)
+            options.max_seq_length, options.output_dir, step_kernels)
         self.train_features = task.train_features() if options.do_train else None
         self.num_train_steps, self.num_warmup_steps = train_and_warmup_steps(
             num_examples(self.train_features) if self.train_features else 0,

@@ -13,7 +13,7 @@ from absl import flags
 from albert_tf.data.features import PADDINGS
 from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES
 from albert_tf.serving.lite_files import LITE_FILES, QUANTIZATIONS
-from albert_tf.training.distribution import JIT_CHOICES, PRECISIONS, STRATEGIES
+from albert_tf.training.distribution import FLAG_NAMES, JIT_CHOICES, PRECISIONS, STRATEGIES
 from albert_tf.training.excursions import ACTIONS, ExcursionSettings
 from albert_tf.training.optimizers import FINETUNING_UPDATE, OPTIMIZER_NAMES
 
@@ -25,11 +25,12 @@ DISTRIBUTION, EXCURSIONS = "distribution", "excursions"
 _EXCURSIONS = ExcursionSettings()
 
 
-def option(default, help, choices=None, lower_bound=None, validator=None, defined_by=None):  # noqa: A002
+def option(default, help_text, choices=None, lower_bound=None, validator=None,
+           defined_by=None):
     """A field with its flag's help, choices (an enum flag), lower bound and validator
     ((check, message)); `defined_by` names the module whose flags define it elsewhere."""
     return dataclasses.field(default=default, metadata=dict(
-        help=help, choices=choices, lower_bound=lower_bound, validator=validator,
+        help=help_text, choices=choices, lower_bound=lower_bound, validator=validator,
         defined_by=defined_by))
 
 
@@ -223,6 +224,10 @@ class FinetuningOptions(LoopOptions):
     def __post_init__(self):
         for field in dataclasses.fields(self):
             setattr(self, field.name, _checked(field, getattr(self, field.name)))
+
+    def distribution(self):
+        """training.distribution.setup's arguments."""
+        return {name: getattr(self, name) for name in FLAG_NAMES}
 
     @classmethod
     def from_flags(cls, values):
