@@ -64,12 +64,11 @@ class FinetuningOptions(LoopOptions):
                           learning_rate=2e-5)
 
     Values are checked as the command line checks them (type, choices, bounds); an int is
-    taken for a float, a tuple for a list. `from_flags(FLAGS)` fills one from a script's parsed
-    flags (the flags it lacks keep their defaults). The training loop's fields come from
-    `LoopOptions`. The defaults are run_classifier's; each
-    script passes the original's numbers for max_seq_length, batch sizes, learning rate and
-    steps to its flags. Each field's help is its flag's (`python -m albert_tf.run_classifier
-    --helpfull`).
+    taken for a float. `from_flags(FLAGS)` fills one from a script's parsed flags (the flags it
+    lacks keep their defaults). The training loop's fields come from `LoopOptions`. The
+    defaults are run_classifier's; each script passes the original's numbers for
+    max_seq_length, batch sizes, learning rate and steps to its flags. Each field's help is its
+    flag's (`python -m albert_tf.run_classifier --helpfull`).
     """
     # Inputs and outputs.
     data_dir: Optional[str] = option(None, "Directory of the task's input files.")
