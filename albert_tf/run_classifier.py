@@ -29,9 +29,9 @@ from albert_tf import cli
 from albert_tf.data import clue, labeled_text
 from albert_tf.outputs import OutputRefused
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (FinetuningOptions, define_export_flags, define_if_missing,
-                                   require_action)
+from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.clue import ClueTask
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import LabeledTextTask, parse_class_weights
@@ -103,11 +103,12 @@ def main(_):
                              "--task_name=mnli --do_predict with data_dir/diagnostic/"
                              "diagnostic.tsv present")
     require_action(FLAGS)
-    tokenizer = driver.prepare(FLAGS)
+    options = FinetuningOptions.from_flags(FLAGS)
+    tokenizer = driver.prepare(options)
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                          FLAGS.threshold_to_export)
-    return driver.run_finetuning(glue_task, FinetuningOptions.from_flags(FLAGS))
+    return driver.run_finetuning(glue_task, options)
 
 
 def _own_data():
@@ -133,8 +134,9 @@ def _own_data():
         task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise app.UsageError(str(e)) from None
-    task.tokenizer = driver.prepare(FLAGS)
-    return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
+    options = FinetuningOptions.from_flags(FLAGS)
+    task.tokenizer = driver.prepare(options)
+    return driver.run_finetuning(task, options)
 
 
 def _clue(task):
@@ -153,8 +155,9 @@ def _clue(task):
         clue_task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise app.UsageError(str(e)) from None
-    clue_task.tokenizer = driver.prepare(FLAGS)
-    return driver.run_finetuning(clue_task, FinetuningOptions.from_flags(FLAGS))
+    options = FinetuningOptions.from_flags(FLAGS)
+    clue_task.tokenizer = driver.prepare(options)
+    return driver.run_finetuning(clue_task, options)
 
 
 def run(argv=None):

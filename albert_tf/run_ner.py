@@ -24,9 +24,9 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (FinetuningOptions, define_export_flags, define_if_missing,
-                                   require_action)
+from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.ner import NerTask, run_labels
 
 FLAGS = flags.FLAGS
@@ -53,12 +53,13 @@ def main(_):
     if FLAGS.export_dir and FLAGS.tflite_quantization == "int8":
         raise app.UsageError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 "
                              "or dynamic_int8")
-    tokenizer = driver.prepare(FLAGS)
+    options = FinetuningOptions.from_flags(FLAGS)
+    tokenizer = driver.prepare(options)
     labels = run_labels(FLAGS.output_dir, FLAGS.data_dir, needed=FLAGS.do_train)
     task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                    FLAGS.cached_dir or FLAGS.output_dir, labels, FLAGS.classifier_dropout,
                    FLAGS.window_stride)
-    return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
+    return driver.run_finetuning(task, options)
 
 
 def run(argv=None):

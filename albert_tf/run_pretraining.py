@@ -13,11 +13,15 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
+import dataclasses
+
 import keras
 from absl import app, flags
 
 from albert_tf import cli
-from albert_tf.tasks.flags import POSITIVE, define_if_missing
+from albert_tf.tasks.flags import define_fields, define_if_missing
+from albert_tf.tasks.options import POSITIVE, LoopOptions
+from albert_tf.training.optimizers import OPTIMIZER_NAMES
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import check_run_kind
 from albert_tf.training import excursions
@@ -55,7 +59,7 @@ def define_flags():
     _define(B, "do_eval", False, "Evaluate (after each checkpoint when training).")
     _define(I, "train_batch_size", 4096, "Global training batch size.", lower_bound=1)
     _define(I, "eval_batch_size", 64, "Global eval batch size.", lower_bound=1)
-    _define(E, "optimizer", "lamb", ["adamw", "lamb"], "Optimizer.")
+    _define(E, "optimizer", "lamb", list(OPTIMIZER_NAMES), "Optimizer.")
     _define(B, "bias_correction", False,
             "Adam's bias correction of the moment estimates (the original had none; with LAMB "
             "it changes only the LayerNorm and bias updates, docs/pretraining.md).")
@@ -64,25 +68,11 @@ def define_flags():
     _define(I, "num_train_steps", 125000, "Training steps (global batches).", lower_bound=1)
     _define(I, "num_warmup_steps", 3125, "Linear warmup steps.", lower_bound=0)
     _define(I, "start_warmup_step", 0, "Step at which the warmup starts.", lower_bound=0)
-    _define(I, "save_checkpoints_steps", 5000, "Steps between checkpoints.", lower_bound=1)
-    _define(I, "keep_checkpoint_max", 5, "Checkpoints to keep (the best is kept apart).",
-            lower_bound=1)
-    _define(I, "iterations_per_loop", 1000,
-            "Accepted for compatibility; see --steps_per_execution.")
     _define(I, "max_eval_steps", 100, "Eval batches per evaluation.", lower_bound=0)
     _define(B, "init_from_group0", False,
             "Initialise groups missing from --init_checkpoint from group 0 (warm start of a deeper "
             "or more-grouped model).")
-    _define(I, "num_tpu_cores", 8,
-            "Accepted for compatibility; the TPU strategy discovers its cores.")
-    _define(I, "gradient_accumulation_steps", 1,
-            "Split each replica's batch into this many micro-batches and sum their gradients: the "
-            "same update with less memory.", lower_bound=1)
-    _define(I, "steps_per_execution", 1, "Training steps per tf.function call.", lower_bound=1)
     _define(F, "sop_weight", 1.0, "Weight of the SOP loss; 0 trains MLM only.", lower_bound=0)
-    _define(I, "log_steps", 100, "Steps between progress lines and summaries.", lower_bound=1)
-    _define(I, "random_seed", 12345,
-            "Seed of the weight initialisation, dropout and input shuffling.")
     _define(B, "dynamic_masking", False,
             "Draw new masks for every batch from the records' token_boundary (the original n-gram "
             "rule) instead of using the records' static masks.")
@@ -104,6 +94,7 @@ def define_flags():
             "vocab_size; with --dynamic_masking its [MASK] id is used.")
     _define(S, "vocab_file", None, "Optional WordPiece vocabulary of the records (the Chinese "
             "releases' vocab_chinese.txt), instead of --spm_model_file.")
+    define_fields(dataclasses.fields(LoopOptions), _define, save_checkpoints_steps=5000)
     excursions.define_flags(_define, "recover")
     if "strategy" not in FLAGS:
         distribution.define_flags()
@@ -178,7 +169,8 @@ def main(_):
         check_dispatcher(FLAGS.data_service_address)
     keras.utils.set_random_seed(FLAGS.random_seed)
     # The strategy first: a multi-worker one must be set up before TensorFlow runs any op.
-    strategy, jit_compile = distribution.setup(FLAGS)
+    strategy, jit_compile, step_kernels = distribution.setup(
+        **{name: FLAGS[name].value for name in distribution.FLAG_NAMES})
     distribution.check_batch_sizes(strategy, FLAGS.train_batch_size,
                                    FLAGS.gradient_accumulation_steps,
                                    eval_batch_size=FLAGS.eval_batch_size if FLAGS.do_eval else None)
@@ -188,17 +180,18 @@ def main(_):
     with RunLock(FLAGS.output_dir, "run_pretraining", chief=distribution.is_chief(strategy)) as lock:
         check_run_kind(FLAGS.output_dir, "pretraining")
         _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile,
-                            lock)
+                            step_kernels, lock)
 
 
-def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile, lock):
+def _train_and_evaluate(config, tokenizer, mask_id, eval_files, strategy, jit_compile,
+                        step_kernels, lock):
     from albert_tf import AlbertPretrainer
     from albert_tf.modeling.optimizers import create_optimizer
     from albert_tf.training.trainer import Trainer
     from albert_tf.training.trainer_options import TrainerOptions
 
     trainer = Trainer(
-        strategy, lambda: AlbertPretrainer(config, sop_weight=FLAGS.sop_weight),
+        strategy, lambda: AlbertPretrainer(config, FLAGS.sop_weight, step_kernels),
         lambda: create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
                                  FLAGS.num_warmup_steps, FLAGS.optimizer,
                                  poly_power=FLAGS.poly_power,

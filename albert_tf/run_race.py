@@ -21,8 +21,9 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import FinetuningOptions, define_if_missing, require_action
+from albert_tf.tasks.flags import define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.c3 import C3Task
 from albert_tf.tasks.race import RaceTask
 
@@ -65,7 +66,8 @@ def main(_):
     if task_name == "c3" and (FLAGS.high_only or FLAGS.middle_only):
         raise app.UsageError("--high_only and --middle_only are RACE's levels; C3 has none")
     require_action(FLAGS, export=False)
-    tokenizer = driver.prepare(FLAGS)
+    options = FinetuningOptions.from_flags(FLAGS)
+    tokenizer = driver.prepare(options)
     feature_files = {"train": FLAGS.train_file, "dev": FLAGS.eval_file,
                      "test": FLAGS.predict_file}
     cache_dir = FLAGS.cached_dir or FLAGS.output_dir
@@ -76,7 +78,7 @@ def main(_):
         task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
                         cache_dir, FLAGS.high_only, FLAGS.middle_only, FLAGS.dropout_prob,
                         feature_files=feature_files)
-    return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
+    return driver.run_finetuning(task, options)
 
 
 def run(argv=None):

@@ -17,13 +17,13 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (FinetuningOptions, define_export_flags, define_if_missing,
-                                   require_action)
+from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
+from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.squad import SquadTask
 
 FLAGS = flags.FLAGS
@@ -98,8 +98,11 @@ def main(_):
         FLAGS.num_train_epochs = None if FLAGS["train_step"].present else 3.0
     if not FLAGS["warmup_proportion"].present:
         FLAGS.warmup_proportion = None if FLAGS["warmup_step"].present else 0.1
-    tokenizer = driver.prepare(FLAGS, ("predict_feature_left_file",),
-                               "--predict_feature_file holds all the evaluation features")
+    if FLAGS.predict_feature_left_file:
+        logging.warning("--predict_feature_left_file is ignored: --predict_feature_file holds "
+                        "all the evaluation features")
+    options = FinetuningOptions.from_flags(FLAGS)
+    tokenizer = driver.prepare(options)
     task = SquadTask(
         tokenizer, FLAGS.train_file, FLAGS.predict_file, FLAGS.cached_dir or FLAGS.output_dir,
         FLAGS.version_2_with_negative, FLAGS.max_seq_length, FLAGS.doc_stride,
@@ -107,7 +110,7 @@ def main(_):
         FLAGS.end_n_top, FLAGS.dropout_prob, FLAGS.null_score_diff_threshold,
         FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed,
         FLAGS.train_feature_file, FLAGS.predict_feature_file)
-    return driver.run_finetuning(task, FinetuningOptions.from_flags(FLAGS))
+    return driver.run_finetuning(task, options)
 
 
 def run(argv=None, version_2=None):

@@ -155,11 +155,8 @@ def test_xla_gpu_gelu_is_the_kernel_s_maths(policy, rtol):
     features = _features()
     model = _model(policy)
     loss, grads = _loss_and_grads(model, features)
-    kernels.set_xla_gpu(True)
-    try:
+    with kernels.on_xla_gpu():
         loss_xla, grads_xla = _loss_and_grads(model, features)
-    finally:
-        kernels.set_xla_gpu(False)
     assert float(loss_xla) == pytest.approx(float(loss), rel=rtol / 10)
     # Over all gradients at once: a single small tensor (a bias whose terms cancel) can differ by
     # more than the compute dtype's rounding on some CPUs, the whole gradient cannot.

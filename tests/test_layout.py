@@ -4,6 +4,7 @@ functions in the tokenizer rooms, no AutoGraph in its traced functions, and no s
 the suite's environment."""
 
 import ast
+import json
 import importlib.util
 import pathlib
 import subprocess
@@ -280,3 +281,45 @@ def test_every_module_imports_on_a_base_install():
     assert out.stderr == (
         "create_pretraining_data: error: --runner=DirectRunner needs Apache Beam: pip install "
         "'albert_tf[beam]' (No module named 'apache_beam')\n"), out.stderr[-3000:]
+
+
+# The optional packages a fine-tuning run without --export_dir never needs.
+HEAVY = ("tensorflow_text", "apache_beam", "ai_edge_litert", "matplotlib", "tensorflow_hub",
+         "huggingface_hub", "kagglehub", "keras_hub")
+_TINY_RUN = f"""
+import atexit, json, os, runpy, sys
+root = sys.argv[1]
+words = "the cat sat on a mat dog ran far away bird sang zebra".split()
+with open(os.path.join(root, "vocab.txt"), "w") as f:
+    f.write("\\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\\n")
+for split in ("train", "dev"):
+    with open(os.path.join(root, split + ".csv"), "w") as f:
+        f.write("text,label\\n" + "".join(f"{{' '.join(words[i:i + 4])}},{{i % 2}}\\n"
+                                          for i in range(8)))
+import keras  # what Keras imports itself whenever it is installed: matplotlib, huggingface_hub
+keras_own = sorted(m for m in {HEAVY!r} if m in sys.modules)
+from albert_tf import AlbertConfig, AlbertEncoder
+AlbertEncoder(AlbertConfig(vocab_size=18, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=16,
+                           max_position_embeddings=32)).save_pretrained(root + "/init")
+atexit.register(lambda: print("MODULES", json.dumps(dict(
+    keras=keras_own, end=sorted(m for m in {HEAVY!r} if m in sys.modules)))))
+sys.argv = ["run_classifier", f"--train_file={{root}}/train.csv",
+            f"--validation_file={{root}}/dev.csv", f"--init_checkpoint={{root}}/init",
+            f"--vocab_file={{root}}/vocab.txt", f"--output_dir={{root}}/out", "--do_train",
+            "--do_eval", "--train_step=2", "--save_checkpoints_steps=2", "--max_seq_length=16",
+            "--train_batch_size=4", "--eval_batch_size=4"]
+runpy.run_module("albert_tf.run_classifier", run_name="__main__")
+"""
+
+
+def test_a_fine_tuning_run_without_export_imports_no_optional_package(tmp_path):
+    """run_classifier trains and evaluates without --export_dir and imports none of the
+    optional packages (tensorflow-text, Beam, LiteRT, the Hub libraries) beyond what Keras
+    itself imports whenever it is installed (matplotlib and huggingface_hub, Keras 3.x)."""
+    out = subprocess.run([sys.executable, "-c", _TINY_RUN, str(tmp_path)], capture_output=True,
+                         text=True, cwd=PACKAGE.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    modules = json.loads(out.stdout.split("MODULES ", 1)[1])
+    assert set(modules["keras"]) <= {"matplotlib", "huggingface_hub"}, modules
+    assert set(modules["end"]) == set(modules["keras"]), modules

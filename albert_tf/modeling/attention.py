@@ -29,24 +29,20 @@ _seeds = itertools.count(1)
 _logged = set()
 
 
-def set_mode(mode, min_seq=MIN_FUSED_SEQ):
-    """`plain` everywhere, `fused` wherever it can run, `auto` where it can run and the sequence
-    is at least `min_seq` long. Scripts call this once XLA on a GPU is settled (resolve())."""
+@contextlib.contextmanager
+def using(mode, min_seq=MIN_FUSED_SEQ):
+    """Trace within this block with `mode`: `plain` everywhere, `fused` wherever it can run,
+    `auto` where it can run and the sequence is at least `min_seq` long. Models enter it with
+    their `step_kernels.StepKernels` (the mode from resolve()), tests and HLO dumps directly."""
     global _mode, _min_seq
     if mode not in MODES:
         raise ValueError(f"--attention={mode!r}: use one of {', '.join(MODES)}")
-    _mode, _min_seq = mode, min_seq
-
-
-@contextlib.contextmanager
-def using(mode, min_seq=MIN_FUSED_SEQ):
-    """Trace within this block with `mode` (tests, HLO dumps for a GPU)."""
     outer = (_mode, _min_seq)
-    set_mode(mode, min_seq)
+    _mode, _min_seq = mode, min_seq
     try:
         yield
     finally:
-        set_mode(*outer)
+        _mode, _min_seq = outer
 
 
 def resolve(flag, jit_compile, on_gpu, on_tpu=False):

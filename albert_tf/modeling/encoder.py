@@ -8,6 +8,7 @@ from albert_tf.formats import tf1
 from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.modeling import kernels
 from albert_tf.modeling.layers import AttentionFfnBlock, Dense, Embeddings, _initializer
+from albert_tf.modeling.step_kernels import traced_with
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -27,14 +28,17 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     Call with a dict of int32 [batch, seq] tensors `input_word_ids`, `input_mask`,
     `input_type_ids`; returns `sequence_output` [batch, seq, H], `pooled_output` [batch, H] and
     `encoder_outputs` (one [batch, seq, H] tensor per block call: layers × inner_group_num).
+    `step_kernels` (a `step_kernels.StepKernels`): the kernels its training calls trace with;
+    None: the caller's.
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, step_kernels=None, **kwargs):
         kwargs.setdefault("name", "albert_encoder")
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = AlbertConfig.from_dict(config)
         self.config = config
+        self.step_kernels = step_kernels
         policy, init = self.dtype_policy, _initializer(config)
         self.embeddings = Embeddings(config, name="embeddings", dtype=policy)
         self.embedding_projection = None
@@ -65,6 +69,10 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         """With `output_positions` [batch, P], the last block runs only at [CLS] and those
         positions: the result is then `sequence_output` [batch, P, H] (the hidden states at the
         positions) and `pooled_output`, nothing else. Pretraining needs no more."""
+        with traced_with(self.step_kernels):
+            return self._encode(inputs, training, output_positions)
+
+    def _encode(self, inputs, training, output_positions):
         word_ids, input_mask, type_ids = _unpack_inputs(inputs)
         # Static sizes where known (XLA and the fused attention want them), else tensors.
         batch, seq = (d or tf.shape(word_ids)[i] for i, d in enumerate(word_ids.shape))

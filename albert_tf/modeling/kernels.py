@@ -39,10 +39,16 @@ def enabled(training):
 _xla_gpu = False
 
 
-def set_xla_gpu(flag):
-    """Whether training steps are XLA-compiled for a GPU (set by the scripts' setup)."""
+@contextlib.contextmanager
+def on_xla_gpu(flag=True):
+    """Trace within this block as for a step XLA-compiled on a GPU (`flag`), or not; models
+    enter it with their `step_kernels.StepKernels`, tests and HLO dumps directly."""
     global _xla_gpu
-    _xla_gpu = bool(flag)
+    outer, _xla_gpu = _xla_gpu, bool(flag)
+    try:
+        yield
+    finally:
+        _xla_gpu = outer
 
 
 def gelu_enabled(training):

@@ -7,6 +7,7 @@ from albert_tf.formats.checkpoints import PretrainedMixin
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling import kernels
+from albert_tf.modeling.step_kernels import traced_with
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 
@@ -20,12 +21,13 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     look, [CLS] and the masked positions: the outputs are then the logits and `pooled_output`.
     """
 
-    def __init__(self, config, sop_weight=1.0, **kwargs):
+    def __init__(self, config, sop_weight=1.0, step_kernels=None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = AlbertConfig.from_dict(config)
         self.config = config
+        self.step_kernels = step_kernels  # the encoder's and the MLM head's (step_kernels.py)
         policy = self.dtype_policy
         self.encoder = AlbertEncoder(config, dtype=policy)
         projection = (lambda: self.encoder.embeddings.word_projection) if (
@@ -48,6 +50,10 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
         pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, inputs, training=None):
+        with traced_with(self.step_kernels):
+            return self._predict(inputs, training)
+
+    def _predict(self, inputs, training):
         positions = inputs["masked_lm_positions"]
         if kernels.enabled(training):
             encoded = self.encoder(inputs, training=training, output_positions=positions)

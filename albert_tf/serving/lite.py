@@ -16,6 +16,7 @@ from tensorflow_text import tflite_registrar
 
 from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_inputs
 from albert_tf.formats.litert import interpreter
+from albert_tf.serving.lite_files import LITE_FILES, QUANTIZATIONS  # noqa: F401 (LITE_FILES)
 from albert_tf.serving.saved_model import Trackable, float32_model, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
@@ -23,8 +24,6 @@ from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK
                                                WORDPIECE_SPECIALS, vocabulary_kind)
 from albert_tf.tracing import graph_function
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8", "int8")
-LITE_FILES = ("both", "ids", "text", "none")
 MAX_DROP = 0.01  # one point of accuracy or F1
 PROGRESS_SECONDS = 30
 

@@ -12,7 +12,7 @@ scripts' flags as typed fields.
 
 from albert_tf.tasks.c3 import C3Task
 from albert_tf.tasks.driver import prepare, run_finetuning
-from albert_tf.tasks.flags import FinetuningOptions, finetuning_options
+from albert_tf.tasks.options import FinetuningOptions, finetuning_options
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import LabeledTextTask
 from albert_tf.tasks.ner import NerTask

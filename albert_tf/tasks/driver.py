@@ -2,8 +2,8 @@
 tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every checkpoint
 (keeping the best) / predict / export around `training.Trainer`.
 
-`run_finetuning(task, options)` (a FinetuningOptions, or a script's parsed flags) takes a task
-object with:
+`prepare(options)` and `run_finetuning(task, options)` take one `FinetuningOptions`
+(tasks/options.py: the scripts fill it from their flags) and a task object with:
   name, best_metric, higher_is_better (optional, default True), head_names (tuple)
   build_model(encoder)                  -> a model with the trainer's task protocol and
                                            `prediction_outputs(features, outputs)`
@@ -59,17 +59,14 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
     return int(train_step), int(warmup_step)
 
 
-def prepare(options, ignored_flags=(), why=""):
-    """The scripts' common start: warn of flags they ignore, create --output_dir, and return
-    the tokenizer from --spm_model_file / --vocab_file, the hub module's asset, the vocabulary
+def prepare(options):
+    """The scripts' common start: check the options, create --output_dir, and return the
+    tokenizer from --spm_model_file / --vocab_file, the hub module's asset, the vocabulary
     beside --init_checkpoint or the one an earlier run kept in --output_dir."""
     from albert_tf.formats.hub import resolve_hub_handle
     from albert_tf.formats.resolve import vocabularies_beside
     from albert_tf.formats.tokenizers import load_tokenizer
 
-    for name in ignored_flags:
-        if getattr(options, name):
-            logging.warning("--%s is ignored: %s", name, why)
     check_flags(options)
     explicit = bool(options.spm_model_file and options.spm_model_file != "from_tf_hub"
                     or options.vocab_file)
@@ -94,19 +91,17 @@ def check_flags(options):
     --output_dir that is a run's or new (a release's is refused before any feature cache lands
     in it; the trainer checks again), and an --export_dir that replaces nothing but an earlier
     export (checked again when exporting)."""
-    from albert_tf.serving.saved_model import check_export_dir
-
     if options.do_train and not resumable_checkpoints(options.output_dir):
         refuse_foreign_checkpoints(options.output_dir)
+    if options.export_dir:
+        from albert_tf.serving.saved_model import check_export_dir  # only runs that export
 
-    export_dir = getattr(options, "export_dir", None)
-    if export_dir:
-        check_export_dir(export_dir, "export_dir", getattr(options, "overwrite_export", False),
+        check_export_dir(options.export_dir, "export_dir", options.overwrite_export,
                          overwrite_flag="overwrite_export",
                          inputs={"output_dir": options.output_dir,
                                  "init_checkpoint": options.init_checkpoint,
                                  "albert_hub_module_handle": options.albert_hub_module_handle,
-                                 "data_dir": getattr(options, "data_dir", None),
+                                 "data_dir": options.data_dir,
                                  "spm_model_file": options.spm_model_file,
                                  "vocab_file": options.vocab_file,
                                  "albert_config_file": options.albert_config_file})
@@ -130,8 +125,9 @@ def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=Non
 
 
 def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_handle=None,
-                    max_seq_length=None, output_dir=None):
-    """A function that builds the encoder (call it under the strategy scope)."""
+                    max_seq_length=None, output_dir=None, step_kernels=None):
+    """A function that builds the encoder (call it under the strategy scope), its training
+    steps traced with `step_kernels` (distribution.setup's)."""
     if hub_module_handle:
         from albert_tf.formats.hub import HubEncoder
         config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
@@ -141,7 +137,8 @@ def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_ha
     if max_seq_length and max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
                          f"max_position_embeddings={config.max_position_embeddings}")
-    return lambda: AlbertEncoder(config, dtype=keras.mixed_precision.global_policy())
+    return lambda: AlbertEncoder(config, step_kernels,
+                                 dtype=keras.mixed_precision.global_policy())
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -178,7 +175,7 @@ class _Run:
 
         self.task, self.flags = task, options
         keras.utils.set_random_seed(options.random_seed)
-        strategy, jit_compile = distribution.setup(options)
+        strategy, jit_compile, step_kernels = distribution.setup(**options.distribution())
         distribution.check_batch_sizes(
             strategy, options.train_batch_size if options.do_train else None,
             options.gradient_accumulation_steps,
@@ -191,7 +188,7 @@ class _Run:
             self.padding = "max_length"
         self.make_encoder = encoder_factory(
             options.albert_config_file, options.init_checkpoint, options.albert_hub_module_handle,
-            options.max_seq_length, options.output_dir)
+            options.max_seq_length, options.output_dir, step_kernels)
         self.train_features = task.train_features() if options.do_train else None
         self.num_train_steps, self.num_warmup_steps = train_and_warmup_steps(
             num_examples(self.train_features) if self.train_features else 0,
@@ -300,7 +297,7 @@ class _Run:
 
         _restore_for_inference(self.trainer, self.task, self.flags, "exporting")
         # Checked before training; again now, in case the directory changed since.
-        check_export_dir(export_dir, "export_dir", getattr(self.flags, "overwrite_export", False),
+        check_export_dir(export_dir, "export_dir", self.flags.overwrite_export,
                          overwrite_flag="overwrite_export")
         model = float32_model(self.trainer.model, self.build_model)
         self.task.export(model, export_dir, self.lite_options(model))
@@ -313,8 +310,7 @@ class _Run:
         from albert_tf.serving import lite
 
         f = self.flags
-        options = lite.LiteOptions(files=getattr(f, "export_tflite", "both"),
-                                   quantization=getattr(f, "tflite_quantization", "none"))
+        options = lite.LiteOptions(files=f.export_tflite, quantization=f.tflite_quantization)
         dev = functools.cache(lambda: self.eval_sets[0] if self.eval_sets else _read_or_none(
             lambda: self.task.eval_sets()[0], "no dev set to score the .tflite files on"))
         if options.quantization == "int8":
@@ -340,7 +336,7 @@ class _Run:
                 total=num_examples(features))
             return {k: float(v) for k, v in self.task.eval_metrics(
                 name, features, real_outputs(outputs)).items()}
-        if getattr(f, "tflite_report", True) and options.files != "none":
+        if f.tflite_report and options.files != "none":
             if litert.litert_installed():
                 options.score = score
                 options.metric = (self.task.best_metric,
@@ -374,9 +370,10 @@ def run_kind(task):
 
 
 def run_finetuning(task, options):
-    """Train, evaluate every checkpoint (keeping the best), predict and export, as the flags
-    say, holding --output_dir (one run per directory); returns the best eval results."""
-    export_dir = getattr(options, "export_dir", None)
+    """Train, evaluate every checkpoint (keeping the best), predict and export, as the options
+    (a FinetuningOptions) say, holding --output_dir (one run per directory); returns the best
+    eval results."""
+    export_dir = options.export_dir
     if not (options.do_train or options.do_eval or options.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
     if export_dir and not hasattr(task, "export"):

@@ -1,5 +1,6 @@
-"""The one place that picks how a script runs: tf.distribute strategy, mixed-precision policy
-and XLA compilation, from the flags every training script shares."""
+"""The one place that picks how a script runs: tf.distribute strategy, mixed-precision policy,
+XLA compilation and the step's kernels, from the values of the flags every training script
+shares."""
 
 import json
 import os
@@ -8,11 +9,16 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf.modeling import attention, kernels
+from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES
+from albert_tf.modeling.attention import resolve as resolve_attention
+from albert_tf.modeling.step_kernels import StepKernels
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "none", "bfloat16", "float16")
 JIT_CHOICES = ("auto", "true", "false")
+# The flags define_flags defines, setup's arguments.
+FLAG_NAMES = ("strategy", "use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
+              "mixed_precision", "jit_compile", "attention")
 
 
 def define_flags(flag_values=None):
@@ -38,10 +44,10 @@ def define_flags(flag_values=None):
         "jit_compile", "auto",
         "Compile the training step with XLA: auto (on GPU and TPU; off on CPU, where XLA was "
         "slower than oneDNN), true or false.", boolean=True), flag_values=fv)
-    flags.DEFINE_enum("attention", "auto", attention.MODES,
+    flags.DEFINE_enum("attention", "auto", MODES,
                       "Attention in training steps: fused (cuDNN flash attention, needs XLA on "
                       "a GPU and bfloat16/float16), plain, or auto: fused in an XLA step on a "
-                      f"GPU from sequence length {attention.MIN_FUSED_SEQ} without attention "
+                      f"GPU from sequence length {MIN_FUSED_SEQ} without attention "
                       "dropout, else plain.", flag_values=fv)
 
 
@@ -143,24 +149,21 @@ def check_batch_sizes(strategy, train_batch_size=None, accumulation=1, **other_s
             raise ValueError(f"--{flag}={size} must be a multiple of the {replicas} replicas")
 
 
-def setup(flags_values):
-    """(strategy, jit_compile) from the shared flags; sets the global precision policy and
-    logs what was chosen."""
-    f = flags_values
-    strategy = get_strategy(f.strategy, f.use_tpu, f.tpu_name, f.tpu_zone, f.gcp_project,
-                            f.master)
-    policy = set_precision_policy(resolve_precision(f.mixed_precision, strategy))
-    jit_compile = resolve_jit_compile(f.jit_compile, strategy)
-    on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+def setup(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None,
+          master=None, mixed_precision="auto", jit_compile="auto", attention="auto"):
+    """(strategy, jit_compile, step kernels) from the values of the shared flags (FLAG_NAMES);
+    sets the global precision policy and logs what was chosen. The `StepKernels` go to the
+    model that runs the training step."""
+    chosen = get_strategy(strategy, use_tpu, tpu_name, tpu_zone, gcp_project, master)
+    policy = set_precision_policy(resolve_precision(mixed_precision, chosen))
+    compiled = resolve_jit_compile(jit_compile, chosen)
+    on_tpu = isinstance(chosen, tf.distribute.TPUStrategy)
     on_gpu = bool(tf.config.list_logical_devices("GPU")) and not on_tpu
-    mode = attention.resolve(f.attention, jit_compile, on_gpu, on_tpu)
-    attention.set_mode(mode)
-    kernels.set_xla_gpu(jit_compile and on_gpu)
+    mode = resolve_attention(attention, compiled, on_gpu, on_tpu)
     logging.info("Precision policy %s (--mixed_precision=%s); XLA compilation of the training "
                  "step %s (--jit_compile=%s); attention %s (--attention=%s)", policy,
-                 f.mixed_precision, "on" if jit_compile else "off", f.jit_compile, mode,
-                 f.attention)
-    return strategy, jit_compile
+                 mixed_precision, "on" if compiled else "off", jit_compile, mode, attention)
+    return chosen, compiled, StepKernels(mode, xla_gpu=compiled and on_gpu)
 
 
 def is_chief_task():

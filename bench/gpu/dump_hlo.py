@@ -53,8 +53,8 @@ def dump_step(out, name, config_name, b, s, p, mode, policy="mixed_bfloat16"):
     def step(features):
         return pretraining_step(model, opt, features)
 
-    kernels.set_xla_gpu(os.environ.get("XLA_GPU", "1") == "1")
-    with attention.using(mode, min_seq=attention.MIN_FUSED_SEQ):
+    with kernels.on_xla_gpu(os.environ.get("XLA_GPU", "1") == "1"), \
+            attention.using(mode, min_seq=attention.MIN_FUSED_SEQ):
         _write(out, f"{name}_{mode}", tf.function(step, jit_compile=True), [feats], dict(
             config=config_name, batch=b, seq=s, preds=p, policy=policy, attention=mode,
             params=sum(int(np.prod(v.shape)) for v in model.trainable_variables),

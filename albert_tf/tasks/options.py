@@ -1,0 +1,300 @@
+"""`FinetuningOptions`: every setting of a fine-tuning run as a typed field with its default and
+its help. The scripts' flags are made from these fields (`tasks.flags`); `prepare` and
+`run_finetuning` read one of these objects, whether a script filled it from its flags or Python
+code built it."""
+
+import dataclasses
+import functools
+import math
+from typing import Optional
+
+from absl import flags
+
+from albert_tf.data.features import PADDINGS
+from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES
+from albert_tf.serving.lite_files import LITE_FILES, QUANTIZATIONS
+from albert_tf.training.distribution import FLAG_NAMES, JIT_CHOICES, PRECISIONS, STRATEGIES
+from albert_tf.training.excursions import ACTIONS, ExcursionSettings
+from albert_tf.training.optimizers import FINETUNING_UPDATE, OPTIMIZER_NAMES
+
+# A validator for learning rates: (check, message).
+POSITIVE = (lambda v: math.isfinite(v) and v > 0, "must be a positive number")
+# Fields whose flags training.distribution and training.excursions define for every training
+# script; tests/test_options.py holds these fields to those flags.
+DISTRIBUTION, EXCURSIONS = "distribution", "excursions"
+_EXCURSIONS = ExcursionSettings()
+
+
+def option(default, help_text, choices=None, lower_bound=None, validator=None,
+           defined_by=None):
+    """A field with its flag's help, choices (an enum flag), lower bound and validator
+    ((check, message)); `defined_by` names the module whose flags define it elsewhere."""
+    return dataclasses.field(default=default, metadata=dict(
+        help=help_text, choices=choices, lower_bound=lower_bound, validator=validator,
+        defined_by=defined_by))
+
+
+@dataclasses.dataclass
+class LoopOptions:
+    """The training loop's settings, one flag each in run_pretraining and the fine-tuning
+    scripts (run_pretraining's default for save_checkpoints_steps is 5000)."""
+    save_checkpoints_steps: int = option(
+        1000, "Steps between checkpoints (each is evaluated with --do_eval).", lower_bound=1)
+    keep_checkpoint_max: int = option(5, "Checkpoints kept besides model.ckpt-best.",
+                                      lower_bound=1)
+    iterations_per_loop: int = option(1000,
+                                      "Accepted for compatibility; see --steps_per_execution.")
+    num_tpu_cores: int = option(
+        8, "Accepted for compatibility; the TPU strategy discovers its cores.")
+    steps_per_execution: int = option(1, "Training steps per tf.function call.", lower_bound=1)
+    gradient_accumulation_steps: int = option(
+        1, "Split each replica's batch into this many micro-batches and sum their gradients: "
+        "the same update with less memory.", lower_bound=1)
+    log_steps: int = option(100, "Steps between progress lines and summaries.", lower_bound=1)
+    random_seed: int = option(
+        12345, "Seed of the weight initialisation, dropout and input shuffling.")
+
+
+@dataclasses.dataclass
+class FinetuningOptions(LoopOptions):
+    """The fine-tuning scripts' flags as typed fields with their defaults, for `prepare` and
+    `run_finetuning` from Python:
+
+        FinetuningOptions(output_dir="out", init_checkpoint="albert_base", do_train=True,
+                          learning_rate=2e-5)
+
+    Values are checked as the command line checks them (type, choices, bounds); an int is
+    taken for a float. `from_flags(FLAGS)` fills one from a script's parsed flags (the flags it
+    lacks keep their defaults). The training loop's fields come from `LoopOptions`. The
+    defaults are run_classifier's; each script passes the original's numbers for
+    max_seq_length, batch sizes, learning rate and steps to its flags. Each field's help is its
+    flag's (`python -m albert_tf.run_classifier --helpfull`).
+    """
+    # Inputs and outputs.
+    data_dir: Optional[str] = option(None, "Directory of the task's input files.")
+    output_dir: Optional[str] = option(None, "Checkpoints, eval_results.txt and predictions.")
+    cached_dir: Optional[str] = option(None, "Where feature caches live; default --output_dir.")
+    albert_config_file: Optional[str] = option(
+        None, "albert_config.json; default: the config beside --init_checkpoint (or in the hub "
+        "module's assets).")
+    spm_model_file: Optional[str] = option(
+        None, "SentencePiece model (the English releases' 30k-clean.model). Omitted (or "
+        "'from_tf_hub'): the hub module's asset, or the vocabulary beside --init_checkpoint.")
+    vocab_file: Optional[str] = option(
+        None, "WordPiece vocabulary (the Chinese releases' vocab_chinese.txt), with "
+        "--spm_model_file absent or empty. Beside --spm_model_file it may only be that model's "
+        ".vocab listing.")
+    init_checkpoint: Optional[str] = option(
+        None, "Initial weights: an original release, a Hugging Face directory, one of our "
+        "checkpoints (pretraining or fine-tuned), or a model's name (albert_base_v2, "
+        "hf://albert/albert-base-v2, albert_base_en_uncased, brightmart/albert_tiny_zh, a TF-Hub "
+        "address: docs/models.md).")
+    albert_hub_module_handle: Optional[str] = option(
+        None, "A TF2 SavedModel with the TF-Hub text-encoder API (path or handle), instead of "
+        "--init_checkpoint.")
+    do_lower_case: Optional[bool] = option(
+        None, "Lowercase the text (uncased models); default: the setting the model carries (a "
+        "hub export's, a Hugging Face tokenizer_config.json), else true.")
+    max_seq_length: int = option(512, "Longest sequence after tokenization.", lower_bound=1)
+    # What to do.
+    do_train: bool = option(False, "Fine-tune on the training split.")
+    do_eval: bool = option(
+        False, "Evaluate every saved checkpoint on the dev split and keep the best as "
+        "model.ckpt-best.")
+    do_predict: bool = option(False, "Predict the test split (from model.ckpt-best).")
+    # Batches, steps and the update.
+    train_batch_size: int = option(32, "Global training batch size.", lower_bound=1)
+    eval_batch_size: int = option(8, "Global eval batch size.", lower_bound=1)
+    predict_batch_size: int = option(8, "Global predict batch size.", lower_bound=1)
+    learning_rate: float = option(5e-5, "Peak learning rate.", validator=POSITIVE)
+    train_step: int = option(1000, "Training steps (global batches).", lower_bound=1)
+    num_train_epochs: Optional[float] = option(
+        None, "If set, train this many epochs instead of --train_step.")
+    warmup_step: int = option(0, "Linear warmup steps.", lower_bound=0)
+    warmup_proportion: Optional[float] = option(
+        None, "If set, warm up for this fraction of the training steps instead of "
+        "--warmup_step.")
+    optimizer: str = option("adamw", "Optimizer.", choices=OPTIMIZER_NAMES)
+    bias_correction: bool = option(
+        FINETUNING_UPDATE["bias_correction"],
+        "Adam's bias correction of the moment estimates. The original had none: its first "
+        "updates are 3-6x Adam's (--nobias_correction --nodecay_after_warmup is its update).")
+    decay_after_warmup: bool = option(
+        FINETUNING_UPDATE["decay_after_warmup"],
+        "Decay the learning rate linearly from --learning_rate at the end of the warmup to 0; "
+        "false: from step 0, as the original (the peak after warmup is then below it).")
+    adam_epsilon: float = option(FINETUNING_UPDATE["epsilon"],
+                                 "Epsilon of the Adam denominator.", validator=POSITIVE)
+    weight_decay_rate: float = option(
+        FINETUNING_UPDATE["weight_decay_rate"],
+        "Decoupled weight decay (LayerNorm and bias variables excluded).", lower_bound=0)
+    classifier_dropout: float = option(
+        0.1, "Dropout before the task head (the original hard-coded 0.1).")
+    # Input batches.
+    padding: str = option(
+        "bucket", "bucket: training batches grouped by length and every batch padded only to "
+        "its longest sequence (rounded up to --pad_to_multiple_of); batch: the same without "
+        "grouping (random batches, as transformers draws them; run_ner's default, which "
+        "learned tagging better: docs/finetuning.md); "
+        "max_length: everything padded to --max_seq_length (the original; best on TPU).",
+        choices=PADDINGS)
+    pad_to_multiple_of: int = option(
+        16, "Round padded lengths up to this multiple, so that a bounded number of shapes is "
+        "traced.", lower_bound=1)
+    # The loss guard (training.excursions); fine-tuning warns: a recovery's defaults were
+    # measured on pretraining only.
+    on_loss_spike: str = option(
+        "warn", "A loss excursion (a spike, a smoothed training loss that keeps rising above "
+        "its best, with run_pretraining's --do_eval a held-out MLM loss that keeps rising): "
+        "recover (back to the newest checkpoint from before it, past the batches that led "
+        "into it, at a lower learning rate), warn or stop (docs/pretraining.md, \"Loss "
+        "excursions\").", choices=ACTIONS, defined_by=EXCURSIONS)
+    loss_spike_sigmas: float = option(
+        _EXCURSIONS.spike_sigmas,
+        "A spike: a step's loss this many standard deviations above the smoothed loss.",
+        validator=POSITIVE, defined_by=EXCURSIONS)
+    loss_rise_tolerance: float = option(
+        _EXCURSIONS.rise_tolerance,
+        "A rise: the smoothed loss this fraction above its best for --loss_smoothing_steps.",
+        validator=POSITIVE, defined_by=EXCURSIONS)
+    loss_smoothing_steps: int = option(
+        _EXCURSIONS.smoothing_steps,
+        "Window of the smoothed training loss, and the patience of a rise.", lower_bound=1,
+        defined_by=EXCURSIONS)
+    eval_loss_rises: int = option(
+        _EXCURSIONS.eval_rises,
+        "A held-out excursion: the eval MLM loss rose at this many evaluations in a row.",
+        lower_bound=1, defined_by=EXCURSIONS)
+    recovery_lr_factor: float = option(
+        _EXCURSIONS.lr_factor, "Each recovery multiplies the learning rate by this (1: "
+        "unchanged).", validator=(lambda v: 0 < v <= 1, "must be in (0, 1]"),
+        defined_by=EXCURSIONS)
+    max_loss_recoveries: int = option(
+        _EXCURSIONS.max_recoveries, "Recoveries before an excursion stops the run.",
+        lower_bound=0, defined_by=EXCURSIONS)
+    # Strategy, precision and compilation (training.distribution).
+    strategy: str = option(
+        "auto", "tf.distribute strategy; auto: tpu with --use_tpu, multi_worker_mirrored when "
+        "TF_CONFIG names several workers, mirrored with several GPUs, else one_device.",
+        choices=STRATEGIES, defined_by=DISTRIBUTION)
+    use_tpu: bool = option(False, "Train on a TPU (same as --strategy=tpu).",
+                           defined_by=DISTRIBUTION)
+    tpu_name: Optional[str] = option(None, "Cloud TPU name or grpc:// address.",
+                                     defined_by=DISTRIBUTION)
+    tpu_zone: Optional[str] = option(None, "GCE zone of the Cloud TPU.",
+                                     defined_by=DISTRIBUTION)
+    gcp_project: Optional[str] = option(None, "GCP project of the Cloud TPU.",
+                                        defined_by=DISTRIBUTION)
+    master: Optional[str] = option(None, "TensorFlow master address (TPU).",
+                                   defined_by=DISTRIBUTION)
+    mixed_precision: str = option(
+        "auto", "Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and on "
+        "CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.", choices=PRECISIONS,
+        defined_by=DISTRIBUTION)
+    jit_compile: str = option(
+        "auto", "Compile the training step with XLA: auto (on GPU and TPU; off on CPU, where "
+        "XLA was slower than oneDNN), true or false.", choices=JIT_CHOICES,
+        defined_by=DISTRIBUTION)
+    attention: str = option(
+        "auto", "Attention in training steps: fused (cuDNN flash attention, needs XLA on a GPU "
+        "and bfloat16/float16), plain, or auto: fused in an XLA step on a GPU from sequence "
+        f"length {MIN_FUSED_SEQ} without attention dropout, else plain.", choices=MODES,
+        defined_by=DISTRIBUTION)
+    # Exports (--export_dir's help names what each script writes).
+    export_dir: Optional[str] = option(
+        None, "Write the fine-tuned model here (from model.ckpt-best, else the latest "
+        "checkpoint in --output_dir): {what} (see docs/export.md).")
+    overwrite_export: bool = option(
+        False, "Replace an earlier export at --export_dir (nothing else is ever replaced).")
+    export_tflite: str = option(
+        "both", "Which LiteRT files --export_dir gets: the ids-level model (with its TFLite "
+        "Task Library variant, <name>_task_library.tflite, where the library runs the task), "
+        "the string-in model (<name>_text.tflite, the tokenizer inside), both, or none.",
+        choices=LITE_FILES)
+    tflite_quantization: str = option(
+        "none", "The exported .tflite files' weights: float32 (none), float16, int8 with float "
+        "activations (dynamic_int8), or int8 weights and activations calibrated on the task's "
+        "training data (int8). The export reports each file's size and dev score beside the "
+        "float32 model's (tflite_report.json).", choices=QUANTIZATIONS)
+    tflite_report: bool = option(
+        True, "Score the exported .tflite files (and the float32 model) on the whole dev set, "
+        "one example at a time, into the log and tflite_report.json.")
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, _checked(field, getattr(self, field.name)))
+
+    def distribution(self):
+        """training.distribution.setup's arguments."""
+        return {name: getattr(self, name) for name in FLAG_NAMES}
+
+    @classmethod
+    def from_flags(cls, values):
+        """The options from a script's parsed flags (or any object with them as attributes)."""
+        return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls)
+                      if hasattr(values, f.name)})
+
+
+EXPORT_FIELDS = ("export_dir", "overwrite_export", "export_tflite", "tflite_quantization",
+                 "tflite_report")
+_KINDS = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
+          str: flags.DEFINE_string}
+
+
+def value_type(field):
+    """bool, int, float or str: the field's type without Optional."""
+    return next(t for t in _KINDS if field.type in (t, Optional[t]))
+
+
+def flag_definition(field, default=dataclasses.MISSING, what="see the scripts"):
+    """(define, name, positional arguments, keyword arguments) of the field's flag, for
+    `tasks.flags.define_if_missing`; `default` replaces the field's, `what` fills
+    --export_dir's help."""
+    m = field.metadata
+    default = field.default if default is dataclasses.MISSING else default
+    help_text = m["help"].format(what=what)
+    kwargs = {key: m[key] for key in ("lower_bound", "validator") if m[key] is not None}
+    if m["choices"]:
+        return flags.DEFINE_enum, field.name, (default, list(m["choices"]), help_text), kwargs
+    return _KINDS[value_type(field)], field.name, (default, help_text), kwargs
+
+
+@functools.cache
+def _parsers():
+    """A FlagValues with every field as a flag, to check values as the command line does."""
+    fv = flags.FlagValues()
+    for field in dataclasses.fields(FinetuningOptions):
+        define, name, args, kwargs = flag_definition(field)
+        validator = kwargs.pop("validator", None)
+        define(name, *args, flag_values=fv, **kwargs)
+        if validator:
+            flags.register_validator(name, *validator, flag_values=fv)
+    fv.mark_as_parsed()
+    return fv
+
+
+def _checked(field, value):
+    """`value` as the field's type (an int for a float), checked by its flag's rules."""
+    if value is None:
+        return None
+    kind = value_type(field)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{field.name}={value!r}: expected {kind.__name__}")
+    choices = field.metadata["choices"]
+    if choices and value not in choices:
+        raise ValueError(f"{field.name}={value!r}: one of {', '.join(choices)}")
+    try:
+        setattr(_parsers(), field.name, value)  # runs the flag's validators
+    except flags.IllegalFlagValueError as e:
+        raise ValueError(f"{field.name}={value!r}: {e}") from None
+    return value
+
+
+def finetuning_options(**values):
+    """FinetuningOptions(**values), naming every unknown option in one error."""
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(FinetuningOptions)})
+    if unknown:
+        raise ValueError(f"unknown fine-tuning options: {', '.join(unknown)}")
+    return FinetuningOptions(**values)

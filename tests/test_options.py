@@ -1,0 +1,89 @@
+"""FinetuningOptions and the scripts' flags: one field per flag, the same defaults (each script's
+own numbers aside), help, choices and bounds; the training loop's flags the same in
+run_pretraining; distribution.setup's arguments the distribution flags."""
+
+import dataclasses
+
+import pytest
+from absl import flags
+
+from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
+from albert_tf.tasks.flags import define_export_flags, define_flags
+from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
+                                     value_type)
+from albert_tf.training import distribution
+from albert_tf.training.optimizers import OPTIMIZER_NAMES
+from tool_runner import own_flags
+
+FLAG_TYPES = {bool: "bool", int: "int", float: "float", str: "string"}
+SCRIPTS = {run_classifier: {}, run_squad: run_squad.SQUAD_DEFAULTS,
+           run_race: run_race.RACE_DEFAULTS, run_ner: run_ner.NER_DEFAULTS}
+
+
+def _script_flags(module, defaults):
+    """{name: Flag} of `python -m albert_tf.<module>`, with the defaults its run() sets."""
+    with own_flags():
+        module.define_flags()
+        for name, value in defaults.items():
+            flags.FLAGS.set_default(name, value)
+        return {name: flags.FLAGS[name] for name in flags.FLAGS}
+
+
+def _assert_flag_is_field(flag, field, default):
+    assert flag.default == default, (field.name, flag.default, default)
+    choices = field.metadata["choices"]
+    assert getattr(flag.parser, "enum_values", None) == (list(choices) if choices else None)
+    assert flag.flag_type() == ("string enum" if choices else FLAG_TYPES[value_type(field)])
+    assert getattr(flag.parser, "lower_bound", None) == field.metadata["lower_bound"]
+    help_text = field.metadata["help"]
+    # absl's enum flags name their choices first; --jit_compile (also --jit_compile and
+    # --nojit_compile) is a flag of its own kind that does not.
+    if choices and field.name != "jit_compile":
+        help_text = f"<{'|'.join(choices)}>: {help_text}"
+    if field.name == "export_dir":
+        head, tail = help_text.split("{what}")
+        assert flag.help.startswith(head) and flag.help.endswith(tail), flag.help
+    else:
+        assert flag.help == help_text, field.name
+
+
+@pytest.mark.parametrize("module", list(SCRIPTS), ids=lambda m: m.__name__.rsplit(".")[-1])
+def test_every_field_is_a_flag_of_each_script_with_its_default_and_help(module):
+    script_flags = _script_flags(module, SCRIPTS[module])
+    for field in dataclasses.fields(FinetuningOptions):
+        if module is run_race and field.name in EXPORT_FIELDS:
+            assert field.name not in script_flags  # run_race exports nothing
+            continue
+        _assert_flag_is_field(script_flags[field.name], field,
+                              SCRIPTS[module].get(field.name, field.default))
+
+
+def test_the_fine_tuning_flags_are_the_fields():
+    values = flags.FlagValues()
+    define_flags(flag_values=values)
+    define_export_flags("the exports", flag_values=values)
+    assert set(values) == {f.name for f in dataclasses.fields(FinetuningOptions)}
+
+
+def test_the_training_loop_s_flags_are_the_same_in_run_pretraining():
+    script_flags = _script_flags(run_pretraining, run_pretraining.PRETRAINING_DEFAULTS)
+    for field in dataclasses.fields(LoopOptions):
+        default = 5000 if field.name == "save_checkpoints_steps" else field.default
+        _assert_flag_is_field(script_flags[field.name], field, default)
+    assert script_flags["optimizer"].parser.enum_values == list(OPTIMIZER_NAMES)
+    assert FinetuningOptions().optimizer in OPTIMIZER_NAMES
+
+
+def test_setup_takes_the_distribution_flags_and_the_options_hand_them_over():
+    values = flags.FlagValues()
+    distribution.define_flags(values)
+    assert set(values) == set(distribution.FLAG_NAMES)
+    fields = [f for f in dataclasses.fields(FinetuningOptions)
+              if f.metadata["defined_by"] == DISTRIBUTION]
+    assert {f.name for f in fields} == set(distribution.FLAG_NAMES)
+    for field in fields:
+        _assert_flag_is_field(values[field.name], field, field.default)
+    options = FinetuningOptions(strategy="one_device", jit_compile="false", attention="plain")
+    assert options.distribution() == dict(
+        strategy="one_device", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None,
+        master=None, mixed_precision="auto", jit_compile="false", attention="plain")
