@@ -19,12 +19,11 @@ import keras
 from absl import app, flags
 
 from albert_tf import cli
+from albert_tf.modeling.optimizers import OPTIMIZER_NAMES
 from albert_tf.tasks.flags import define_fields, define_if_missing
 from albert_tf.tasks.options import POSITIVE, LoopOptions
-from albert_tf.training.optimizers import OPTIMIZER_NAMES
-from albert_tf.training import distribution
+from albert_tf.training import distribution, excursions
 from albert_tf.training.checkpoint_files import check_run_kind
-from albert_tf.training import excursions
 from albert_tf.training.run_lock import RunLock
 
 FLAGS = flags.FLAGS

@@ -12,7 +12,7 @@ from albert_tf.tasks.flags import define_export_flags, define_flags
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      value_type)
 from albert_tf.training import distribution
-from albert_tf.training.optimizers import OPTIMIZER_NAMES
+from albert_tf.modeling.optimizers import OPTIMIZER_NAMES
 from tool_runner import own_flags
 
 FLAG_TYPES = {bool: "bool", int: "int", float: "float", str: "string"}

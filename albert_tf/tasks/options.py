@@ -12,10 +12,10 @@ from absl import flags
 
 from albert_tf.data.features import PADDINGS
 from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES
+from albert_tf.modeling.optimizers import FINETUNING_UPDATE, OPTIMIZER_NAMES
 from albert_tf.serving.lite_files import LITE_FILES, QUANTIZATIONS
 from albert_tf.training.distribution import FLAG_NAMES, JIT_CHOICES, PRECISIONS, STRATEGIES
 from albert_tf.training.excursions import ACTIONS, ExcursionSettings
-from albert_tf.training.optimizers import FINETUNING_UPDATE, OPTIMIZER_NAMES
 
 # A validator for learning rates: (check, message).
 POSITIVE = (lambda v: math.isfinite(v) and v > 0, "must be a positive number")
