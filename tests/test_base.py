@@ -3,8 +3,7 @@ made, naming the method; the optional ones' defaults are what the driver gets.""
 
 import pytest
 
-from albert_tf.tasks import FinetuningOptions, run_finetuning
-from albert_tf.tasks.base import FinetuningTask
+from albert_tf.tasks import FinetuningOptions, FinetuningTask, run_finetuning
 
 
 class _Minimal(FinetuningTask):
