@@ -8,7 +8,7 @@ from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.data.features import make_dataset, real_outputs
 from albert_tf.tasks.driver import train_and_warmup_steps
 from albert_tf.modeling.classifier import AlbertClassifier
-from albert_tf.tasks.glue import f1_score, matthews_corrcoef, pearson, spearman
+from albert_tf.tasks.classification_metrics import f1_score, matthews_corrcoef, pearson, spearman
 from conftest import TINY
 
 

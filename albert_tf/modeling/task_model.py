@@ -50,6 +50,11 @@ class TaskModel(PretrainedMixin, keras.Model):
     def build(self, *args, **kwargs):
         pass  # weights are created in __init__: their shapes come from the config
 
+    def eval_outputs(self, outputs):
+        """The outputs `prediction_outputs` takes, from those an ids-in .tflite gives: as they
+        are (SQuAD v1 adds its top-k)."""
+        return outputs
+
     def keras_outputs(self):
         """The outputs that labels given as an array (or a tuple of arrays) are compared with."""
         return ("logits",)

@@ -3,20 +3,8 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
 (keeping the best) / predict / export around `training.Trainer`.
 
 `prepare(options)` and `run_finetuning(task, options)` take one `FinetuningOptions`
-(tasks/options.py: the scripts fill it from their flags) and a task object with:
-  name, best_metric, higher_is_better (optional, default True), head_names (tuple)
-  build_model(encoder)                  -> a model with the trainer's task protocol and
-                                           `prediction_outputs(features, outputs)`
-  train_features()                      -> features (see `albert_tf.data.features`)
-  eval_sets()                           -> [(name, features)]; the first one selects the best
-  eval_metrics(name, features, outputs) -> {original metric name: value}
-  predict_sets()                        -> [(name, features)]
-  write_predictions(name, features, outputs, output_dir)
-                                        -> None, or scores of the predictions (written to
-                                           eval_results.txt when --do_eval is off)
-  export(model, export_dir, lite_options) -> with --export_dir: the exports from the restored
-                                           model (`serving.lite.LiteOptions`: which LiteRT
-                                           files, quantized how, calibrated and scored on what)
+(tasks/options.py: the scripts fill it from their flags) and `run_finetuning` a task: a
+`tasks.base.FinetuningTask`, whose docstrings are the contract between the two.
 """
 
 import functools
@@ -206,12 +194,11 @@ class _Run:
                 steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
                 save_checkpoints_steps=options.save_checkpoints_steps,
                 log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
-                run_kind=run_kind(task), tokenizer=getattr(task, "tokenizer", None),
+                run_kind=run_kind(task), tokenizer=task.tokenizer,
                 run_lock=lock, excursions=settings_from_flags(options)))
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
-        level = (task.constant_loss(self.train_features)
-                 if self.train_features and hasattr(task, "constant_loss") else None)
+        level = task.constant_loss(self.train_features) if self.train_features else None
         self.watch = StuckWatch(level, self.num_warmup_steps, options.learning_rate,
                                 options.log_steps)
 
@@ -237,23 +224,28 @@ class _Run:
             outputs = self.outputs(features, self.flags.eval_batch_size)
             evaluated.append((name, features, outputs))
             metrics = self.task.eval_metrics(name, features, outputs)
-            if hasattr(self.task, "predicted_classes"):
-                classes = self.task.predicted_classes(features, outputs)
-                if classes is not None:
-                    self.watch.predictions(step, name, classes)
+            classes = self.task.predicted_classes(features, outputs)
+            if classes is not None:
+                self.watch.predictions(step, name, classes)
             prefix = "" if i == 0 else f"{name}_"
             results.update({prefix + k: float(v) for k, v in metrics.items()})
         results["global_step"] = step
-        higher = getattr(self.task, "higher_is_better", True)
-        if self.trainer.record_eval(results, path, self.task.best_metric, higher) or not self.best:
+        if self.trainer.record_eval(results, path, self.task.best_metric,
+                                    self.task.higher_is_better) or not self.best:
             self.best = results
-            if hasattr(self.task, "report") and distribution.is_chief_task():
-                for name, features, outputs in evaluated:
-                    self.task.report(name, features, outputs, step, self.flags.output_dir)
+            if distribution.is_chief_task():
+                self.report(evaluated, step)
+
+    def report(self, evaluated, step):
+        """The new best evaluation's thresholds (picked first: the reports, predictions and
+        exports after it use them) and reports."""
+        for name, features, outputs in evaluated:
+            self.task.pick_thresholds(name, features, outputs, self.flags.output_dir)
+            self.task.report(name, features, outputs, step, self.flags.output_dir)
 
     def train(self):
         f = self.flags
-        if hasattr(self.task, "write_labels") and distribution.is_chief_task():
+        if distribution.is_chief_task():
             self.task.write_labels(f.output_dir)
         heads = tuple(self.task.head_names)  # a warm start's head may be another task's
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
@@ -324,7 +316,6 @@ class _Run:
                                      "training or dev data: found neither")
                 return self._batches_of_one(sample, 200)
             options.calibration = calibration
-        complete = getattr(model, "eval_outputs", lambda outputs: outputs)  # SQuAD's top-k
 
         def score(flatbuffer):
             if not dev():
@@ -332,15 +323,14 @@ class _Run:
             name, features = dev()
             outputs = lite.score_ids_model(
                 flatbuffer, self._batches_of_one(features),
-                lambda batch, got: model.prediction_outputs(batch, complete(got)),
+                lambda batch, got: model.prediction_outputs(batch, model.eval_outputs(got)),
                 total=num_examples(features))
             return {k: float(v) for k, v in self.task.eval_metrics(
                 name, features, real_outputs(outputs)).items()}
         if f.tflite_report and options.files != "none":
             if litert.litert_installed():
                 options.score = score
-                options.metric = (self.task.best_metric,
-                                  getattr(self.task, "higher_is_better", True))
+                options.metric = (self.task.best_metric, self.task.higher_is_better)
             else:
                 logging.warning("No tflite_report.json: %s (or --notflite_report)",
                                 litert.LITERT_MISSING)
@@ -376,13 +366,13 @@ def run_finetuning(task, options):
     export_dir = options.export_dir
     if not (options.do_train or options.do_eval or options.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
-    if export_dir and not hasattr(task, "export"):
+    if export_dir and not task.exportable:
         raise ValueError(f"--export_dir: {task.name} has no export")
     check_flags(options)
-    if hasattr(task, "check_inputs"):  # a mistyped file stops the run now, not after training
-        task.check_inputs([split for split, wanted in (
-            ("train", options.do_train), ("dev", options.do_eval), ("test", options.do_predict))
-            if wanted])
+    # A mistyped file stops the run now, not after training.
+    task.check_inputs([split for split, wanted in (
+        ("train", options.do_train), ("dev", options.do_eval), ("test", options.do_predict))
+        if wanted])
     tool = f"{tool_name()} ({task.name})"
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
         check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first

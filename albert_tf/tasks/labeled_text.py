@@ -15,11 +15,11 @@ from absl import logging
 from albert_tf.data import labeled_text
 from albert_tf.data.features import cached_features
 from albert_tf.data.glue import convert_examples
-from albert_tf.modeling.classifier import AlbertClassifier, head_outputs, pool_windows
+from albert_tf.modeling.classifier import head_outputs, pool_windows
 from albert_tf.outputs import check_not_input
 from albert_tf.tasks import reports
-from albert_tf.tasks.glue import GlueTask, glue_metrics
-from albert_tf.training.stuck import constant_loss
+from albert_tf.tasks.classification import ClassificationTask
+from albert_tf.tasks.classification_metrics import classification_metrics
 
 SPLIT_FLAGS = {"train": "train_file", "dev": "validation_file", "test": "test_file"}
 ACTIONS = {"train": "train", "dev": "eval", "test": "predict"}
@@ -88,6 +88,33 @@ def _loss(outputs, labels, label_set):
     return -np.log(p[np.arange(len(labels)), labels])
 
 
+def best_thresholds(labels, probabilities):
+    """Each label's threshold (among THRESHOLDS) with the best F1 on 0/1 `labels`."""
+    truth = labels[None] > 0                                       # [1, n, labels]
+    hit = probabilities[None] >= np.asarray(THRESHOLDS)[:, None, None]  # [thresholds, ...]
+    tp = (hit & truth).sum(1)
+    f1 = 2 * tp / np.maximum(hit.sum(1) + truth.sum(1), 1)          # [thresholds, labels]
+    return tuple(float(THRESHOLDS[i]) for i in f1.argmax(0))
+
+
+def _long_text(label_set, splits, max_seq_length, long_text, window_stride):
+    """`label_set` with the windows `long_text` reads long texts in (none to truncate)."""
+    long_text = long_text or ("windows" if label_set.window_stride else "truncate")
+    if long_text not in LONG_TEXT:
+        raise labeled_text.DataError(f"--long_text={long_text}: one of {', '.join(LONG_TEXT)}")
+    if long_text == "windows":
+        if any(len(s.text_columns) > 1 for s in splits.values()):
+            raise labeled_text.DataError("--long_text=windows reads one text column, not a pair")
+        window_stride = window_stride or label_set.window_stride or max(
+            (max_seq_length - 2) // 2, 1)
+        if not 1 <= window_stride <= max_seq_length - 2:
+            raise labeled_text.DataError(f"--window_stride={window_stride}: between 1 and "
+                                         f"--max_seq_length - 2 = {max_seq_length - 2}")
+        return dataclasses.replace(label_set, window_stride=window_stride,
+                                   window_length=max_seq_length)
+    return dataclasses.replace(label_set, window_stride=None, window_length=None)
+
+
 def _digest(examples):
     h = hashlib.sha256()
     for ex in examples:
@@ -95,7 +122,7 @@ def _digest(examples):
     return h.hexdigest()[:16]
 
 
-class LabeledTextTask(GlueTask):
+class LabeledTextTask(ClassificationTask):
     """Your own labelled text for `run_finetuning`, from files or rows:
 
         task = LabeledTextTask.from_files(tokenizer, train="train.csv", dev="dev.csv",
@@ -112,27 +139,13 @@ class LabeledTextTask(GlueTask):
     def __init__(self, label_set, splits, tokenizer, max_seq_length, cache_dir,
                  classifier_dropout=0.1, threshold_to_export=None, weights=None,
                  long_text=None, window_stride=None):
-        long_text = long_text or ("windows" if label_set.window_stride else "truncate")
-        if long_text not in LONG_TEXT:
-            raise labeled_text.DataError(f"--long_text={long_text}: one of "
-                                         f"{', '.join(LONG_TEXT)}")
-        if long_text == "windows":
-            if any(len(s.text_columns) > 1 for s in splits.values()):
-                raise labeled_text.DataError("--long_text=windows reads one text column, not "
-                                             "a pair")
-            window_stride = window_stride or label_set.window_stride or max(
-                (max_seq_length - 2) // 2, 1)
-            if not 1 <= window_stride <= max_seq_length - 2:
-                raise labeled_text.DataError(f"--window_stride={window_stride}: between 1 and "
-                                             f"--max_seq_length - 2 = {max_seq_length - 2}")
-            label_set = dataclasses.replace(label_set, window_stride=window_stride,
-                                            window_length=max_seq_length)
-        else:
-            label_set = dataclasses.replace(label_set, window_stride=None, window_length=None)
-        super().__init__(label_set, None, tokenizer, max_seq_length, cache_dir,
-                         classifier_dropout, threshold_to_export)
+        label_set = _long_text(label_set, splits, max_seq_length, long_text, window_stride)
+        super().__init__(tokenizer, max_seq_length, cache_dir, classifier_dropout,
+                         threshold_to_export)
+        self.label_set = label_set
+        self.name = label_set.name
+        self.best_metric = label_set.metric
         self.splits = splits
-        self.higher_is_better = True
         train = splits.get("train")
         source = train.path if train else "the run's labels.json"
         if label_set.target:
@@ -157,16 +170,6 @@ class LabeledTextTask(GlueTask):
         label_set, splits = labeled_text.read_splits({"train": train, "dev": dev, "test": test},
                                                      columns, problem_type, run_dir)
         return cls(label_set, splits, tokenizer, max_seq_length, cache_dir or run_dir, **kwargs)
-
-    @property
-    def label_set(self):
-        return self.task
-
-    def build_model(self, encoder):
-        return AlbertClassifier(encoder, self.label_set.num_labels, self.classifier_dropout,
-                                regression=self.label_set.is_regression,
-                                multi_label=self.label_set.is_multi_label,
-                                class_weights=self.class_weights, target=self.label_set.target)
 
     @staticmethod
     def check_files(files, do_train=False, do_eval=False, do_predict=False):
@@ -196,7 +199,7 @@ class LabeledTextTask(GlueTask):
         first = next(iter(self.splits.values()))
         return ("text_a",) if len(first.text_columns) == 1 else ("text_a", "text_b")
 
-    def features(self, split, task=None):
+    def features(self, split):
         data = self.splits[split]
         stride = self.label_set.window_stride
         settings = dict(task=self.name, split=split, examples=_digest(data.examples),
@@ -219,23 +222,14 @@ class LabeledTextTask(GlueTask):
                                 windows=len(features["lengths"]) if stride else None)
         return features
 
+    def train_features(self):
+        return self.features("train")
+
     def eval_sets(self):
         return [("dev", self.features("dev"))]
 
     def predict_sets(self):
         return [("test", self.features("test"))]
-
-    def constant_loss(self, features):
-        labels = features["label_ids"]
-        if self.label_set.target:  # the head's loss is in standard deviations
-            labels = (labels - self.label_set.target[0]) / self.label_set.target[1]
-        return constant_loss(labels, self.label_set.is_regression,
-                             self.label_set.is_multi_label)
-
-    def predicted_classes(self, features, outputs):
-        if self.label_set.is_multi_label:
-            return None
-        return super().predicted_classes(features, outputs)
 
     # ---- evaluation ---------------------------------------------------------------------------
 
@@ -274,12 +268,22 @@ class LabeledTextTask(GlueTask):
             result.update(reports.multi_label_f1(labels, predicted))
             result.update(reports.f1_per_label(labels, predicted, names, multi_label=True))
             return result
-        result = glue_metrics(self.label_set, labels, outputs)
+        result = classification_metrics(labels, outputs, self.label_set.is_regression)
         if not self.label_set.is_regression:
             predicted = np.argmax(outputs["logits"], -1)
             result.update(reports.averaged_f1(labels, predicted, len(names)))
             result.update(reports.f1_per_label(labels, predicted, names))
         return result
+
+    def pick_thresholds(self, name, features, outputs, output_dir):
+        """Multi-label: each label's threshold for its best F1 on this eval set, which the
+        report, the predictions and the export use from now on, kept in labels.json."""
+        if not self.label_set.is_multi_label:
+            return
+        features, outputs = self._texts(features, outputs)
+        thresholds = best_thresholds(features["label_ids"], outputs["probabilities"])
+        self.label_set = dataclasses.replace(self.label_set, thresholds=thresholds)
+        self.label_set.save(output_dir)
 
     def report(self, name, features, outputs, step, output_dir):
         """The best evaluation's report: per-class table and confusion matrix (text and
@@ -287,7 +291,7 @@ class LabeledTextTask(GlueTask):
         features, outputs = self._texts(features, outputs)
         labels, names = features["label_ids"], self.label_set.labels
         if self.label_set.is_multi_label:
-            thresholds = self._pick_thresholds(labels, outputs["probabilities"])
+            thresholds = self.label_set.thresholds or (0.5,) * len(names)
             predicted = outputs["probabilities"] >= np.asarray(thresholds)
             text = reports.multi_label_report(labels, predicted, names)
             text += "thresholds (picked on this set for each label's best F1): " + ", ".join(
@@ -295,7 +299,6 @@ class LabeledTextTask(GlueTask):
             text += "".join(f"{k} at these thresholds: {v:.4f}\n" for k, v in
                             reports.multi_label_f1(labels, predicted).items())
             reports.write_report(output_dir, name, text, step)
-            self.label_set.save(output_dir)
         elif not self.label_set.is_regression:
             text, matrix = reports.classification_report(
                 labels, np.argmax(outputs["logits"], -1), names)
@@ -304,15 +307,6 @@ class LabeledTextTask(GlueTask):
                 output_dir, reports.CONFUSION_PICTURE if name == "dev" else
                 f"confusion_matrix_{name}.png"))
         self._write_worst(name, features, outputs, output_dir)
-
-    def _pick_thresholds(self, labels, probabilities):
-        truth = labels[None] > 0                                       # [1, n, labels]
-        hit = probabilities[None] >= np.asarray(THRESHOLDS)[:, None, None]  # [thresholds, ...]
-        tp = (hit & truth).sum(1)
-        f1 = 2 * tp / np.maximum(hit.sum(1) + truth.sum(1), 1)          # [thresholds, labels]
-        chosen = [float(THRESHOLDS[i]) for i in f1.argmax(0)]
-        self.task = dataclasses.replace(self.label_set, thresholds=tuple(chosen))
-        return chosen
 
     def _write_worst(self, name, features, outputs, output_dir):
         data = self.splits[name]

@@ -12,6 +12,7 @@ from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_bytes, atomic_write_text, file_digest
 from albert_tf.modeling.token_classifier import HEAD_NAMES, AlbertTokenClassifier
 from albert_tf.tasks import conll_metrics
+from albert_tf.tasks.base import FinetuningTask
 from albert_tf.training.results import write_eval_results
 from albert_tf.training.stuck import constant_loss
 
@@ -52,13 +53,14 @@ def tag_metrics(gold, predicted, chunked, prefix="eval_"):
     return {prefix + k: float(scores[k]) for k in keep}
 
 
-class NerTask:
+class NerTask(FinetuningTask):
     """Token classification on CoNLL files in `data_dir` (train.txt, dev.txt or valid.txt,
     test.txt) for `run_finetuning`: one tag per original token, predicted on its first piece,
     long sentences in overlapping windows; metrics as conlleval."""
 
     name = "ner"
     head_names = HEAD_NAMES
+    exportable = True
 
     def __init__(self, data_dir, tokenizer, max_seq_length, cache_dir, labels,
                  classifier_dropout=0.1, window_stride=None):

@@ -10,6 +10,7 @@ from absl import logging
 
 from albert_tf.data.features import cached_features
 from albert_tf.files import atomic_write_text
+from albert_tf.tasks.base import FinetuningTask
 from albert_tf.training.results import write_eval_results
 from albert_tf.training.stuck import constant_loss
 
@@ -25,7 +26,7 @@ def accuracies(levels, labels, outputs, prefix="eval_"):
     return result
 
 
-class RaceTask:
+class RaceTask(FinetuningTask):
     """RACE (4-way multiple choice) for `run_finetuning`: features from the released files or
     all.txt (cached in `cache_dir`), accuracy over all/middle/high, per-question predictions."""
 

@@ -11,18 +11,20 @@ from absl import logging
 from albert_tf.data.features import cached_features
 from albert_tf.files import file_digest, write_json
 from albert_tf.tasks import squad_metrics
+from albert_tf.tasks.base import FinetuningTask
 from albert_tf.tasks.squad_answers import postprocess
 
 # The TFLite Task Library's BertQuestionAnswerer packs questions and contexts to this length.
 TASK_LIBRARY_SEQ_LENGTH = 384
 
 
-class SquadTask:
+class SquadTask(FinetuningTask):
     """SQuAD v1.1/v2.0 for `run_finetuning`: features from the JSON files (cached in
     `cache_dir`), EM/F1 with the official scripts' rules, predictions.json / nbest / null_odds,
     and the question + context serving export."""
 
     best_metric = "f1"
+    exportable = True
 
     def __init__(self, tokenizer, train_file, predict_file, cache_dir, version_2=False,
                  max_seq_length=384, doc_stride=128, max_query_length=64, n_best_size=20,

@@ -1,0 +1,90 @@
+"""The contract between a fine-tuning task and the driver (`run_finetuning`): every method and
+attribute the driver uses, the optional ones with their defaults."""
+
+import abc
+
+
+class FinetuningTask(abc.ABC):
+    """A fine-tuning task for `run_finetuning`: subclass it, set the attributes and write the
+    abstract methods; override an optional one where the task has more to say.
+
+    Required attributes:
+      name          the task's name (log lines, the run kind kept in --output_dir)
+      best_metric   the eval metric that selects the best checkpoint
+      head_names    the head's variables, which a warm start may lack or have reshaped
+    Optional attributes:
+      higher_is_better  whether a larger best_metric is better (default True)
+      tokenizer         the run's tokenizer, kept beside its checkpoints (default None)
+      exportable        whether `export` writes anything: without it the driver refuses
+                        --export_dir before any work (default False)
+
+    A dataset's `features` are a dict of numpy arrays (see `albert_tf.data.features`); a model's
+    `outputs` are its prediction outputs for them, as numpy.
+    """
+
+    higher_is_better = True
+    tokenizer = None
+    exportable = False
+
+    # ---- required -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def build_model(self, encoder):
+        """A model with the trainer's task protocol and `prediction_outputs(features, outputs)`
+        (a `modeling.task_model.TaskModel`) around `encoder`."""
+
+    @abc.abstractmethod
+    def train_features(self):
+        """The training features."""
+
+    @abc.abstractmethod
+    def eval_sets(self):
+        """[(name, features)]: the first one selects the best checkpoint."""
+
+    @abc.abstractmethod
+    def eval_metrics(self, name, features, outputs):
+        """{original metric name: value} of one eval set's outputs."""
+
+    @abc.abstractmethod
+    def predict_sets(self):
+        """[(name, features)] to write predictions for."""
+
+    @abc.abstractmethod
+    def write_predictions(self, name, features, outputs, output_dir):
+        """Writes a predict set's predictions; returns None, or scores of the predictions
+        (written to eval_results.txt when --do_eval is off)."""
+
+    # ---- optional -----------------------------------------------------------------------------
+
+    def check_inputs(self, splits):
+        """Raises when the data of `splits` ("train", "dev", "test") is missing: a mistyped
+        file stops the run before any training. Default: nothing checked."""
+
+    def write_labels(self, output_dir):
+        """Before training, on the chief: the label files that predictions, conversions and
+        exports read later. Default: none."""
+
+    def constant_loss(self, features):
+        """The training loss of the best constant prediction on the training `features` (what
+        a run that learns nothing stays at), or None (the default) when there is none."""
+        return None
+
+    def predicted_classes(self, features, outputs):
+        """The predicted classes of an eval set (a run predicting one class for everything is
+        reported), or None (the default) where there are none."""
+        return None
+
+    def pick_thresholds(self, name, features, outputs, output_dir):
+        """On the chief, at each new best evaluation, before `report`: decision thresholds
+        picked on the eval set `name`, which later reports, predictions and exports use.
+        Default: none."""
+
+    def report(self, name, features, outputs, step, output_dir):
+        """On the chief, at each new best evaluation: reports on the eval set `name` written to
+        output_dir. Default: none."""
+
+    def export(self, model, export_dir, lite_options=None):
+        """With --export_dir, where `exportable`: the exports from the restored float32
+        `model`; `lite_options` (a `serving.lite.LiteOptions`) says which LiteRT files,
+        quantized how, calibrated and scored on what."""
+        raise NotImplementedError(f"{self.name} has no export")
