@@ -252,7 +252,6 @@ class FinetuningOptions(LoopOptions):
         "one example at a time, into the log and tflite_report.json.")
 
 
-
 @dataclasses.dataclass
 class PretrainingOptions(LoopOptions):
     """run_pretraining's flags as typed fields with the original's defaults:
