@@ -1,6 +1,7 @@
 """FinetuningOptions and the scripts' flags: one field per flag, the same defaults (each script's
 own numbers aside), help, choices and bounds; the training loop's flags the same in
-run_pretraining; distribution.setup's arguments the distribution flags."""
+run_pretraining, and PretrainingOptions' fields its flags the same way; distribution.setup's
+arguments the distribution flags."""
 
 import dataclasses
 
@@ -10,8 +11,9 @@ from absl import flags
 from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
 from albert_tf.tasks.flags import define_export_flags, define_flags
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
-                                     value_type)
+                                     PretrainingOptions, value_type)
 from albert_tf.training import distribution
+from albert_tf.training.excursions import ExcursionSettings
 from albert_tf.modeling.optimizers import OPTIMIZER_NAMES
 from tool_runner import own_flags
 
@@ -72,6 +74,43 @@ def test_the_training_loop_s_flags_are_the_same_in_run_pretraining():
         _assert_flag_is_field(script_flags[field.name], field, default)
     assert script_flags["optimizer"].parser.enum_values == list(OPTIMIZER_NAMES)
     assert FinetuningOptions().optimizer in OPTIMIZER_NAMES
+
+
+def test_every_pretraining_field_is_a_flag_of_run_pretraining_with_its_default_and_help():
+    script_flags = _script_flags(run_pretraining, run_pretraining.PRETRAINING_DEFAULTS)
+    fields = dataclasses.fields(PretrainingOptions)
+    for field in fields:
+        _assert_flag_is_field(script_flags[field.name], field, field.default)
+    with own_flags():
+        absl_flags = set(flags.FLAGS)
+    assert set(script_flags) - absl_flags == {f.name for f in fields}
+    # The loss guard and distribution fields are fine-tuning's, the guard recovering.
+    shared = {f.name: f for f in dataclasses.fields(FinetuningOptions) if f.metadata["defined_by"]}
+    for field in fields:
+        if field.name in shared:
+            assert field.metadata == shared[field.name].metadata
+            assert field.default == ("recover" if field.name == "on_loss_spike"
+                                     else shared[field.name].default)
+
+
+def test_the_options_are_read_from_the_flags_and_checked():
+    class Parsed:
+        input_file, num_train_steps, mask_token_id = "train-*", 7, 5
+    options = PretrainingOptions.from_flags(Parsed())
+    assert (options.input_file, options.num_train_steps, options.mask_token_id) == (
+        "train-*", 7, 5)
+    assert options.save_checkpoints_steps == 5000 and options.optimizer == "lamb"
+    assert options.excursions() == ExcursionSettings(action="recover")
+    assert FinetuningOptions().excursions() == ExcursionSettings(action="warn")
+    assert PretrainingOptions(on_loss_spike="stop", max_loss_recoveries=0,
+                              recovery_lr_factor=1).excursions() == ExcursionSettings(
+        action="stop", max_recoveries=0, lr_factor=1.0)
+    with pytest.raises(ValueError, match=r"^masked_lm_prob=0\.0: .*must be in \(0, 1\]"):
+        PretrainingOptions(masked_lm_prob=0)
+    with pytest.raises(ValueError, match=r"^max_eval_steps=-1: "):
+        PretrainingOptions(max_eval_steps=-1)
+    with pytest.raises(ValueError, match=r"^optimizer='sgd': one of "):
+        PretrainingOptions(optimizer="sgd")
 
 
 def test_setup_takes_the_distribution_flags_and_the_options_hand_them_over():

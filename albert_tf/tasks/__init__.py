@@ -13,10 +13,10 @@ scripts' flags as typed fields. A new task subclasses `FinetuningTask`, the driv
 from albert_tf.tasks.base import FinetuningTask
 from albert_tf.tasks.c3 import C3Task
 from albert_tf.tasks.driver import prepare, run_finetuning
-from albert_tf.tasks.options import FinetuningOptions, finetuning_options
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import LabeledTextTask
 from albert_tf.tasks.ner import NerTask
+from albert_tf.tasks.options import FinetuningOptions, finetuning_options
 from albert_tf.tasks.race import RaceTask
 from albert_tf.tasks.squad import SquadTask
 

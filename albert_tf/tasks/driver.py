@@ -23,7 +23,6 @@ from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
-from albert_tf.training.excursions import settings_from_flags
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.stuck import StuckWatch
 
@@ -195,7 +194,7 @@ class _Run:
                 save_checkpoints_steps=options.save_checkpoints_steps,
                 log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
                 run_kind=run_kind(task), tokenizer=task.tokenizer,
-                run_lock=lock, excursions=settings_from_flags(options)))
+                run_lock=lock, excursions=options.excursions()))
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
         level = task.constant_loss(self.train_features) if self.train_features else None

@@ -1,7 +1,7 @@
 """`FinetuningOptions`: every setting of a fine-tuning run as a typed field with its default and
 its help. The scripts' flags are made from these fields (`tasks.flags`); `prepare` and
 `run_finetuning` read one of these objects, whether a script filled it from its flags or Python
-code built it."""
+code built it. `PretrainingOptions` is the same for run_pretraining."""
 
 import dataclasses
 import functools
@@ -34,6 +34,14 @@ def option(default, help_text, choices=None, lower_bound=None, validator=None,
         defined_by=defined_by))
 
 
+def same_option(cls, name, default=dataclasses.MISSING):
+    """`cls`'s field `name` (its help, choices, bounds) for another class, `default` replacing
+    its default."""
+    field = cls.__dataclass_fields__[name]
+    return dataclasses.field(default=field.default if default is dataclasses.MISSING else default,
+                             metadata=field.metadata)
+
+
 @dataclasses.dataclass
 class LoopOptions:
     """The training loop's settings, one flag each in run_pretraining and the fine-tuning
@@ -53,6 +61,29 @@ class LoopOptions:
     log_steps: int = option(100, "Steps between progress lines and summaries.", lower_bound=1)
     random_seed: int = option(
         12345, "Seed of the weight initialisation, dropout and input shuffling.")
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, _checked(type(self), field, getattr(self, field.name)))
+
+    @classmethod
+    def from_flags(cls, values):
+        """The options from a script's parsed flags (or any object with them as attributes)."""
+        return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls)
+                      if hasattr(values, f.name)})
+
+    # The classes built on this one hold the distribution and loss guard fields.
+    def distribution(self):
+        """training.distribution.setup's arguments."""
+        return {name: getattr(self, name) for name in FLAG_NAMES}
+
+    def excursions(self):
+        """The loss guard's settings (training.excursions)."""
+        return ExcursionSettings(
+            action=self.on_loss_spike, spike_sigmas=self.loss_spike_sigmas,
+            rise_tolerance=self.loss_rise_tolerance, smoothing_steps=self.loss_smoothing_steps,
+            eval_rises=self.eval_loss_rises, lr_factor=self.recovery_lr_factor,
+            max_recoveries=self.max_loss_recoveries)
 
 
 @dataclasses.dataclass
@@ -220,19 +251,97 @@ class FinetuningOptions(LoopOptions):
         True, "Score the exported .tflite files (and the float32 model) on the whole dev set, "
         "one example at a time, into the log and tflite_report.json.")
 
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, _checked(field, getattr(self, field.name)))
 
-    def distribution(self):
-        """training.distribution.setup's arguments."""
-        return {name: getattr(self, name) for name in FLAG_NAMES}
+@dataclasses.dataclass
+class PretrainingOptions(LoopOptions):
+    """run_pretraining's flags as typed fields with the original's defaults:
 
-    @classmethod
-    def from_flags(cls, values):
-        """The options from a script's parsed flags (or any object with them as attributes)."""
-        return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls)
-                      if hasattr(values, f.name)})
+        PretrainingOptions(albert_config_file="albert_config.json", input_file="train-*",
+                           output_dir="out", num_train_steps=10000)
+
+    Checked and filled from the flags as FinetuningOptions (`from_flags(FLAGS)`). Each field's
+    help is its flag's (`python -m albert_tf.run_pretraining --helpfull`); the loss guard and
+    distribution fields are FinetuningOptions', the guard recovering by default.
+    """
+    # Inputs and outputs.
+    albert_config_file: Optional[str] = option(None, "albert_config.json of the model to train.")
+    input_file: Optional[str] = option(None, "Training TFRecords: comma-separated globs.")
+    eval_input_file: Optional[str] = option(
+        None, "Held-out TFRecords for --do_eval; defaults to --input_file (the original evaluated "
+        "on its training files).")
+    output_dir: Optional[str] = option(None, "Checkpoints, summaries and eval_results.txt.")
+    init_checkpoint: Optional[str] = option(
+        None, "Initial weights: an original release, a Hugging Face directory, one of our "
+        "checkpoints or a model's name (docs/models.md). Ignored when --output_dir already holds "
+        "a checkpoint.")
+    max_seq_length: int = option(512, "Sequence length of the records.", lower_bound=1)
+    max_predictions_per_seq: int = option(20, "Masked positions per record.", lower_bound=1)
+    # What to do, batches, steps and the update.
+    do_train: bool = option(True, "Train.")
+    do_eval: bool = option(False, "Evaluate (after each checkpoint when training).")
+    train_batch_size: int = option(4096, "Global training batch size.", lower_bound=1)
+    eval_batch_size: int = option(64, "Global eval batch size.", lower_bound=1)
+    optimizer: str = option("lamb", "Optimizer.", choices=OPTIMIZER_NAMES)
+    bias_correction: bool = option(
+        False, "Adam's bias correction of the moment estimates (the original had none; with "
+        "LAMB it changes only the LayerNorm and bias updates, docs/pretraining.md).")
+    learning_rate: float = option(0.00176, "Peak learning rate.", validator=POSITIVE)
+    poly_power: float = option(1.0, "Power of the polynomial decay.")
+    num_train_steps: int = option(125000, "Training steps (global batches).", lower_bound=1)
+    num_warmup_steps: int = option(3125, "Linear warmup steps.", lower_bound=0)
+    start_warmup_step: int = option(0, "Step at which the warmup starts.", lower_bound=0)
+    max_eval_steps: int = option(100, "Eval batches per evaluation.", lower_bound=0)
+    init_from_group0: bool = option(
+        False, "Initialise groups missing from --init_checkpoint from group 0 (warm start of a "
+        "deeper or more-grouped model).")
+    sop_weight: float = option(1.0, "Weight of the SOP loss; 0 trains MLM only.", lower_bound=0)
+    # Masks drawn as the batches are read.
+    dynamic_masking: bool = option(
+        False, "Draw new masks for every batch from the records' token_boundary (the original "
+        "n-gram rule) instead of using the records' static masks.")
+    masked_lm_prob: float = option(0.15, "With --dynamic_masking: masked fraction of tokens.",
+                                   validator=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
+    ngram: int = option(3, "With --dynamic_masking: longest masked span, in words.",
+                        lower_bound=1)
+    favor_shorter_ngram: bool = option(
+        True, "With --dynamic_masking: p(n) ∝ 1/n; False reverses the array.")
+    mask_token_id: int = option(
+        4, "With --dynamic_masking: the id of [MASK] (default: the vocabulary's, when "
+        "--spm_model_file or --vocab_file is given; else 4).")
+    # Batches read by a tf.data service.
+    data_service_address: Optional[str] = option(
+        None, "host:port of a tf.data service dispatcher (python -m albert_tf.data_service): its "
+        "workers read and mask the training batches, the same batches as in-process.")
+    data_service_timeout: float = option(
+        600.0, "With --data_service_address: seconds to wait for every worker at the start, and "
+        "for a training step before the run stops with the service named.", validator=POSITIVE)
+    # The records' vocabulary.
+    spm_model_file: Optional[str] = option(
+        None, "Optional SentencePiece model of the records: checked against vocab_size; with "
+        "--dynamic_masking its [MASK] id is used.")
+    vocab_file: Optional[str] = option(
+        None, "Optional WordPiece vocabulary of the records (the Chinese releases' "
+        "vocab_chinese.txt), instead of --spm_model_file.")
+    # The training loop: the original's checkpoint interval.
+    save_checkpoints_steps: int = same_option(LoopOptions, "save_checkpoints_steps", 5000)
+    # The loss guard (training.excursions): a recovery by default.
+    on_loss_spike: str = same_option(FinetuningOptions, "on_loss_spike", "recover")
+    loss_spike_sigmas: float = same_option(FinetuningOptions, "loss_spike_sigmas")
+    loss_rise_tolerance: float = same_option(FinetuningOptions, "loss_rise_tolerance")
+    loss_smoothing_steps: int = same_option(FinetuningOptions, "loss_smoothing_steps")
+    eval_loss_rises: int = same_option(FinetuningOptions, "eval_loss_rises")
+    recovery_lr_factor: float = same_option(FinetuningOptions, "recovery_lr_factor")
+    max_loss_recoveries: int = same_option(FinetuningOptions, "max_loss_recoveries")
+    # Strategy, precision and compilation (training.distribution).
+    strategy: str = same_option(FinetuningOptions, "strategy")
+    use_tpu: bool = same_option(FinetuningOptions, "use_tpu")
+    tpu_name: Optional[str] = same_option(FinetuningOptions, "tpu_name")
+    tpu_zone: Optional[str] = same_option(FinetuningOptions, "tpu_zone")
+    gcp_project: Optional[str] = same_option(FinetuningOptions, "gcp_project")
+    master: Optional[str] = same_option(FinetuningOptions, "master")
+    mixed_precision: str = same_option(FinetuningOptions, "mixed_precision")
+    jit_compile: str = same_option(FinetuningOptions, "jit_compile")
+    attention: str = same_option(FinetuningOptions, "attention")
 
 
 EXPORT_FIELDS = ("export_dir", "overwrite_export", "export_tflite", "tflite_quantization",
@@ -260,10 +369,11 @@ def flag_definition(field, default=dataclasses.MISSING, what="see the scripts"):
 
 
 @functools.cache
-def _parsers():
-    """A FlagValues with every field as a flag, to check values as the command line does."""
+def _parsers(cls):
+    """A FlagValues with every field of `cls` as a flag, to check values as the command line
+    does."""
     fv = flags.FlagValues()
-    for field in dataclasses.fields(FinetuningOptions):
+    for field in dataclasses.fields(cls):
         define, name, args, kwargs = flag_definition(field)
         validator = kwargs.pop("validator", None)
         define(name, *args, flag_values=fv, **kwargs)
@@ -273,8 +383,8 @@ def _parsers():
     return fv
 
 
-def _checked(field, value):
-    """`value` as the field's type (an int for a float), checked by its flag's rules."""
+def _checked(cls, field, value):
+    """`value` as the field's type (an int for a float), checked by its flag's rules in `cls`."""
     if value is None:
         return None
     kind = value_type(field)
@@ -286,7 +396,7 @@ def _checked(field, value):
     if choices and value not in choices:
         raise ValueError(f"{field.name}={value!r}: one of {', '.join(choices)}")
     try:
-        setattr(_parsers(), field.name, value)  # runs the flag's validators
+        setattr(_parsers(cls), field.name, value)  # runs the flag's validators
     except flags.IllegalFlagValueError as e:
         raise ValueError(f"{field.name}={value!r}: {e}") from None
     return value

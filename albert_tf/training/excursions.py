@@ -52,15 +52,6 @@ def define_flags(define, action):
            "Recoveries before an excursion stops the run.", lower_bound=0)
 
 
-def settings_from_flags(values):
-    """ExcursionSettings from the parsed flags (any object with the flags as attributes)."""
-    return ExcursionSettings(
-        action=values.on_loss_spike, spike_sigmas=values.loss_spike_sigmas,
-        rise_tolerance=values.loss_rise_tolerance, smoothing_steps=values.loss_smoothing_steps,
-        eval_rises=values.eval_loss_rises, lr_factor=values.recovery_lr_factor,
-        max_recoveries=values.max_loss_recoveries)
-
-
 class LossExcursionError(RuntimeError):
     """A loss excursion stopped the run (--on_loss_spike=stop, or recoveries exhausted)."""
     exit_status = 1
