@@ -31,22 +31,32 @@ def encoder_weights(encoder):
     return out
 
 
-def _block_weights(prefix, block):
+# A block's names under its prefix: self-attention's q/k/v ({} is query, key or value), the
+# attention output, its LayerNorm, the FFN's intermediate and output, the output LayerNorm.
+ORIGINAL_BLOCK = ("attention_1/self/{}", "attention_1/output/dense", "LayerNorm",
+                  "ffn_1/intermediate/dense", "ffn_1/intermediate/output/dense", "LayerNorm_1")
+# brightmart's pre-LN blocks keep these names: the LayerNorm before attention is
+# attention/output's, the one before the FFN output's.
+BRIGHTMART_BLOCK = ("attention/self/{}", "attention/output/dense",
+                    "attention/output/LayerNorm", "intermediate/dense", "output/dense",
+                    "output/LayerNorm")
+
+
+def _block_weights(prefix, block, names=ORIGINAL_BLOCK):
+    qkv, attention_output, attention_ln, intermediate, ffn_output, output_ln = names
     out = {}
     for name in ("query", "key", "value"):
-        out.update(_dense_weights(f"{prefix}/attention_1/self/{name}", getattr(block, name)))
-    out.update(_dense_weights(f"{prefix}/attention_1/output/dense", block.attention_output))
-    out.update(_ln_weights(f"{prefix}/LayerNorm", block.attention_layer_norm))
-    out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/dense", block.intermediate))
-    out.update(_dense_weights(f"{prefix}/ffn_1/intermediate/output/dense", block.ffn_output))
-    out.update(_ln_weights(f"{prefix}/LayerNorm_1", block.output_layer_norm))
+        out.update(_dense_weights(f"{prefix}/{qkv.format(name)}", getattr(block, name)))
+    out.update(_dense_weights(f"{prefix}/{attention_output}", block.attention_output))
+    out.update(_ln_weights(f"{prefix}/{attention_ln}", block.attention_layer_norm))
+    out.update(_dense_weights(f"{prefix}/{intermediate}", block.intermediate))
+    out.update(_dense_weights(f"{prefix}/{ffn_output}", block.ffn_output))
+    out.update(_ln_weights(f"{prefix}/{output_ln}", block.output_layer_norm))
     return out
 
 
 def _brightmart_weights(encoder):
-    """brightmart/albert_zh's names: BERT's, the one block under `layer_shared` (the same
-    names for its pre-LN blocks: the LayerNorm before attention is attention/output's, the
-    one before the FFN output's)."""
+    """brightmart/albert_zh's names: BERT's, the one block under `layer_shared`."""
     emb = encoder.embeddings
     out = {"bert/embeddings/word_embeddings": emb.word_embeddings,
            "bert/embeddings/word_embeddings_2": emb.word_projection,
@@ -56,14 +66,8 @@ def _brightmart_weights(encoder):
     if len(encoder.groups) != 1 or len(encoder.groups[0]) != 1:
         raise ValueError("brightmart's layout shares one block across every layer "
                          "(num_hidden_groups and inner_group_num 1)")
-    block, prefix = encoder.groups[0][0], "bert/encoder/layer_shared"
-    for name in ("query", "key", "value"):
-        out.update(_dense_weights(f"{prefix}/attention/self/{name}", getattr(block, name)))
-    out.update(_dense_weights(f"{prefix}/attention/output/dense", block.attention_output))
-    out.update(_ln_weights(f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm))
-    out.update(_dense_weights(f"{prefix}/intermediate/dense", block.intermediate))
-    out.update(_dense_weights(f"{prefix}/output/dense", block.ffn_output))
-    out.update(_ln_weights(f"{prefix}/output/LayerNorm", block.output_layer_norm))
+    out.update(_block_weights("bert/encoder/layer_shared", encoder.groups[0][0],
+                              BRIGHTMART_BLOCK))
     out.update(_dense_weights("bert/pooler/dense", encoder.pooler))
     return out
 
