@@ -12,7 +12,7 @@ from albert_tf.formats.checkpoints import read_checkpoint
 from albert_tf.formats.sources import ModelSource
 from albert_tf.training.optimizers import create_optimizer
 from albert_tf.training.trainer import Trainer
-from conftest import SMALL, TINY, torch_outputs
+from conftest import SMALL, TINY, peers, torch_outputs
 from tool_runner import run_tool_logged
 
 
@@ -138,7 +138,7 @@ def test_tf1_export_has_original_names(tiny_config, tmp_path):
 
 
 def test_hf_export_loads_in_transformers(tiny_config, batch, tmp_path):
-    import transformers
+    _, transformers = peers()
     model = AlbertPretrainer(tiny_config)
     model.save_pretrained(str(tmp_path), format="hf")
     torch_model = transformers.AlbertForPreTraining.from_pretrained(str(tmp_path)).eval()
@@ -231,7 +231,7 @@ def test_convert_checkpoint_command(hf_albert, batch, tmp_path):
 
 def test_pytorch_bin_and_bare_albert_model(hf_albert, batch, tmp_path):
     torch_model, _ = hf_albert
-    import torch
+    torch, _ = peers()
     torch_model.config.save_pretrained(str(tmp_path / "bin"))
     torch.save(torch_model.state_dict(), str(tmp_path / "bin" / "pytorch_model.bin"))
     expected = torch_outputs(torch_model, batch)
@@ -247,8 +247,7 @@ def test_pytorch_bin_and_bare_albert_model(hf_albert, batch, tmp_path):
 def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
     """A transformers AlbertForSequenceClassification / AlbertForQuestionAnswering directory
     (a model fine-tuned with transformers) is read with its head: the same logits as torch."""
-    import torch
-    import transformers
+    torch, transformers = peers()
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.squad import AlbertSquad
 
