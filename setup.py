@@ -16,7 +16,7 @@ LITERT = ["ai-edge-litert>=2.3,<3"]
 HUB = ["huggingface_hub>=0.24", "kagglehub>=0.3,!=1.0.1"]
 # PyTorch for the peers' parity (transformers' AlbertForPreTraining): only on Python 3.11, whose
 # CPU build lies on local disk; for other Pythons the registry has only the multi-GB CUDA build,
-# and there the parity tests say they were skipped (tests/peers.py).
+# and there the parity tests say they were skipped (peers() in tests/conftest.py).
 TORCH = 'torch==2.13.0; python_version == "3.11"'
 
 setup(

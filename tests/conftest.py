@@ -19,14 +19,14 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-# PyTorch before TensorFlow, in every test process (pytest imports this file before any test
-# module): imported after TensorFlow, PyTorch's torch._dynamo (which transformers' models load)
-# crashed the process in triton's knobs.py on Python 3.12 (issue 62). Installed only where
-# PyTorch has a CPU build (setup.py); elsewhere `peers()` skips the tests that need it.
+# triton before TensorFlow, in every test process (pytest imports this file before any test
+# module), where it is installed: the kernel compiler of PyTorch's CUDA builds, loaded by
+# torch._dynamo (as transformers' models load it). It and TensorFlow each carry LLVM, and
+# triton's loaded after TensorFlow's killed the process (issue 62; tests/test_import_order.py).
 try:
-    import torch  # noqa: E402
+    import triton  # noqa: E402,F401
 except ModuleNotFoundError:
-    torch = None
+    pass
 NO_TORCH = ("torch is not installed (the test extra has it on Python 3.11 only: setup.py), so "
             "the parity with transformers' PyTorch models is not checked here")
 
@@ -149,9 +149,11 @@ def batch():
 def peers():
     """(torch, transformers) for a parity check against transformers' PyTorch models; skips the
     calling test, saying why, where PyTorch is not installed."""
-    if torch is None:
+    # Here, not at the top: 5 s of imports that most test processes never need.
+    try:
+        import torch
+    except ModuleNotFoundError:
         pytest.skip(NO_TORCH)
-    # Here, not at the top: 4 s of imports that most test processes never need.
     import transformers
     return torch, transformers
 
@@ -173,6 +175,7 @@ def hf_albert(tmp_path_factory):
 
 def torch_outputs(model, batch):
     """Reference outputs of a transformers AlbertForPreTraining on `batch`."""
+    torch, _ = peers()
     ids = torch.tensor(batch["input_word_ids"], dtype=torch.long)
     kwargs = dict(attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
                   token_type_ids=torch.tensor(batch["input_type_ids"], dtype=torch.long))

@@ -1,6 +1,13 @@
-"""PyTorch is imported before TensorFlow in every process that may hold both: imported after
-it, torch._dynamo (which transformers' models load) crashed the process in triton's knobs.py
-on Python 3.12 (issue 62)."""
+"""triton is imported before TensorFlow in every process that may hold both: the kernel compiler
+of PyTorch's CUDA builds (the registry's only builds for Python 3.12 and 3.13), loaded by
+torch._dynamo, as transformers' models load it. It and TensorFlow each carry LLVM; triton's
+loaded second killed the process: a segmentation fault in triton/knobs.py on 3.12 (issue 62),
+and with triton 3.9 beside the CPU build on 3.11, `import tensorflow; import torch; import
+torch._dynamo` (and `import torch; import tensorflow; import torch._dynamo`) exits 134 with
+"LLVM ERROR: inconsistency in registered CommandLine options", where `import triton; import
+tensorflow; import torch; import torch._dynamo` works, XLA and transformers' models included.
+triton is in no extra here (PyTorch's CPU build does not use it), so this is checked by reading
+the files, and in this process."""
 
 import ast
 import importlib.util
@@ -13,8 +20,8 @@ import tensorflow  # noqa: F401  (the order in this process is what the first te
 from conftest import peers
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIRST = {"torch", "torch_first"}  # bench/torch_first.py imports torch where it is installed
-PEERS = FIRST | {"transformers"}  # transformers' models import torch
+FIRST = {"triton", "triton_first"}  # bench/triton_first.py imports triton where installed
+PEERS = {"torch", "transformers"}  # transformers' models import torch
 # What loads TensorFlow: it, what is built on it, and bench/'s tools (which import it).
 TENSORFLOW = ({"tensorflow", "keras", "albert_tf", "keras_hub", "tensorflow_text",
                "tensorflow_hub", "tf_keras", "ai_edge_litert"}
@@ -35,7 +42,7 @@ def _anywhere(path):
 
 def _late(path):
     """None, or what is wrong with the order of `path`, a file that uses PyTorch: the line that
-    imports TensorFlow (or a module that does) before PyTorch at the top of the file."""
+    imports TensorFlow (or a module that does) before triton at the top of the file."""
     for statement in ast.parse(path.read_text()).body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # their imports run later, when called
@@ -44,20 +51,21 @@ def _late(path):
             return None
         if names & TENSORFLOW:
             return f"{path.relative_to(ROOT)}:{statement.lineno} imports {sorted(names)} first"
-    return f"{path.relative_to(ROOT)}: PyTorch only inside functions"
+    return f"{path.relative_to(ROOT)}: no triton import at the top"
 
 
-def test_this_process_imported_torch_before_tensorflow():
-    """conftest imports torch where it is installed, before any test module loads TensorFlow."""
+def test_this_process_imported_triton_before_tensorflow():
+    """conftest.py imports triton where it is installed, before any test module loads
+    TensorFlow."""
     order = list(sys.modules)
     assert "tensorflow" in order
-    if importlib.util.find_spec("torch") is None:
-        assert "torch" not in order
+    if importlib.util.find_spec("triton") is None:
+        assert "triton" not in order
     else:
-        assert order.index("torch") < order.index("tensorflow"), order
+        assert order.index("triton") < order.index("tensorflow"), order
 
 
-def test_every_tool_that_runs_pytorch_imports_it_before_tensorflow():
+def test_every_tool_that_runs_pytorch_imports_triton_before_tensorflow():
     """The test processes (conftest.py) and bench/'s tools; bench/gpu/ runs where there is no
     TensorFlow, and the package itself only reads pytorch_model.bin (the next test)."""
     paths = [ROOT / "tests" / "conftest.py", *(ROOT / "bench").glob("*.py"),
@@ -72,8 +80,7 @@ def test_every_tool_that_runs_pytorch_imports_it_before_tensorflow():
 
 def test_reading_a_pytorch_bin_after_tensorflow_loads_no_torch_dynamo(tmp_path):
     """albert_tf/formats/hf.py imports torch after TensorFlow, to torch.load a pytorch_model.bin:
-    torch itself and torch.load, unlike torch._dynamo (and triton through it), did not crash
-    there."""
+    torch itself and torch.load (of the CPU build here) load neither torch._dynamo nor triton."""
     torch, _ = peers()
     torch.save({"w": torch.ones(2)}, tmp_path / "pytorch_model.bin")
     code = ("import sys\n"
