@@ -178,14 +178,15 @@ def test_config_with_other_groups_is_rejected(tiny_config, tmp_path):
                                       config=dict(TINY, num_hidden_groups=4))
 
 
-def test_missing_tensor_is_named(hf_albert, tmp_path):
+def test_missing_tensor_is_named(tiny_config, tmp_path):
+    """A Hugging Face directory (ours: transformers' own needs PyTorch) less one tensor."""
     from safetensors.numpy import load_file, save_file
-    _, path = hf_albert
-    state = load_file(os.path.join(path, "model.safetensors"))
+    path = tmp_path / "hf"
+    AlbertPretrainer(tiny_config).save_pretrained(str(path), format="hf")
+    state = load_file(str(path / "model.safetensors"))
     del state["albert.encoder.albert_layer_groups.1.albert_layers.0.ffn.bias"]
     save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(path, "config.json")) as f:
-        (tmp_path / "config.json").write_text(f.read())
+    (tmp_path / "config.json").write_text((path / "config.json").read_text())
     with pytest.raises(ValueError,
                        match="bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/"
                              "dense/bias"):
