@@ -14,6 +14,10 @@ LITERT = ["ai-edge-litert>=2.3,<3"]
 # Models by name (albert_tf/formats/names.py): hf://… names and KerasHub presets / kaggle://…
 # handles. TF-Hub handles and the original's releases need nothing more.
 HUB = ["huggingface_hub>=0.24", "kagglehub>=0.3,!=1.0.1"]
+# PyTorch for the peers' parity (transformers' AlbertForPreTraining): only on Python 3.11, whose
+# CPU build lies on local disk; for other Pythons the registry has only the multi-GB CUDA build,
+# and there the parity tests say they were skipped (peers() in tests/conftest.py).
+TORCH = 'torch==2.13.0; python_version == "3.11"'
 
 setup(
     name="albert_tf",
@@ -21,7 +25,16 @@ setup(
     description="ALBERT (A Lite BERT) for TensorFlow 2 / Keras 3: pretrain, fine-tune, export.",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
     package_data={"albert_tf": ["resources/*"]},
+    # TensorFlow 2.21 and tensorflow-text 2.21 have wheels for 3.10 to 3.13; CI runs the whole
+    # suite on 3.11 and the fast tier on 3.12 and 3.13 (.ci/run).
     python_requires=">=3.10",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+    ],
     install_requires=[
         "tensorflow==2.21.*",
         "tensorflow-text==2.21.*",
@@ -50,8 +63,7 @@ setup(
             "transformers>=4.45",
             # The original tokenization.py (2019), for the tokenizer parity test.
             "albert-tensorflow==1.1",
-            # CPU build on local disk; a looser pin would pull a multi-GB CUDA build.
-            "torch==2.13.0",
+            TORCH,
             # KerasHub presets both ways (tests/test_keras_hub.py).
             "keras-hub==0.32.*",
             # scripts/demo_report.py draws the demo's curves (tests/test_demo.py).
@@ -69,7 +81,7 @@ setup(
         "notebook": ["jupyterlab>=4", "matplotlib>=3.8"],
         "keras_hub": ["keras-hub==0.32.*"],
         # The peers that bench/ compares against.
-        "bench": ["keras-hub==0.32.*", "transformers>=4.45", "torch==2.13.0", "onnx>=1.17",
+        "bench": ["keras-hub==0.32.*", "transformers>=4.45", TORCH, "onnx>=1.17",
                   "onnxruntime>=1.20"],
     },
 )

@@ -43,6 +43,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import triton_first  # noqa: E402,F401  (before TensorFlow: bench/triton_first.py)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import logging  # noqa: E402

@@ -22,6 +22,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import triton_first  # noqa: E402,F401  (before TensorFlow: bench/triton_first.py)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 

@@ -7,6 +7,8 @@
 #   DEMO_MINUTES   minutes of work after the install (default 8)
 #   DEMO_STEPS, DEMO_PRECISION (none|bfloat16)   override what the probe picks
 #   DEMO_SEED      --random_seed of the pretraining and fine-tuning runs (default 12345)
+#   PYTHON         the Python to run it on (default python3; another one's environment is
+#                  .venv-py<version>: scripts/venv.sh)
 # Everything lands in one folder (default demo_output/, or the first argument); a rerun keeps
 # its vocabulary, rebuilds its records and exports (--overwrite) and resumes its training runs.
 set -euo pipefail
@@ -23,11 +25,9 @@ echo "novels, pretraining a tiny ALBERT (masked LM + sentence order) evaluated o
 echo "fine-tuning it to tell two other novels' sentences apart, exports and predictions."
 echo "About 1 minute of setup, then about $MINUTES minutes sized to this machine (DEMO_MINUTES)."
 
-stage "Setup: virtual environment and install (.venv)"
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[demo]"
-PY=.venv/bin/python
+stage "Setup: virtual environment and install"
+source scripts/venv.sh demo
+echo "$VENV: $($PY --version)"
 mkdir -p "$OUT"
 
 # Three novels train; Persuasion is held out for evaluation.

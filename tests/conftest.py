@@ -13,10 +13,22 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
         1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 import gc  # noqa: E402
+import logging  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+# triton before TensorFlow, in every test process (pytest imports this file before any test
+# module), where it is installed: the kernel compiler of PyTorch's CUDA builds, loaded by
+# torch._dynamo (as transformers' models load it). It and TensorFlow each carry LLVM, and
+# triton's loaded after TensorFlow's killed the process (issue 62; tests/test_import_order.py).
+try:
+    import triton  # noqa: E402,F401
+except ModuleNotFoundError:
+    pass
+NO_TORCH = ("torch is not installed (the test extra has it on Python 3.11 only: setup.py), so "
+            "the parity with transformers' PyTorch models is not checked here")
 
 
 def pytest_configure(config):
@@ -134,11 +146,22 @@ def batch():
             "masked_lm_positions": np.array([[1, 2, 5], [3, 4, 6]], np.int32)}
 
 
+def peers():
+    """(torch, transformers) for a parity check against transformers' PyTorch models; skips the
+    calling test, saying why, where PyTorch is not installed."""
+    # Here, not at the top: 5 s of imports that most test processes never need.
+    try:
+        import torch
+    except ModuleNotFoundError:
+        pytest.skip(NO_TORCH)
+    import transformers
+    return torch, transformers
+
+
 @pytest.fixture(scope="session")
 def hf_albert(tmp_path_factory):
     """A transformers AlbertForPreTraining with random non-trivial weights, saved to disk."""
-    import torch
-    import transformers
+    torch, transformers = peers()
     torch.manual_seed(0)
     config = transformers.AlbertConfig(**TINY)
     model = transformers.AlbertForPreTraining(config).eval()
@@ -152,7 +175,7 @@ def hf_albert(tmp_path_factory):
 
 def torch_outputs(model, batch):
     """Reference outputs of a transformers AlbertForPreTraining on `batch`."""
-    import torch
+    torch, _ = peers()
     ids = torch.tensor(batch["input_word_ids"], dtype=torch.long)
     kwargs = dict(attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
                   token_type_ids=torch.tensor(batch["input_type_ids"], dtype=torch.long))
@@ -268,6 +291,16 @@ def assert_near_float32(results, reference, keys, scale=1.0):
         assert math.isfinite(value), (key, results)
         assert abs(value - expected) <= MATRIX_ABS + MATRIX_REL * abs(expected), (
             key, value, expected)
+
+
+@pytest.fixture(autouse=True)
+def absl_logging_level_after_each_test():
+    """A TFLite conversion leaves absl's logger at WARNING (TensorFlow's converter sets it): a
+    later test of the same process would see none of the tools' INFO lines in caplog."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from albert_tf.formats.sources import ModelSource
 from albert_tf.modeling.optimizers import create_optimizer
 from albert_tf.training.trainer import Trainer
 from albert_tf.training.trainer_options import TrainerOptions
-from conftest import SMALL, TINY, torch_outputs
+from conftest import SMALL, TINY, peers, torch_outputs
 from tool_runner import run_tool_logged
 
 
@@ -139,7 +139,7 @@ def test_tf1_export_has_original_names(tiny_config, tmp_path):
 
 
 def test_hf_export_loads_in_transformers(tiny_config, batch, tmp_path):
-    import transformers
+    _, transformers = peers()
     model = AlbertPretrainer(tiny_config)
     model.save_pretrained(str(tmp_path), format="hf")
     torch_model = transformers.AlbertForPreTraining.from_pretrained(str(tmp_path)).eval()
@@ -179,14 +179,15 @@ def test_config_with_other_groups_is_rejected(tiny_config, tmp_path):
                                       config=dict(TINY, num_hidden_groups=4))
 
 
-def test_missing_tensor_is_named(hf_albert, tmp_path):
+def test_missing_tensor_is_named(tiny_config, tmp_path):
+    """A Hugging Face directory (ours: transformers' own needs PyTorch) less one tensor."""
     from safetensors.numpy import load_file, save_file
-    _, path = hf_albert
-    state = load_file(os.path.join(path, "model.safetensors"))
+    path = tmp_path / "hf"
+    AlbertPretrainer(tiny_config).save_pretrained(str(path), format="hf")
+    state = load_file(str(path / "model.safetensors"))
     del state["albert.encoder.albert_layer_groups.1.albert_layers.0.ffn.bias"]
     save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(path, "config.json")) as f:
-        (tmp_path / "config.json").write_text(f.read())
+    (tmp_path / "config.json").write_text((path / "config.json").read_text())
     with pytest.raises(ValueError,
                        match="bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/"
                              "dense/bias"):
@@ -232,7 +233,7 @@ def test_convert_checkpoint_command(hf_albert, batch, tmp_path):
 
 def test_pytorch_bin_and_bare_albert_model(hf_albert, batch, tmp_path):
     torch_model, _ = hf_albert
-    import torch
+    torch, _ = peers()
     torch_model.config.save_pretrained(str(tmp_path / "bin"))
     torch.save(torch_model.state_dict(), str(tmp_path / "bin" / "pytorch_model.bin"))
     expected = torch_outputs(torch_model, batch)
@@ -248,8 +249,7 @@ def test_pytorch_bin_and_bare_albert_model(hf_albert, batch, tmp_path):
 def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
     """A transformers AlbertForSequenceClassification / AlbertForQuestionAnswering directory
     (a model fine-tuned with transformers) is read with its head: the same logits as torch."""
-    import torch
-    import transformers
+    torch, transformers = peers()
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.squad import AlbertSquad
 

@@ -385,8 +385,9 @@ def test_conversions_carry_the_vocabulary(zh, tmp_path, capsys, caplog):
         assert hf_tokenizer(text, add_special_tokens=False)["input_ids"] == (
             zh["tokenizer"].encode(text)), repr(text)
     assert hf_tokenizer("我爱你")["input_ids"][0] == 4  # [CLS]
-    model = transformers.AutoModel.from_pretrained(str(out))
-    assert model.config.vocab_size == len(zh["tokenizer"])
+    # The config, not the model: transformers' models need PyTorch, on Python 3.11 only here
+    # (setup.py); tests/test_checkpoints.py loads converted weights in them.
+    assert transformers.AutoConfig.from_pretrained(str(out)).vocab_size == len(zh["tokenizer"])
 
     # The original layout: the vocabulary beside the checkpoint, found there by the tools.
     tf1 = tmp_path / "tf1"

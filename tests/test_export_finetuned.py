@@ -178,12 +178,6 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     text = _text_tflite(export_dir / "classifier_text.tflite", text_a=[e.text_a for e in examples])
     np.testing.assert_allclose(text["probabilities"], probabilities, atol=1e-5)
     print(f"cola TFLite max |Δp| = {diff:.2e}")
-    # The TFLite Task Library's BertNLClassifier runs the metadata file as it is, labels inside.
-    lib = task_library.run("classify", export_dir / "classifier_task_library.tflite",
-                           [e.text_a for e in examples])
-    np.testing.assert_allclose([[r["0"], r["1"]] for r in lib["results"]], probabilities,
-                               atol=1e-5)
-
     # predict --model=<file>.tflite: LiteRT, one text at a time; labels from labels.txt (the
     # ids-in file's tokenizer from the export's asset beside it).
     sentences = [e.text_a for e in examples]
@@ -233,6 +227,13 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
     with_long = _serve(export_dir, text_a=texts + [" ".join(texts * 8)])["probabilities"]
     one_by_one = np.concatenate([_serve(export_dir, text_a=[t])["probabilities"] for t in texts])
     np.testing.assert_allclose(with_long[:4], one_by_one, atol=1e-5)
+
+    # The TFLite Task Library's BertNLClassifier runs the metadata file as it is, labels inside.
+    # Last: where the library has no build for this Python, the test skips here, the rest done.
+    lib = task_library.run("classify", export_dir / "classifier_task_library.tflite",
+                           [e.text_a for e in examples])
+    np.testing.assert_allclose([[r["0"], r["1"]] for r in lib["results"]], probabilities,
+                               atol=1e-5)
 
 
 def test_export_without_litert_skips_only_the_report(glue_assets, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks import GlueTask, finetuning_options, run_finetuning
 from albert_tf.modeling.optimizers import FINETUNING_UPDATE, finetuning_optimizer
-from conftest import TINY
+from conftest import TINY, peers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,8 +38,7 @@ def _torch_run(path, batches):
     """transformers' fine-tuning loop as its Trainer runs it: AdamW (decay except biases and
     LayerNorm modules), linear warmup and decay, global-norm clipping at 1.0; one batch a step
     from `batches` (one batch: every step)."""
-    import torch
-    import transformers
+    torch, transformers = peers()
 
     model = transformers.AlbertForSequenceClassification.from_pretrained(path).train()
     norms = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
@@ -71,8 +70,7 @@ def test_our_fine_tuning_steps_are_transformers_steps(tmp_path):
     ends within 5e-4 of transformers' after moving about 0.15: a different epsilon, decay set,
     schedule or bias correction moves some by more (float32 rounding leaves about 1e-4). The
     sequence-classification head is read from transformers' file."""
-    import torch
-    import transformers
+    torch, transformers = peers()
 
     torch.manual_seed(0)
     config = transformers.AlbertConfig(**TINY, num_labels=2, classifier_dropout_prob=0.0)
@@ -118,8 +116,7 @@ def test_the_scripts_train_as_transformers_on_the_same_examples(tmp_path):
     clipping applied by the trainer, a checkpoint written and read back) ends where transformers'
     loop ends when it is fed the batches the trainer drew: the trainer adds nothing to the
     update."""
-    import torch
-    import transformers
+    torch, transformers = peers()
 
     n, batch_size, steps, seed = 20, 8, 9, 7  # 9 batches of 8 over 20 examples: 3.6 epochs
     data_dir = _glue_dir(tmp_path, n)

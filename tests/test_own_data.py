@@ -18,7 +18,7 @@ from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_ta
 from albert_tf.serving.classify import Classifier
 from albert_tf.serving.text_io import format_text
 from albert_tf.tasks.labeled_text import class_weights, parse_class_weights
-from conftest import assert_step_compiled, memoized_runs, run_main
+from conftest import assert_step_compiled, memoized_runs, peers, run_main
 from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
 
 ANIMALS, PLACES = ("cat", "dog"), ("house",)
@@ -286,8 +286,7 @@ def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, j
 
 @pytest.mark.slow
 def test_the_hugging_face_conversion_carries_id2label(runs, tmp_path):
-    import torch
-    import transformers
+    torch, transformers = peers()
     out = runs("single", "none", "false")
     convert(str(out), str(tmp_path / "hf"), "hf")
     model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf")
@@ -380,8 +379,6 @@ def _scores(out, split):
 def test_regression_tsv_beats_the_mean(runs, precision, tmp_path):
     """Scores near 1811-1816: the head learns them standardized (from 0 it would need
     thousands of steps to reach them)."""
-    import torch
-    import transformers
     out = runs("regression", precision, "false")
     results = _eval(out)
     assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(results)
@@ -397,6 +394,7 @@ def test_regression_tsv_beats_the_mean(runs, precision, tmp_path):
     ours = [r["score"] for r in Classifier(str(out))(texts)]
     assert ours[0] > 1814 and ours[1] < 1813, ours
     # Converted, the standardization is folded into the head: transformers gives the scores.
+    torch, transformers = peers()
     convert(str(out), str(tmp_path / "hf"), "hf")
     model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf")
     assert model.config.problem_type == "regression" and model.config.num_labels == 1
