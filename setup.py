@@ -26,7 +26,7 @@ setup(
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
     package_data={"albert_tf": ["resources/*"]},
     # TensorFlow 2.21 and tensorflow-text 2.21 have wheels for 3.10 to 3.13; CI runs the whole
-    # suite on 3.11 and the fast tier on 3.12 and 3.13 (.ci/run).
+    # suite on 3.11 and the fast tier on 3.10, 3.12 and 3.13 (.ci/run).
     python_requires=">=3.10",
     classifiers=[
         "Programming Language :: Python :: 3",
