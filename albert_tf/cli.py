@@ -78,10 +78,21 @@ def show_traceback():
 
 
 def one_line(error):
+    """The error's message on one line; one that lists several problems (its `several_lines`
+    is true) keeps one line for each."""
     message = str(error) or type(error).__name__
     if isinstance(error, FileNotFoundError) and error.filename and error.filename not in message:
         message += f": {error.filename}"
+    if getattr(error, "several_lines", False):
+        return "\n".join(" ".join(line.split()) for line in message.splitlines())
     return " ".join(message.split())
+
+
+def usage_error(error):
+    """An app.UsageError saying what `error` says, in as many lines."""
+    usage = app.UsageError(str(error))
+    usage.several_lines = getattr(error, "several_lines", False)
+    return usage
 
 
 def _parse_flags(name, argv):
