@@ -1,9 +1,10 @@
 """How every command-line tool runs, fails and stops.
 
 A mistake the tools anticipate (a wrong flag, path, config or input file) ends with one line on
-stderr, `<tool>: error: <what and which flag or file>`, and exit status 2; a failure during the
-work that the user can act on (a corrupt record, a non-finite loss, a lost worker) with the
-same line and status 1; a run stopped by SIGINT or SIGTERM after saving with `<tool>: stopped
+stderr, `<tool>: error: <what and which flag or file>`, and exit status 2 (several bad rows of
+input files: that line counts them, and a line for each follows); a failure during the work that
+the user can act on (a corrupt record, a non-finite loss, a lost worker) with the same line and
+status 1; a run stopped by SIGINT or SIGTERM after saving with `<tool>: stopped
 …` and 128 + the signal's number (130, 143). No traceback, unless ALBERT_TF_TRACEBACK=1 is set
 or --verbosity is 1 or more. Anything else is a bug and keeps its traceback.
 """

@@ -118,7 +118,6 @@ class Table:
     rows: list
     lines: list
     format: str  # csv, tsv or jsonl
-    delimiter: str = None  # a .csv or .tsv file's
 
     def where(self, i):
         return f"{self.path}:{self.lines[i]}"
@@ -226,7 +225,7 @@ def _read_delimited(path, text, delimiter, kind, problems):
             lines.append(reader.line_num)
     except csv.Error as e:  # the rest of the file cannot be read
         problems.add(path, reader.line_num, str(e))
-    return Table(path, header, rows, lines, kind, delimiter)
+    return Table(path, header, rows, lines, kind)
 
 
 def _read_json_lines(path, text, problems):
