@@ -80,6 +80,13 @@ class Problems:
     def row(self, table, i, what):
         self.add(table.path, table.lines[i], what)
 
+    def stop(self, path, message):
+        """Stops the checks with `message` about the file `path`, or, when rows of it were bad
+        (which may be why), with those."""
+        if any(key[0] == self.files.get(path) for key in self.found):
+            raise _Stop
+        raise DataError(message)
+
     def raise_found(self, error=None):
         """Raises what was found, `error` (what stopped the reading) last; nothing if nothing."""
         lines = [key[2] for key in sorted(self.found, key=lambda k: (k[0], k[1], self.found[k]))]
@@ -440,7 +447,8 @@ def discover_labels(table, column, problem_type="auto", delimiter=None, fold_cas
     `delimiter`: multi-label; numbers written with a fraction: regression; else single-label,
     whole numbers written as floats included) and the label names, integers in numeric
     order, else sorted as strings (with `fold_case`, in lower case). Labels that differ only
-    by case or surrounding space are logged, as a warning without `fold_case`."""
+    by case or surrounding space are logged, as a warning without `fold_case`. Bad rows are
+    raised together at the end (with `problems`, added there)."""
     if column not in table.columns:
         raise _missing_column(table, column, "label_column_name")
     with _collecting(problems) as problems:
@@ -484,8 +492,8 @@ def _regression(table, column, values, problems):
         raise _Stop
     std = statistics.pstdev(scores)
     if not std:
-        raise DataError(f"{table.path}: every training example has the score {scores[0]:g}; "
-                        f"a regression needs different ones")
+        problems.stop(table.path, f"{table.path}: every training example has the score "
+                                  f"{scores[0]:g}; a regression needs different ones")
     return LabelSet("regression", target=(statistics.fmean(scores), std))
 
 
@@ -502,14 +510,15 @@ def _classes(table, column, values, problem_type, delimiter, fold_case, problems
     _log_case_variants(table.path, written, fold_case)
     if problem_type == "multi_label":
         if len(names) < 2:
-            raise DataError(f"{table.path}: the training examples use {len(names)} label(s) "
-                            f"({', '.join(sorted(names))}); multi-label needs at least two")
+            problems.stop(table.path, f"{table.path}: the training examples use {len(names)} "
+                                      f"label(s) ({', '.join(sorted(names))}); multi-label needs "
+                                      f"at least two")
         return LabelSet("multi_label", _sorted_names(names))
+    if not names:
+        raise _Stop  # every label was bad
     if len(names) < 2:
-        if not names:
-            raise _Stop  # every label was bad
-        raise DataError(f"{table.path}: every training example has the label "
-                        f"{next(iter(names))!r}; a classifier needs at least two labels")
+        problems.stop(table.path, f"{table.path}: every training example has the label "
+                                  f"{next(iter(names))!r}; a classifier needs at least two labels")
     return LabelSet("single_label", _sorted_names(names))
 
 
@@ -597,7 +606,7 @@ def read_examples(table, label_set, columns=Columns(), labeled=True, optional=Fa
             examples.append(Example(guid, texts[0], texts[1] if len(texts) > 1 else None, label))
             extras.append({c: row.get(c, "") for c in extra_columns})
         if not table.rows:
-            raise DataError(f"{table.path} holds no examples")
+            problems.stop(table.path, f"{table.path} holds no examples")
     return LabeledText(table, examples, text, extra_columns, extras)
 
 
@@ -663,11 +672,12 @@ def _label_set(tables, columns, problem_type, run_dir, labels, problems):
     elif "train" in tables:
         label_set = discover_labels(tables["train"], columns.label, problem_type,
                                     columns.label_delimiter, columns.fold_label_case, problems)
+        path = tables["train"].path
         if saved and (saved.problem_type, saved.labels, saved.target) != (
                 label_set.problem_type, label_set.labels, label_set.target):
-            raise DataError(f"{tables['train'].path}: its labels ({_describe(label_set)}) differ "
-                            f"from those the run in {run_dir} was trained on "
-                            f"({_describe(saved)}); use another --output_dir")
+            problems.stop(path, f"{path}: its labels ({_describe(label_set)}) differ from those "
+                                f"the run in {run_dir} was trained on ({_describe(saved)}); use "
+                                f"another --output_dir")
     elif saved:
         label_set = saved
     else:
