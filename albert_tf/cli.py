@@ -1,9 +1,10 @@
 """How every command-line tool runs, fails and stops.
 
 A mistake the tools anticipate (a wrong flag, path, config or input file) ends with one line on
-stderr, `<tool>: error: <what and which flag or file>`, and exit status 2; a failure during the
-work that the user can act on (a corrupt record, a non-finite loss, a lost worker) with the
-same line and status 1; a run stopped by SIGINT or SIGTERM after saving with `<tool>: stopped
+stderr, `<tool>: error: <what and which flag or file>`, and exit status 2 (several bad rows of
+input files: that line counts them, and a line for each follows); a failure during the work that
+the user can act on (a corrupt record, a non-finite loss, a lost worker) with the same line and
+status 1; a run stopped by SIGINT or SIGTERM after saving with `<tool>: stopped
 …` and 128 + the signal's number (130, 143). No traceback, unless ALBERT_TF_TRACEBACK=1 is set
 or --verbosity is 1 or more. Anything else is a bug and keeps its traceback.
 """
@@ -78,10 +79,21 @@ def show_traceback():
 
 
 def one_line(error):
+    """The error's message on one line; one that lists several problems (its `several_lines`
+    is true) keeps one line for each."""
     message = str(error) or type(error).__name__
     if isinstance(error, FileNotFoundError) and error.filename and error.filename not in message:
         message += f": {error.filename}"
+    if getattr(error, "several_lines", False):
+        return "\n".join(" ".join(line.split()) for line in message.splitlines())
     return " ".join(message.split())
+
+
+def usage_error(error):
+    """An app.UsageError saying what `error` says, in as many lines."""
+    usage = app.UsageError(str(error))
+    usage.several_lines = getattr(error, "several_lines", False)
+    return usage
 
 
 def _parse_flags(name, argv):

@@ -64,10 +64,17 @@ def define_flags():
     define_if_missing(flags.DEFINE_enum, "problem_type", "auto",
                       ["auto", *labeled_text.PROBLEM_TYPES],
                       "auto: lists of labels mean multi_label, numbers with fractions "
-                      "regression, anything else single_label.")
+                      "regression, anything else single_label (whole numbers written as floats, "
+                      "1.0, 2.0, included).")
     define_if_missing(flags.DEFINE_string, "label_delimiter", None,
                       "Multi-label: the labels of one example are joined by this (else a JSON "
                       "list).")
+    define_if_missing(flags.DEFINE_string, "delimiter", None,
+                      "The field delimiter of .csv files: one character, or 'tab'; default: "
+                      "whichever of , ; tab | splits the header line into the most fields.")
+    define_if_missing(flags.DEFINE_boolean, "fold_label_case", False,
+                      "Read labels in lower case, so that Positive and positive are one label "
+                      "(labels that differ only in case are warned of).")
     define_if_missing(flags.DEFINE_enum, "long_text", None, ["truncate", "windows"],
                       "Texts longer than --max_seq_length: truncate, or read them in "
                       "overlapping windows (one text column) whose logits are averaged, in "
@@ -119,7 +126,8 @@ def _own_data():
                              "--validation_file and --test_file (your data), not both")
     require_action(FLAGS)
     columns = labeled_text.Columns(tuple(FLAGS.text_column_names or ()), FLAGS.label_column_name,
-                                   FLAGS.id_column_name, FLAGS.label_delimiter)
+                                   FLAGS.id_column_name, FLAGS.label_delimiter, FLAGS.delimiter,
+                                   FLAGS.fold_label_case)
     files = {"train": FLAGS.train_file if FLAGS.do_train else None,
              "dev": FLAGS.validation_file if FLAGS.do_eval else None,
              "test": FLAGS.test_file if FLAGS.do_predict else None}
@@ -133,7 +141,7 @@ def _own_data():
                                FLAGS.long_text, FLAGS.window_stride)
         task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
-        raise app.UsageError(str(e)) from None
+        raise cli.usage_error(e) from None
     options = FinetuningOptions.from_flags(FLAGS)
     task.tokenizer = driver.prepare(options)
     return driver.run_finetuning(task, options)
@@ -154,7 +162,7 @@ def _clue(task):
                              long_text=FLAGS.long_text, window_stride=FLAGS.window_stride)
         clue_task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
-        raise app.UsageError(str(e)) from None
+        raise cli.usage_error(e) from None
     options = FinetuningOptions.from_flags(FLAGS)
     clue_task.tokenizer = driver.prepare(options)
     return driver.run_finetuning(clue_task, options)

@@ -133,13 +133,102 @@ def test_each_bad_input_is_one_line_naming_file_and_line(tmp_path):
     ragged = tmp_path / "ragged.csv"
     ragged.write_text("text,label\na,pos\nb, c,neg\n")
     with pytest.raises(DataError, match=r"ragged.csv:3: 3 fields, the header has 2 \(text, "
-                                        r"label\) \(a text holding the delimiter must be quoted\)"):
+                                        r"label\) \(a text holding the delimiter ',' must be "
+                                        r"quoted\)"):
         read_table(str(ragged))
     with pytest.raises(DataError, match=r"train.xlsx: unknown file type '.xlsx'"):
         read_table(str(tmp_path / "train.xlsx"))
     (tmp_path / "bad.jsonl").write_text('{"text": "a", "label": "x"}\n["b", "y"]\n')
     with pytest.raises(DataError, match=r"bad.jsonl:2: a JSON list, not an object"):
         read_table(str(tmp_path / "bad.jsonl"))
+
+
+def test_every_bad_row_is_found_in_one_pass_in_file_order(tmp_path):
+    t = str(tmp_path)
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\nok,pos\nfine,neg\n,pos\nx,y,z,neg\nsad,\n")
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text('{"text": "a", "label": "pos"}\n["b"]\n{"text": "c", "label": "meh"}\n')
+    with pytest.raises(DataError) as e:
+        read_splits({"train": str(train), "dev": str(dev)})
+    assert e.value.several_lines and str(e.value).splitlines() == [
+        "5 problems in the input, in file order:",
+        f"{t}/train.csv:4: empty text in column 'text'",
+        f"{t}/train.csv:5: 4 fields, the header has 2 (text, label) (a text holding the delimiter "
+        f"',' must be quoted)",
+        f"{t}/train.csv:6: no label in column 'label'",
+        f"{t}/dev.jsonl:2: a JSON list, not an object (column name -> value)",
+        f"{t}/dev.jsonl:3: label 'meh' is not among the training file's labels (neg, pos)"]
+    rows = [{"text": "t" if i % 2 else " ", "label": "ab"[i % 2]} for i in range(50)]
+    lines = str(pytest.raises(DataError, read_splits, {"train": rows}).value).splitlines()
+    assert lines[0] == "25 problems in the input; the first 20, in file order:"
+    assert lines[1:3] == ["train rows:1: empty text in column 'text'",
+                          "train rows:3: empty text in column 'text'"]
+    assert len(lines) == 22 and lines[-1] == "and 5 more"
+
+
+def test_a_text_cell_holding_an_object_or_a_list_is_refused(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "fine", "label": "x"}\n{"text": {"body": "nested"}, "label": "y"}\n'
+                    '{"text": ["a", "b"], "label": "x"}\n')
+    lines = str(pytest.raises(DataError, read_splits, {"train": str(path)}).value).splitlines()
+    assert lines[1:] == [
+        f"{path}:2: column 'text' holds an object (keys: body), not a text (a string or number)",
+        f"{path}:3: column 'text' holds a list, not a text (a string or number)"]
+    with pytest.raises(DataError, match=r"^train rows:1: column 'label' holds an object "
+                                        r"\(keys: name\), not a label$"):
+        read_splits({"train": [{"text": "a", "label": {"name": "x"}}, {"text": "b", "label": "y"},
+                               {"text": "c", "label": "x"}]})
+
+
+def test_labels_differing_only_in_case_or_space_are_warned_of_and_can_be_folded(caplog):
+    rows = [{"text": "t", "label": y} for y in ("positive", "positive ", "Positive", "neg")]
+    with caplog.at_level("INFO", logger="absl"):
+        label_set, splits = read_splits({"train": rows, "dev": rows})
+    assert label_set.labels == ("Positive", "neg", "positive")
+    assert ("train rows: labels that differ only in case or surrounding space: 'Positive' / "
+            "'positive' / 'positive '; the space is dropped, but each case is a label of its "
+            "own (--fold_label_case reads them as one, in lower case)") in caplog.messages
+    label_set, splits = read_splits({"train": rows, "dev": rows}, Columns(fold_label_case=True))
+    assert label_set.labels == ("neg", "positive")
+    assert [e.label for e in splits["dev"].examples] == ["positive"] * 3 + ["neg"]
+
+
+def test_whole_numbers_written_as_floats_are_classes(tmp_path, caplog):
+    path = tmp_path / "train.csv"  # as pandas writes an integer column that had a missing value
+    path.write_text("text,label\na,0.0\nb,1.0\nc,1.0\n")
+    with caplog.at_level("INFO", logger="absl"):
+        label_set, splits = read_splits({"train": str(path), "dev": [{"text": "d", "label": 1}]})
+    assert (label_set.problem_type, label_set.labels) == ("single_label", ("0", "1"))
+    assert [e.label for e in splits["train"].examples + splits["dev"].examples] == [
+        "0", "1", "1", "1"]
+    assert (f"{path}: every label is a whole number, some written as floats (0.0, 1.0): classes, "
+            f"not scores (--problem_type=regression reads them as scores)") in caplog.messages
+    assert read_splits({"train": str(path)}, problem_type="regression")[0].target == (
+        pytest.approx(2 / 3), pytest.approx(0.4714, abs=1e-4))
+    assert read_splits({"train": [{"text": "a", "label": v} for v in ("1.0", "1.5")]})[
+        0].problem_type == "regression"
+
+
+def test_a_csv_s_delimiter_is_detected_or_given(tmp_path, caplog):
+    excel = tmp_path / "excel.csv"  # Excel in a European locale: ';', CRLF and a byte-order mark
+    excel.write_bytes(b"\xef\xbb\xbftext;label\r\n\"a; b\";pos\r\nc, d;neg\r\n")
+    with caplog.at_level("INFO", logger="absl"):
+        table = read_table(str(excel))
+    assert table.columns == ["text", "label"]
+    assert [r["text"] for r in table.rows] == ["a; b", "c, d"]
+    assert (f"{excel}: fields separated by ';' (detected from its header; --delimiter sets it)"
+            in caplog.messages)
+    for delimiter in ("\t", "|", ","):
+        path = tmp_path / "other.csv"
+        path.write_text(f"id{delimiter}text{delimiter}label\n1{delimiter}a{delimiter}b\n")
+        assert read_table(str(path)).rows == [{"id": "1", "text": "a", "label": "b"}]
+    one_column = tmp_path / "one.csv"
+    one_column.write_text("text;label\na;b\n")
+    assert read_table(str(one_column), delimiter="|").columns == ["text;label"]
+    assert read_table(str(one_column), delimiter="tab").columns == ["text;label"]
+    with pytest.raises(DataError, match=r"^--delimiter=;;: one character \(or tab\)$"):
+        read_table(str(one_column), delimiter=";;")
 
 
 def test_class_weights_balanced_and_named():

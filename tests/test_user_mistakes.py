@@ -362,6 +362,25 @@ def test_a_missing_predict_file_stops_fine_tuning_before_training(world, tmp_pat
     assert not list(out.glob("model.ckpt-*")) and not list(out.glob("*.npz"))
 
 
+def test_every_bad_row_of_one_s_own_files_is_listed_at_once_before_anything_is_written(
+        tmp_path, capsys):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\nfine,pos\n,neg\ngood,\nok,neg\n")
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\nnice,maybe\n")
+    before = digests(tmp_path)
+    status, _, err = run_tool(run_classifier, capsys, "--do_train", "--do_eval",
+                              train_file=train, validation_file=dev, output_dir=tmp_path / "out")
+    lines = err.strip().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("run_classifier: error:"))
+    assert status == 2 and lines[first:] == [
+        "run_classifier: error: 3 problems in the input, in file order:",
+        f"{train}:3: empty text in column 'text'",
+        f"{train}:4: no label in column 'label'",
+        f"{dev}:2: label 'maybe' is not among the training file's labels (neg, pos)"]
+    assert digests(tmp_path) == before and not (tmp_path / "out").exists()
+
+
 def test_export_hub_from_a_fine_tuning_directory_reads_its_best_checkpoint(world, run_dir,
                                                                         tmp_path):
     from tool_runner import run_tool_logged

@@ -7,6 +7,7 @@ multi-label example's label is a tuple of names.
 """
 
 import codecs
+import contextlib
 import csv
 import dataclasses
 import difflib
@@ -14,24 +15,106 @@ import io
 import json
 import math
 import os
+import re
 import statistics
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.data.glue import Example, unlimited_csv_fields
 from albert_tf.files import atomic_write_text
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
+# A .csv's delimiter, when not given: whichever of these splits its header into the most fields.
+CSV_DELIMITERS = (",", ";", "\t", "|")
+DELIMITER_NAMES = {"tab": "\t", "\\t": "\t"}
 JSON_LINES = (".jsonl", ".json", ".ndjson")
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 LABELS_FILE = "labels.json"
 # Column names tried, in order, when --text_column_names is not given.
 DEFAULT_TEXT_COLUMNS = (("text",), ("sentence",), ("sentence1", "sentence2"), ("text_a", "text_b"))
 ID_COLUMNS = ("id", "idx", "guid")
+MAX_PROBLEMS = 20  # bad rows listed when a run stops; the rest are counted
+WHOLE_FLOAT = re.compile(r"([+-]?\d+)\.0*")  # 1.0, 2.00: a whole number written as a float
 
 
 class DataError(ValueError):
     """Input a run cannot use, said in one line naming the file (and line) at fault."""
+    several_lines = False
+
+
+class InputProblems(DataError):
+    """Several bad rows: a line that counts them, then one line each (cli keeps the lines)."""
+    several_lines = True
+
+    def __init__(self, lines):
+        more = len(lines) - MAX_PROBLEMS
+        head = f"{len(lines)} problems in the input" + (
+            f"; the first {MAX_PROBLEMS}, in file order:" if more > 0 else ", in file order:")
+        super().__init__("\n".join([head, *lines[:MAX_PROBLEMS]]
+                                   + ([f"and {more} more"] if more > 0 else [])))
+
+
+class BadValue(ValueError):
+    """What is wrong with one cell; the reader adds the file and line."""
+
+
+class _Stop(Exception):
+    """Nothing more of the input can be checked; the problems found say why."""
+
+
+class Problems:
+    """The bad rows found in one pass over the input files, each a line `file:line: what`,
+    raised together by `raise_found` in file order (files in the order they were first seen)."""
+
+    def __init__(self):
+        self.files, self.found = {}, {}
+
+    def start(self, path):
+        self.files.setdefault(path, len(self.files))
+
+    def add(self, path, line, what):
+        self.start(path)
+        self.found.setdefault((self.files[path], line, f"{path}:{line}: {what}"), len(self.found))
+
+    def row(self, table, i, what):
+        self.add(table.path, table.lines[i], what)
+
+    def stop(self, path, message):
+        """Stops the checks with `message` about the file `path`, or, when rows of it were bad
+        (which may be why), with those."""
+        if any(key[0] == self.files.get(path) for key in self.found):
+            raise _Stop
+        raise DataError(message)
+
+    def raise_found(self, error=None):
+        """Raises what was found, `error` (what stopped the reading) last; nothing if nothing."""
+        lines = [key[2] for key in sorted(self.found, key=lambda k: (k[0], k[1], self.found[k]))]
+        if error is not None:
+            if not lines:
+                raise error
+            lines.append(str(error))
+        if len(lines) == 1:
+            raise DataError(lines[0])
+        if lines:
+            raise InputProblems(lines)
+
+
+@contextlib.contextmanager
+def _collecting(problems):
+    """`problems`, or a Problems of the block's own, raised when the block ends (after the bad
+    rows found before it, the error that ended the block)."""
+    if problems is not None:
+        yield problems
+        return
+    problems = Problems()
+    try:
+        yield problems
+    except _Stop:
+        pass
+    except DataError as e:
+        problems.raise_found(e)
+    problems.raise_found()
 
 
 @dataclasses.dataclass
@@ -73,9 +156,11 @@ def _decode(path, data):
                         f"is not UTF-8; save the file as UTF-8") from None
 
 
-def read_table(source, name=None):
+def read_table(source, name=None, delimiter=None, problems=None):
     """A Table from a .csv/.tsv/.jsonl path, a pandas DataFrame or a list of dicts (`name` is
-    what errors call the latter)."""
+    what errors call the latter). A .csv file's delimiter is `delimiter`, else detected from its
+    header. Bad rows are left out and raised together at the end (with `problems`, added
+    there)."""
     if isinstance(source, Table):
         return source
     if not isinstance(source, (str, os.PathLike)):
@@ -91,36 +176,66 @@ def read_table(source, name=None):
         raise DataError(f"{path}: no such file")
     with tf.io.gfile.GFile(path, "rb") as f:
         text = _decode(path, f.read())
-    if kind == "jsonl":
-        return _read_json_lines(path, text)
-    with unlimited_csv_fields():
-        return _read_delimited(path, text, DELIMITERS["." + kind], kind)
+    with _collecting(problems) as problems:
+        if kind == "jsonl":
+            return _read_json_lines(path, text, problems)
+        with unlimited_csv_fields():
+            return _read_delimited(path, text, _delimiter(path, kind, text, delimiter), kind,
+                                   problems)
 
 
-def _read_delimited(path, text, delimiter, kind):
+def _delimiter(path, kind, text, given):
+    """A .tsv's tab; a .csv's `given` delimiter (one character, or tab), else the one of
+    CSV_DELIMITERS that splits its header line into the most fields (a comma on a tie)."""
+    if kind == "tsv":
+        return DELIMITERS[".tsv"]
+    if given:
+        given = DELIMITER_NAMES.get(given.lower(), given)
+        if len(given) != 1:
+            raise DataError(f"--delimiter={given}: one character (or tab)")
+        return given
+    header = text.split("\n", 1)[0].rstrip("\r")
+    found = max(CSV_DELIMITERS, key=lambda d: _field_count(header, d))
+    logging.info("%s: fields separated by %r (detected from its header; --delimiter sets it)",
+                 path, found)
+    return found
+
+
+def _field_count(line, delimiter):
+    try:
+        return len(next(csv.reader([line], delimiter=delimiter), []))
+    except csv.Error:
+        return 0
+
+
+def _read_delimited(path, text, delimiter, kind, problems):
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = next(reader, None)
-        if not header or not any(h.strip() for h in header):
-            raise DataError(f"{path}: no header line; the first line must name the columns")
-        header = [h.strip() for h in header]
-        rows, lines = [], []
+    except csv.Error as e:
+        raise DataError(f"{path}:{reader.line_num}: {e}") from None
+    if not header or not any(h.strip() for h in header):
+        raise DataError(f"{path}: no header line; the first line must name the columns")
+    header = [h.strip() for h in header]
+    rows, lines = [], []
+    try:
         for row in reader:
             if not row or not any(cell.strip() for cell in row):
                 continue
             if len(row) != len(header):
-                raise DataError(f"{path}:{reader.line_num}: {len(row)} fields, the header has "
-                                f"{len(header)} ({', '.join(header)})"
-                                + (" (a text holding the delimiter must be quoted)"
-                                   if len(row) > len(header) else ""))
+                problems.add(path, reader.line_num, f"{len(row)} fields, the header has "
+                             f"{len(header)} ({', '.join(header)})"
+                             + (f" (a text holding the delimiter {delimiter!r} must be quoted)"
+                                if len(row) > len(header) else ""))
+                continue
             rows.append(dict(zip(header, row)))
             lines.append(reader.line_num)
-    except csv.Error as e:
-        raise DataError(f"{path}:{reader.line_num}: {e}") from None
+    except csv.Error as e:  # the rest of the file cannot be read
+        problems.add(path, reader.line_num, str(e))
     return Table(path, header, rows, lines, kind)
 
 
-def _read_json_lines(path, text):
+def _read_json_lines(path, text, problems):
     rows, lines = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -129,10 +244,12 @@ def _read_json_lines(path, text):
             row = json.loads(line)
         except json.JSONDecodeError as e:
             hint = " (a JSON array? write one object per line)" if line.strip() == "[" else ""
-            raise DataError(f"{path}:{number}: not a JSON object: {e.msg}{hint}") from None
+            problems.add(path, number, f"not a JSON object: {e.msg}{hint}")
+            continue
         if not isinstance(row, dict):
-            raise DataError(f"{path}:{number}: a JSON {type(row).__name__}, not an object "
-                            f"(column name -> value)")
+            problems.add(path, number, f"a JSON {type(row).__name__}, not an object (column "
+                                       f"name -> value)")
+            continue
         rows.append(row)
         lines.append(number)
     columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -252,18 +369,27 @@ def _is_integer(value):
     if isinstance(value, int):
         return True
     text = str(value).strip()
-    return text.lstrip("+-").isdigit()
+    return text.lstrip("+-").isdigit() or bool(WHOLE_FLOAT.fullmatch(text))
 
 
-def _label_name(value):
-    """A single label's name: integers written as integers ("1", not "1.0")."""
+def _written_as_float(value):
+    return isinstance(value, float) or isinstance(value, str) and "." in value
+
+
+def _label_name(value, fold_case=False):
+    """A single label's name: whole numbers written as integers ("1", not "1.0"), surrounding
+    space dropped, with `fold_case` in lower case."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value).strip()
+    text = str(value).strip()
+    whole = WHOLE_FLOAT.fullmatch(text)
+    text = whole.group(1) if whole else text
+    return text.lower() if fold_case else text
 
 
 def _label_list(value, delimiter):
-    """A multi-label cell's names: a JSON list, a JSON-list string, or `delimiter`-joined."""
+    """A multi-label cell's labels as written: a JSON list, a JSON-list string, or
+    `delimiter`-joined."""
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
@@ -275,8 +401,38 @@ def _label_list(value, delimiter):
             return tuple(s.strip() for s in text.split(delimiter) if s.strip()) if delimiter \
                 else None
     if isinstance(value, (list, tuple)):
-        return tuple(_label_name(v) for v in value)
+        return tuple(value)
     return None
+
+
+def _kind(value):
+    """What a cell holds that is neither a text nor a number."""
+    if isinstance(value, dict):
+        return f"an object (keys: {', '.join(map(str, value)) or 'none'})"
+    return "a list" if isinstance(value, (list, tuple)) else json.dumps(value)
+
+
+def _cell_labels(value, column, problem_type, delimiter):
+    """The labels of one cell as written: a multi-label cell's list, else the one label."""
+    if problem_type == "multi_label":
+        labels = _label_list(value, delimiter)
+        if labels is None:
+            raise BadValue(f"{value!r} in column {column!r} is not a list of labels (a JSON "
+                           f"list, or give --label_delimiter)")
+        return labels
+    if isinstance(value, (dict, list, tuple)):
+        raise BadValue(f"column {column!r} holds {_kind(value)}, not a label")
+    return (value,)
+
+
+def _score(value, column):
+    if not _is_number(value):
+        raise BadValue(f"{value!r} in column {column!r} is not a number (a regression target)")
+    return float(value)
+
+
+def _blank(value):
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def _sorted_names(names):
@@ -285,77 +441,128 @@ def _sorted_names(names):
     return tuple(sorted(names))
 
 
-def discover_labels(table, column, problem_type="auto", delimiter=None):
+def discover_labels(table, column, problem_type="auto", delimiter=None, fold_case=False,
+                    problems=None):
     """The LabelSet of a training table: the problem type (a column of lists, or with
-    `delimiter`: multi-label; numbers written with a fraction: regression; else single-label)
-    and the label names, integers in numeric order, else sorted as strings."""
+    `delimiter`: multi-label; numbers written with a fraction: regression; else single-label,
+    whole numbers written as floats included) and the label names, integers in numeric
+    order, else sorted as strings (with `fold_case`, in lower case). Labels that differ only
+    by case or surrounding space are logged, as a warning without `fold_case`. Bad rows are
+    raised together at the end (with `problems`, added there)."""
     if column not in table.columns:
         raise _missing_column(table, column, "label_column_name")
-    values = []
-    for i, row in enumerate(table.rows):
-        value = row.get(column)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise DataError(f"{table.where(i)}: no label in column {column!r}")
-        values.append(value)
-    if problem_type == "auto":
-        if delimiter or all(_label_list(v, None) is not None for v in values):
-            problem_type = "multi_label"
-        elif all(_is_number(v) for v in values) and not all(_is_integer(v) for v in values):
-            problem_type = "regression"
-        else:
-            problem_type = "single_label"
-    if problem_type == "regression":
-        scores = []
-        for i, value in enumerate(values):
-            if not _is_number(value):
-                raise DataError(f"{table.where(i)}: {value!r} in column {column!r} is not a "
-                                f"number (a regression target)")
-            scores.append(float(value))
-        std = statistics.pstdev(scores)
-        if not std:
-            raise DataError(f"{table.path}: every training example has the score {scores[0]:g}; "
-                            f"a regression needs different ones")
-        return LabelSet("regression", target=(statistics.fmean(scores), std))
+    with _collecting(problems) as problems:
+        values = {}
+        for i, row in enumerate(table.rows):
+            if _blank(row.get(column)):
+                problems.row(table, i, f"no label in column {column!r}")
+            else:
+                values[i] = row[column]
+        if table.rows and not values:
+            raise _Stop
+        if problem_type == "auto":
+            problem_type = _problem_type(table.path, list(values.values()), delimiter)
+        if problem_type == "regression":
+            return _regression(table, column, values, problems)
+        return _classes(table, column, values, problem_type, delimiter, fold_case, problems)
+
+
+def _problem_type(path, values, delimiter):
+    if delimiter or all(_label_list(v, None) is not None for v in values):
+        return "multi_label"
+    if all(_is_number(v) for v in values):
+        if not all(_is_integer(v) for v in values):
+            return "regression"
+        floats = sorted({str(v).strip() for v in values if _written_as_float(v)})
+        if floats:
+            logging.info("%s: every label is a whole number, some written as floats (%s): "
+                         "classes, not scores (--problem_type=regression reads them as scores)",
+                         path, ", ".join(floats[:3]))
+    return "single_label"
+
+
+def _regression(table, column, values, problems):
+    scores = []
+    for i, value in values.items():
+        try:
+            scores.append(_score(value, column))
+        except BadValue as e:
+            problems.row(table, i, str(e))
+    if not scores:
+        raise _Stop
+    std = statistics.pstdev(scores)
+    if not std:
+        problems.stop(table.path, f"{table.path}: every training example has the score "
+                                  f"{scores[0]:g}; a regression needs different ones")
+    return LabelSet("regression", target=(statistics.fmean(scores), std))
+
+
+def _classes(table, column, values, problem_type, delimiter, fold_case, problems):
+    names, written = set(), set()
+    for i, value in values.items():
+        try:
+            labels = _cell_labels(value, column, problem_type, delimiter)
+        except BadValue as e:
+            problems.row(table, i, str(e))
+            continue
+        written.update(str(n) for n in labels)
+        names.update(_label_name(n, fold_case) for n in labels)
+    _log_case_variants(table.path, written, fold_case)
     if problem_type == "multi_label":
-        names = set()
-        for i, value in enumerate(values):
-            labels = _label_list(value, delimiter)
-            if labels is None:
-                raise DataError(f"{table.where(i)}: {value!r} in column {column!r} is not a list "
-                                f"of labels (a JSON list, or give --label_delimiter)")
-            names.update(labels)
         if len(names) < 2:
-            raise DataError(f"{table.path}: the training examples use {len(names)} label(s) "
-                            f"({', '.join(sorted(names))}); multi-label needs at least two")
+            problems.stop(table.path, f"{table.path}: the training examples use {len(names)} "
+                                      f"label(s) ({', '.join(sorted(names))}); multi-label needs "
+                                      f"at least two")
         return LabelSet("multi_label", _sorted_names(names))
-    names = {_label_name(v) for v in values}
+    if not names:
+        raise _Stop  # every label was bad
     if len(names) < 2:
-        raise DataError(f"{table.path}: every training example has the label "
-                        f"{next(iter(names))!r}; a classifier needs at least two labels")
+        problems.stop(table.path, f"{table.path}: every training example has the label "
+                                  f"{next(iter(names))!r}; a classifier needs at least two labels")
     return LabelSet("single_label", _sorted_names(names))
 
 
-def _parse_label(table, i, value, column, label_set, delimiter):
-    where = table.where(i)
+def _log_case_variants(path, written, fold_case):
+    """One line naming the labels written differently only in case or surrounding space."""
+    spellings = {}
+    for name in written:
+        spellings.setdefault(name.strip().lower(), set()).add(name)
+    variants = ", ".join(" / ".join(map(repr, sorted(s))) for _, s in sorted(spellings.items())
+                         if len(s) > 1)
+    if not variants:
+        return
+    if fold_case:
+        logging.info("%s: labels that differ only in case or surrounding space: %s; each read "
+                     "as one label, in lower case (--fold_label_case)", path, variants)
+    else:
+        logging.warning("%s: labels that differ only in case or surrounding space: %s; the "
+                        "space is dropped, but each case is a label of its own "
+                        "(--fold_label_case reads them as one, in lower case)", path, variants)
+
+
+def _parse_label(value, column, label_set, delimiter, fold_case):
     if label_set.is_regression:
-        if not _is_number(value):
-            raise DataError(f"{where}: {value!r} in column {column!r} is not a number "
-                            f"(a regression target)")
-        return float(value)
-    if label_set.is_multi_label:
-        labels = _label_list(value, delimiter)
-        if labels is None:
-            raise DataError(f"{where}: {value!r} in column {column!r} is not a list of labels")
-        unknown = [n for n in labels if n not in label_set.labels]
-        if unknown:
-            raise DataError(f"{where}: label {unknown[0]!r} is not among the training file's "
-                            f"labels ({', '.join(label_set.labels)})")
-        return tuple(labels)
-    name = _label_name(value)
-    if name not in label_set.labels:
-        raise DataError(f"{where}: label {name!r} is not among the training file's labels "
-                        f"({', '.join(label_set.labels)})")
-    return name
+        return _score(value, column)
+    names = tuple(_label_name(n, fold_case) for n in _cell_labels(
+        value, column, label_set.problem_type, delimiter))
+    unknown = [n for n in names if n not in label_set.labels]
+    if unknown:
+        raise BadValue(f"label {unknown[0]!r} is not among the training file's labels "
+                       f"({', '.join(label_set.labels)})")
+    return names if label_set.is_multi_label else names[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """Which columns hold what (transformers' flag names): the text(s), the label, the id; how
+    a multi-label cell joins its labels, a .csv file's delimiter (None: detected), and whether
+    labels are read in lower case."""
+    text: tuple = ()
+    label: str = "label"
+    id: str = None
+    label_delimiter: str = None
+    delimiter: str = None
+    fold_label_case: bool = False
 
 
 @dataclasses.dataclass
@@ -373,49 +580,57 @@ class LabeledText:
         return self.table.path
 
 
-def read_examples(table, label_set, columns=None, label_column="label", id_column=None,
-                  labeled=True, delimiter=None, optional=False):
-    """LabeledText of a table; every example has a non-empty text, and with `labeled` a label
-    the LabelSet knows (with `optional`, or none: a test file's blank cells)."""
-    columns = text_columns(table, columns)
-    if labeled and label_column not in table.columns:
-        raise _missing_column(table, label_column, "label_column_name")
-    if id_column and id_column not in table.columns:
-        raise _missing_column(table, id_column, "id_column_name")
-    id_column = id_column or next((c for c in ID_COLUMNS if c in table.columns), None)
-    extra_columns = [c for c in table.columns if c not in columns and c != label_column]
+def read_examples(table, label_set, columns=Columns(), labeled=True, optional=False,
+                  problems=None):
+    """LabeledText of a table; every example has a text (a string or number, not blank), and
+    with `labeled` a label the LabelSet knows (with `optional`, or none: a test file's blank
+    cells). Bad rows are left out and raised together at the end (with `problems`, added
+    there)."""
+    text = text_columns(table, columns.text)
+    if labeled and columns.label not in table.columns:
+        raise _missing_column(table, columns.label, "label_column_name")
+    if columns.id and columns.id not in table.columns:
+        raise _missing_column(table, columns.id, "id_column_name")
+    id_column = columns.id or next((c for c in ID_COLUMNS if c in table.columns), None)
+    extra_columns = [c for c in table.columns if c not in text and c != columns.label]
     examples, extras = [], []
-    for i, row in enumerate(table.rows):
-        texts = []
-        for column in columns:
-            value = row.get(column)
-            text = "" if value is None else str(value)
-            if not text.strip():
-                raise DataError(f"{table.where(i)}: empty text in column {column!r}")
-            texts.append(text)
-        label = None
-        if labeled:
-            value = row.get(label_column)
-            if value is None or (isinstance(value, str) and not value.strip()):
-                if not optional:
-                    raise DataError(f"{table.where(i)}: no label in column {label_column!r}")
-            else:
-                label = _parse_label(table, i, value, label_column, label_set, delimiter)
-        guid = str(row.get(id_column, i)) if id_column else str(i)
-        examples.append(Example(guid, texts[0], texts[1] if len(texts) > 1 else None, label))
-        extras.append({c: row.get(c, "") for c in extra_columns})
-    if not examples:
-        raise DataError(f"{table.path} holds no examples")
-    return LabeledText(table, examples, columns, extra_columns, extras)
+    with _collecting(problems) as problems:
+        for i, row in enumerate(table.rows):
+            try:
+                texts = [_text(row.get(c), c) for c in text]
+                label = _row_label(row, label_set, columns, labeled, optional)
+            except BadValue as e:
+                problems.row(table, i, str(e))
+                continue
+            guid = str(row.get(id_column, i)) if id_column else str(i)
+            examples.append(Example(guid, texts[0], texts[1] if len(texts) > 1 else None, label))
+            extras.append({c: row.get(c, "") for c in extra_columns})
+        if not table.rows:
+            problems.stop(table.path, f"{table.path} holds no examples")
+    return LabeledText(table, examples, text, extra_columns, extras)
 
 
-@dataclasses.dataclass(frozen=True)
-class Columns:
-    """Which columns hold what (transformers' flag names): the text(s), the label, the id."""
-    text: tuple = ()
-    label: str = "label"
-    id: str = None
-    label_delimiter: str = None
+def _text(value, column):
+    if isinstance(value, (dict, list, tuple, bool)):
+        raise BadValue(f"column {column!r} holds {_kind(value)}, not a text (a string or "
+                       f"number)")
+    text = "" if value is None else str(value)
+    if not text.strip():
+        raise BadValue(f"empty text in column {column!r}")
+    return text
+
+
+def _row_label(row, label_set, columns, labeled, optional):
+    """The row's label: None unless `labeled`, or when blank and `optional`."""
+    if not labeled:
+        return None
+    value = row.get(columns.label)
+    if not _blank(value):
+        return _parse_label(value, columns.label, label_set, columns.label_delimiter,
+                            columns.fold_label_case)
+    if not optional:
+        raise BadValue(f"no label in column {columns.label!r}")
+    return None
 
 
 def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, labels=None):
@@ -423,10 +638,32 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
     DataFrame or rows}). The labels are `labels` (a LabelSet: a benchmark's fixed list), else
     come from the training split, else from the LabelSet a training run saved in `run_dir`;
     one that differs from the saved one is refused (its head would not fit). Every check runs
-    here, before anything is written."""
+    here, before anything is written: every bad row of every file is found, then all are
+    raised together."""
+    with _collecting(None) as problems:
+        tables = {}
+        for split, source in files.items():
+            if source is not None:
+                tables[split] = read_table(source, f"{split} rows", columns.delimiter, problems)
+                problems.start(tables[split].path)
+        label_set = _label_set(tables, columns, problem_type, run_dir, labels, problems)
+        splits = {}
+        for split, table in tables.items():
+            labeled = split != "test" or columns.label in table.columns  # a test file's are checked
+            splits[split] = read_examples(table, label_set, columns, labeled=labeled,
+                                          optional=split == "test", problems=problems)
+            if columns.text and len(splits[split].text_columns) != len(columns.text):
+                raise DataError(f"{table.path}: text columns "
+                                f"{', '.join(splits[split].text_columns)}; the training file's "
+                                f"are {', '.join(columns.text)}")
+            columns = dataclasses.replace(columns, text=splits[split].text_columns)
+    return label_set, splits
+
+
+def _label_set(tables, columns, problem_type, run_dir, labels, problems):
+    """`labels`, else the training table's, else the run's in `run_dir`, checked against the
+    run's."""
     saved = saved_labels(run_dir)
-    tables = {split: read_table(source, f"{split} rows") for split, source in files.items()
-              if source is not None}
     if labels is not None:
         label_set = labels
         if saved and (saved.problem_type, saved.labels) != (labels.problem_type, labels.labels):
@@ -434,12 +671,13 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
                             f"({_describe(saved)}); use another --output_dir")
     elif "train" in tables:
         label_set = discover_labels(tables["train"], columns.label, problem_type,
-                                    columns.label_delimiter)
+                                    columns.label_delimiter, columns.fold_label_case, problems)
+        path = tables["train"].path
         if saved and (saved.problem_type, saved.labels, saved.target) != (
                 label_set.problem_type, label_set.labels, label_set.target):
-            raise DataError(f"{tables['train'].path}: its labels ({_describe(label_set)}) differ "
-                            f"from those the run in {run_dir} was trained on "
-                            f"({_describe(saved)}); use another --output_dir")
+            problems.stop(path, f"{path}: its labels ({_describe(label_set)}) differ from those "
+                                f"the run in {run_dir} was trained on ({_describe(saved)}); use "
+                                f"another --output_dir")
     elif saved:
         label_set = saved
     else:
@@ -448,17 +686,7 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
     if problem_type not in ("auto", label_set.problem_type):
         raise DataError(f"--problem_type={problem_type}, but the run in {run_dir} is "
                         f"{label_set.problem_type}")
-    splits, text = {}, columns.text
-    for split, table in tables.items():
-        labeled = split != "test" or columns.label in table.columns  # a test file's are checked
-        splits[split] = read_examples(table, label_set, text, columns.label, columns.id,
-                                      labeled=labeled, delimiter=columns.label_delimiter,
-                                      optional=split == "test")
-        if text and len(splits[split].text_columns) != len(text):
-            raise DataError(f"{table.path}: text columns {', '.join(splits[split].text_columns)}; "
-                            f"the training file's are {', '.join(text)}")
-        text = splits[split].text_columns
-    return label_set, splits
+    return label_set
 
 
 def _describe(label_set):
