@@ -381,6 +381,17 @@ def test_every_bad_row_of_one_s_own_files_is_listed_at_once_before_anything_is_w
     assert digests(tmp_path) == before and not (tmp_path / "out").exists()
 
 
+def test_a_bad_delimiter_is_one_line_before_anything_is_written(tmp_path, capsys):
+    train = tmp_path / "train.csv"
+    train.write_text("text;label\nfine;pos\nbad;neg\n")
+    before = digests(tmp_path)
+    for given, line in ((";;", "--delimiter=;;: one character (or tab)"),
+                        ('"', "--delimiter='\"': not a quote or a line break, which CSV reserves")):
+        assert_refused(run_tool(run_classifier, capsys, "--do_train", train_file=train,
+                                output_dir=tmp_path / "out", delimiter=given), line)
+    assert digests(tmp_path) == before and not (tmp_path / "out").exists()
+
+
 def test_export_hub_from_a_fine_tuning_directory_reads_its_best_checkpoint(world, run_dir,
                                                                         tmp_path):
     from tool_runner import run_tool_logged

@@ -193,6 +193,9 @@ def _delimiter(path, kind, text, given):
         given = DELIMITER_NAMES.get(given.lower(), given)
         if len(given) != 1:
             raise DataError(f"--delimiter={given}: one character (or tab)")
+        if given in '"\r\n':
+            raise DataError(f"--delimiter={given!r}: not a quote or a line break, which CSV "
+                            f"reserves")
         return given
     header = text.split("\n", 1)[0].rstrip("\r")
     found = max(CSV_DELIMITERS, key=lambda d: _field_count(header, d))
