@@ -16,7 +16,7 @@ from tensorflow_text import tflite_registrar
 
 from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_inputs
 from albert_tf.formats.litert import interpreter
-from albert_tf.serving.lite_files import LITE_FILES, QUANTIZATIONS  # noqa: F401 (LITE_FILES)
+from albert_tf.serving.lite_files import QUANTIZATIONS
 from albert_tf.serving.saved_model import Trackable, float32_model, place_offsets, tf_variables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
