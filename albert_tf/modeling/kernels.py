@@ -61,8 +61,29 @@ def _f32(x):
     return tf.cast(x, tf.float32)
 
 
-def _column_sum(x):
-    return tf.reduce_sum(tf.reshape(x, [-1, tf.shape(x)[-1]]), 0)
+def _column_sum(x, by_dot=False, low_dtype=None):
+    """Sum over every axis but the last. `by_dot` (an XLA step on a GPU): a product of a row of
+    ones with x in `low_dtype` (x's own by default), accumulated in float32: cuBLAS reads x
+    once, where XLA's column reductions recompute x's producers (docs/benchmarks.md)."""
+    x = tf.reshape(x, [-1, tf.shape(x)[-1]])
+    if not by_dot:
+        return tf.reduce_sum(x, 0)
+    low = tf.cast(x, low_dtype or x.dtype)
+    ones = tf.ones([1, tf.shape(x)[0]], low.dtype)
+    return tf.reshape(tf.linalg.matmul(ones, low, output_type=tf.float32), [-1])
+
+
+def bias_add(y, bias):
+    """y + bias (float32 [width], cast to y's dtype); the bias's gradient a `_column_sum`."""
+    if not _xla_gpu:
+        return tf.nn.bias_add(y, tf.cast(bias, y.dtype))
+
+    @tf.custom_gradient
+    def fn(y, bias):
+        def grad(dy):
+            return dy, tf.cast(_column_sum(dy, by_dot=True), bias.dtype)
+        return tf.nn.bias_add(y, tf.cast(bias, y.dtype)), grad
+    return fn(y, bias)
 
 
 # --- shared weights cast once per call ---------------------------------------------------------
@@ -163,15 +184,16 @@ def _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype):
 
 
 @graph_function(jit_compile=True)
-def _layer_norm_bwd(dy, parts, bias, gamma, epsilon):
+def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot):
     xhat, rstd = _normalize(parts, bias, epsilon)
     dy = _f32(dy)
     g = dy * gamma
     dz = rstd * (g - tf.reduce_mean(g, -1, keepdims=True)
                  - xhat * tf.reduce_mean(g * xhat, -1, keepdims=True))
-    dbias = None if bias is None else _column_sum(dz)
-    return ([tf.cast(dz, p.dtype) for p in parts], dbias, _column_sum(dy * xhat),
-            _column_sum(dy))
+    low = parts[0].dtype
+    dbias = None if bias is None else _column_sum(dz, by_dot, low)
+    return ([tf.cast(dz, p.dtype) for p in parts], dbias, _column_sum(dy * xhat, by_dot),
+            _column_sum(dy, by_dot, low))
 
 
 def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
@@ -180,7 +202,7 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
     `parts`: the input and optionally the residual added to it (same shape, any float dtypes);
     `bias`: optional float32 [width], the bias of the projection that produced the input.
     """
-    n = len(parts)
+    n, by_dot = len(parts), _xla_gpu  # the backward is traced after the model's call
 
     @tf.custom_gradient
     def fn(*args):
@@ -188,7 +210,8 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
         bias = args[n + 2] if len(args) > n + 2 else None
 
         def grad(dy):
-            dparts, dbias, dgamma, dbeta = _layer_norm_bwd(dy, parts, bias, gamma, epsilon)
+            dparts, dbias, dgamma, dbeta = _layer_norm_bwd(dy, parts, bias, gamma, epsilon,
+                                                           by_dot)
             return (*dparts, dgamma, dbeta) + (() if bias is None else (dbias,))
         return _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype), grad
     return fn(*parts, gamma, beta, *(() if bias is None else (bias,)))

@@ -60,7 +60,7 @@ class Dense(keras.layers.Layer):
         if self._gelu_approximate is not None and kernels.gelu_enabled(training):
             return kernels.bias_gelu(y, tf.convert_to_tensor(self.bias), self._gelu_approximate)
         if self.bias is not None and with_bias:
-            y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
+            y = kernels.bias_add(y, tf.convert_to_tensor(self.bias))
         return self.activation(y) if self.activation else y
 
 

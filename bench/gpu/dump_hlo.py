@@ -1,11 +1,16 @@
 """Writes XLA HLO modules from TensorFlow on a CPU, for a GPU machine without TensorFlow to
 compile and run with jaxlib's XLA (bench/gpu/run_gpu.py; method in bench/gpu/README.md).
 
-  python bench/gpu/dump_hlo.py OUT_DIR steps [--attention=plain|fused|auto] name=config:batch:seq:preds ...
+  python bench/gpu/dump_hlo.py OUT_DIR steps [--attention=MODE] name=config:batch:seq:preds ...
+  python bench/gpu/dump_hlo.py OUT_DIR finetuning [--attention=MODE] \
+      name=task:config:batch:seq[:choices] ...
   python bench/gpu/dump_hlo.py OUT_DIR attention
 
 `steps`: the whole pretraining step (forward, backward, LAMB update), mixed_bfloat16, traced
-with the given attention mode (file names get the mode as suffix). `attention`: one attention
+with the given attention mode (plain, fused or auto; file names get it as suffix) as
+distribution.setup traces it for an XLA step on a GPU (`XLA_GPU=0`: as before those choices).
+`finetuning`: the same for a classifier, squad or race step (the driver's loss, AdamW; `config`
+a name under configs/ or a .json path, as for `steps`). `attention`: one attention
 call, forward + backward, as albert_tf's fused (cuDNN) and plain paths, on shapes for the
 comparisons and the sequence-length threshold, and a dropout probe.
 """
@@ -21,6 +26,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer  # noqa: E402
+from albert_tf.modeling.classifier import AlbertClassifier  # noqa: E402
+from albert_tf.modeling.encoder import AlbertEncoder  # noqa: E402
+from albert_tf.modeling.step_kernels import StepKernels  # noqa: E402
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # noqa: E402
+from albert_tf.modeling.squad import AlbertSquad  # noqa: E402
 from albert_tf.data.synthetic import pretraining_batch, pretraining_step  # noqa: E402
 from albert_tf.modeling import attention, kernels  # noqa: E402
 
@@ -30,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _write(out, name, fn, args, meta):
     ir = fn.experimental_get_compiler_ir(*args)
     hlo = ir(stage="hlo")
-    with open(os.path.join(out, name + ".hlo.pb"), "wb") as f:
+    with gzip.open(os.path.join(out, name + ".hlo.pb.gz"), "wb") as f:
         f.write(ir(stage="hlo_serialized"))
     with gzip.open(os.path.join(out, name + ".hlo.gz"), "wt") as f:
         f.write(hlo)
@@ -41,9 +51,9 @@ def _write(out, name, fn, args, meta):
 
 
 def dump_step(out, name, config_name, b, s, p, mode, policy="mixed_bfloat16"):
-    config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", config_name + ".json"))
+    config = _config(config_name)
     keras.mixed_precision.set_global_policy(policy)
-    model = AlbertPretrainer(config)
+    model = AlbertPretrainer(config, step_kernels=_step_kernels(mode))
     keras.mixed_precision.set_global_policy("float32")
     opt = create_optimizer(1e-4, 1000, 10, "lamb")
     opt.build(model.trainable_variables)
@@ -53,14 +63,72 @@ def dump_step(out, name, config_name, b, s, p, mode, policy="mixed_bfloat16"):
     def step(features):
         return pretraining_step(model, opt, features)
 
-    with kernels.on_xla_gpu(os.environ.get("XLA_GPU", "1") == "1"), \
-            attention.using(mode, min_seq=attention.MIN_FUSED_SEQ):
-        _write(out, f"{name}_{mode}", tf.function(step, jit_compile=True), [feats], dict(
-            config=config_name, batch=b, seq=s, preds=p, policy=policy, attention=mode,
-            params=sum(int(np.prod(v.shape)) for v in model.trainable_variables),
-            hidden=config.hidden_size, layers=config.num_hidden_layers,
-            inter=config.intermediate_size, emb=config.embedding_size,
-            vocab=config.vocab_size, tf=tf.__version__))
+    _write(out, f"{name}_{mode}", tf.function(step, jit_compile=True), [feats], dict(
+        config=config_name, batch=b, seq=s, preds=p, policy=policy, attention=mode,
+        params=sum(int(np.prod(v.shape)) for v in model.trainable_variables),
+        hidden=config.hidden_size, layers=config.num_hidden_layers,
+        inter=config.intermediate_size, emb=config.embedding_size,
+        vocab=config.vocab_size, tf=tf.__version__))
+
+
+FINETUNING = {  # task: (model of an encoder, its label features: name → ("label", classes)
+    "classifier": (lambda e: AlbertClassifier(e, 2), {"label_ids": ("label", 2)}),  # or
+    "squad": (AlbertSquad, {"start_positions": ("position",),                       # ("position",))
+                            "end_positions": ("position",)}),
+    "race": (AlbertMultipleChoice, {"label_ids": ("label", 4)}),
+}
+
+
+def dump_finetuning(out, name, task, config_name, b, s, choices, mode):
+    """The fine-tuning step of `task` (the driver's loss, AdamW as run_* scripts make it),
+    batch `b` (× `choices` sequences for race) of length `s`. Its meta names each feature
+    parameter's kind, so the GPU side feeds real masks, segments, ids and labels."""
+    config = _config(config_name)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    build, labels = FINETUNING[task]
+    model = build(AlbertEncoder(config, _step_kernels(mode)))
+    keras.mixed_precision.set_global_policy("float32")
+    opt = create_optimizer(5e-5, 1000, 100, "adamw")
+    lead = (b, choices) if choices else (b,)
+    rng = np.random.default_rng(0)
+    feats = {"input_word_ids": rng.integers(5, config.vocab_size, lead + (s,)),
+             "input_mask": np.ones(lead + (s,)),
+             "input_type_ids": np.broadcast_to(np.arange(s) >= s // 2, lead + (s,))}
+    kinds = {"input_word_ids": ("ids", config.vocab_size), "input_mask": ("mask",),
+             "input_type_ids": ("segments",), **labels}
+    for key, kind in labels.items():
+        feats[key] = rng.integers(0, kind[1] if kind[0] == "label" else s, (b,))
+    feats = {k: tf.constant(np.asarray(v), tf.int32) for k, v in feats.items()}
+    model(feats, training=False)
+    opt.build(model.trainable_variables)
+
+    def step(features):
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=True)
+            sums = model.loss_sums(features, outputs)
+            loss = model.replica_loss(sums, model.denominators(features))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    _write(out, f"{name}_{mode}", tf.function(step, jit_compile=True), [feats], dict(
+            task=task, config=config_name, batch=b, seq=s, choices=choices, policy=
+            "mixed_bfloat16", attention=mode, hidden=config.hidden_size,
+            layers=config.num_hidden_layers, inter=config.intermediate_size,
+            emb=config.embedding_size, vocab=config.vocab_size, tf=tf.__version__,
+            features=[[k, *kinds[k]] for k in sorted(feats)]))
+
+
+def _step_kernels(mode):
+    """What distribution.setup gives an XLA step on a GPU (`XLA_GPU=0`: as before the choices
+    for it, our bias + GELU kernel and XLA's column sums)."""
+    return StepKernels(mode, xla_gpu=os.environ.get("XLA_GPU", "1") == "1")
+
+
+def _config(config_name):
+    return AlbertConfig.from_json_file(
+        config_name if config_name.endswith(".json")
+        else os.path.join(ROOT, "configs", config_name + ".json"))
 
 
 def plain_attention(q, k, v, q_lengths, kv_lengths, scale):
@@ -160,6 +228,15 @@ def main():
             name, rest = spec.split("=")
             cfg, b, s, p = rest.split(":")
             dump_step(out, name, cfg, int(b), int(s), int(p), mode)
+    elif what == "finetuning":  # name=task:config:batch:seq[:choices]
+        mode = "auto"
+        if args and args[0].startswith("--attention="):
+            mode, args = args[0].split("=", 1)[1], args[1:]
+        for spec in args:
+            name, rest = spec.split("=")
+            task, cfg, b, s, *choices = rest.split(":")
+            dump_finetuning(out, name, task, cfg, int(b), int(s), int(choices[0]) if choices
+                            else 0, mode)
     elif what == "attention":
         for dtype in ("bfloat16", "float16"):
             dump_attention_pair(out, f"att_check_{dtype}", 64, 512, 512, 12, 64, dtype)

@@ -11,6 +11,7 @@
 import argparse
 import collections
 import glob
+import itertools
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_step_bench  # noqa: E402
-from gpu_step_bench import compile_hlo, run_hlo, torch_peer  # noqa: E402
+from gpu_step_bench import DT, compile_hlo, read_proto, run_hlo, torch_peer  # noqa: E402
 
 _random_arg = gpu_step_bench.make_arg
 
@@ -42,6 +43,26 @@ def _feature_args():
     return make_arg
 
 
+def _finetuning_args(meta):
+    """Feeds a fine-tuning module's feature parameters by the kinds its meta names (masks of
+    ones, two segments, ids, labels and positions in range); the rest as _random_arg."""
+    kinds = [f[1:] for f in meta["features"]]
+    index = itertools.count()
+
+    def make_arg(dtype, shape, rng, m):
+        i = next(index)
+        if i >= len(kinds):
+            return _random_arg(dtype, shape, rng, m)
+        kind = kinds[i]
+        if kind[0] == "mask":
+            return np.ones(shape, DT[dtype])
+        if kind[0] == "segments":
+            return np.broadcast_to(np.arange(shape[-1]) >= shape[-1] // 2, shape).astype(DT[dtype])
+        hi = {"ids": kind[-1], "label": kind[-1], "position": m["seq"]}[kind[0]]
+        return rng.integers(0, hi, shape).astype(DT[dtype])
+    return make_arg
+
+
 def run_step(path, iters, out):
     gpu_step_bench.make_arg = _feature_args()
     return run_hlo(path, iters, out)
@@ -58,7 +79,7 @@ def compare_steps(d, a, b):
         path = os.path.join(d, name + ".hlo.gz")
         hlo = gzip.open(path, "rt").read()
         meta = json.load(open(path.replace(".hlo.gz", ".json")))
-        exe, dev = compile_hlo(open(path.replace(".hlo.gz", ".hlo.pb"), "rb").read())
+        exe, dev = compile_hlo(read_proto(path[:-len(".hlo.gz")]))
         make_arg, rng = _feature_args(), np.random.default_rng(0)
         host = [make_arg(dt, sh, rng, meta) for dt, sh in gpu_step_bench.entry_params(hlo)]
         outs = exe.execute_sharded([jax.device_put(x, dev) for x in host])
@@ -73,9 +94,221 @@ def compare_steps(d, a, b):
                       "update_norm": float(np.linalg.norm(da))}), flush=True)
 
 
+def memory_stats(exe):
+    """XLA's compiled memory statistics of an executable in GiB (peak: arguments + outputs −
+    donated + temporaries), {} where this jaxlib gives none."""
+    try:
+        stats = exe.get_compiled_memory_stats()
+    except Exception:  # noqa: BLE001
+        return {}
+    got = {}
+    for field in ("argument", "output", "alias", "temp", "generated_code"):
+        value = getattr(stats, field + "_size_in_bytes", None)
+        if value is not None:
+            got[field + "_gib"] = value / 2 ** 30
+    if all(k + "_gib" in got for k in ("argument", "output", "alias", "temp")):
+        got["peak_gib"] = (got["argument_gib"] + got["output_gib"] - got["alias_gib"]
+                           + got["temp_gib"])
+    return got
+
+
+def optimized_hlo(exe):
+    try:
+        return "\n".join(m.to_string() for m in exe.hlo_modules())
+    except Exception as e:  # noqa: BLE001
+        print("no optimized HLO:", type(e).__name__, e, flush=True)
+        return ""
+
+
+def variants(d, names, iters, out, profile_names=(), dump_dir="", bandwidth_gbs=None):
+    """Each module in `names` order: compiled memory, one step from the same state and batch as
+    the first module of its shape (loss, relative difference of the update), the median step
+    time, and for `profile_names` the kernels' times joined to the bytes they move; with
+    `dump_dir`, their optimized HLO and profile there."""
+    first = {}
+    for name in names:
+        try:
+            row = _variant(d, name, iters, first, name in profile_names, dump_dir,
+                           bandwidth_gbs)
+            out.append(row)
+            print(json.dumps(row), flush=True)
+        except Exception as e:  # noqa: BLE001
+            print("variant failed:", name, type(e).__name__, str(e)[:1500], flush=True)
+
+
+def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
+    import gzip
+    import jax
+    from gpu_step_bench import aliases, entry_params, step_flops
+    jax.config.update("jax_enable_x64", True)
+    stem = os.path.join(d, name)
+    meta = json.load(open(stem + ".json"))
+    hlo = gzip.open(stem + ".hlo.gz", "rt").read()
+    t0 = time.perf_counter()
+    exe, dev = compile_hlo(read_proto(stem))
+    row = dict(what="albert_tf step (TF->HLO, XLA on GPU)", name=name, batch=meta["batch"],
+               seq=meta["seq"], compile_s=time.perf_counter() - t0, **memory_stats(exe))
+    make_arg = _finetuning_args(meta) if "features" in meta else _feature_args()
+    rng = np.random.default_rng(0)
+    host = [make_arg(dt, sh, rng, meta) for dt, sh in entry_params(hlo)]
+    args = [jax.device_put(x, dev) for x in host]
+    alias = aliases(hlo)
+
+    def once():
+        outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+        for o, p in alias.items():
+            args[p] = outs[o][0]
+        jax.block_until_ready(outs)
+        return outs
+    outs = once()
+    row["loss"] = float(np.asarray(outs[0][0]))
+    delta = np.concatenate([(np.asarray(outs[o][0]) - host[p]).ravel().astype(np.float32)
+                            for o, p in sorted(alias.items()) if host[p].dtype.kind == "f"])
+    key = (meta.get("task"), meta["config"], meta["batch"], meta["seq"])
+    if key in first:
+        base_name, base_loss, base_delta = first[key]
+        row.update(against=base_name, base_loss=base_loss, update_rel_diff=float(
+            np.linalg.norm(delta - base_delta) / np.linalg.norm(base_delta)))
+    else:
+        first[key] = (name, row["loss"], delta)
+    for _ in range(3):
+        once()
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - t)
+    med = float(np.median(times))
+    row.update(step_ms=med * 1e3, min_ms=min(times) * 1e3, flops=step_flops(meta),
+               seq_per_s=meta["batch"] * (meta.get("choices") or 1) / med)
+    row["tflops"] = row["flops"] / med / 1e12
+    if profiled:
+        _profile_variant(exe, once, name, dump_dir, bandwidth_gbs)
+    return row
+
+
+def _profile_variant(exe, once, name, dump_dir, bandwidth_gbs):
+    """The kernels' times of `once` by name, joined to what the optimized HLO says each moves."""
+    import gzip
+    import hlo_costs
+    text = optimized_hlo(exe)
+    times_ns, counts, steps = kernel_times(once, name)
+    lines, cats = hlo_costs.report(times_ns, counts, steps, text, bandwidth_gbs)
+    print(json.dumps({"profile": name, "gpu_ms_per_step": sum(times_ns.values()) / steps / 1e6,
+                      "categories": cats}))
+    print("\n".join(lines), flush=True)
+    if dump_dir:
+        with gzip.open(os.path.join(dump_dir, name + ".opt.hlo.gz"), "wt") as f:
+            f.write(text)
+        with open(os.path.join(dump_dir, name + ".profile.json"), "w") as f:
+            json.dump(dict(times_ns=times_ns, counts=counts, steps=steps,
+                           bandwidth_gbs=bandwidth_gbs), f)
+
+
+def kernel_times(once, label, steps=5):
+    """Per-kernel GPU time of `steps` calls of `once`, summed by kernel name (jax.profiler)."""
+    import jax
+    once()
+    logdir = "/tmp/prof_" + label
+    jax.profiler.start_trace(logdir)
+    for _ in range(steps):
+        once()
+    jax.profiler.stop_trace()
+    xplane = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
+    data = jax.profiler.ProfileData.from_file(xplane)
+    totals, counts = collections.Counter(), collections.Counter()
+    for plane in data.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        for line in plane.lines:
+            if "stream" not in line.name.lower() or "memcpy" in line.name.lower():
+                continue
+            for ev in line.events:
+                totals[ev.name] += ev.duration_ns
+                counts[ev.name] += 1
+    return dict(totals), dict(counts), steps
+
+
+def copy_bandwidth(out):
+    """Device-to-device copy of 4 GiB through torch: bytes read and written per second."""
+    import torch
+    a = torch.empty(2 ** 31, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(10):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    gbs = 2 * a.numel() * 2 * 10 / (time.perf_counter() - t) / 1e9
+    row = dict(what="device copy (torch), GB/s read+written", gbs=gbs, tflops=0.0)
+    out.append(row)
+    print(json.dumps(row), flush=True)
+    del a, b
+    torch.cuda.empty_cache()
+    return gbs
+
+
+def torch_finetuning_peer(meta, iters, out, compile_=True, device="cuda"):
+    """transformers' AlbertFor{SequenceClassification,QuestionAnswering,MultipleChoice} on the
+    module's shape: bf16 autocast, AdamW, torch.compile; its step time and peak memory."""
+    import torch
+    import transformers
+    cfg = transformers.AlbertConfig(
+        vocab_size=meta["vocab"], embedding_size=meta["emb"], hidden_size=meta["hidden"],
+        num_hidden_layers=meta["layers"], num_attention_heads=max(1, meta["hidden"] // 64),
+        intermediate_size=meta["inter"], hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, num_labels=2)
+    task = meta["task"]
+    cls = {"classifier": transformers.AlbertForSequenceClassification,
+           "squad": transformers.AlbertForQuestionAnswering,
+           "race": transformers.AlbertForMultipleChoice}[task]
+    model = cls(cfg).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-5)
+    b, s, c = meta["batch"], meta["seq"], meta.get("choices") or 0
+    lead = (b, c) if c else (b,)
+    ids = torch.randint(5, meta["vocab"], lead + (s,), device=device)
+    tt = (torch.arange(s, device=device) >= s // 2).long().expand(*lead, s)
+    labels = ({"start_positions": torch.randint(0, s, (b,), device=device),
+               "end_positions": torch.randint(0, s, (b,), device=device)} if task == "squad"
+              else {"labels": torch.randint(0, c or 2, (b,), device=device)})
+    fwd = torch.compile(model) if compile_ else model
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = fwd(input_ids=ids, token_type_ids=tt, attention_mask=torch.ones_like(ids),
+                       **labels).loss
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    sync()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t)
+    med = float(np.median(times))
+    row = dict(what="transformers %s %s bf16 autocast%s" % (
+        transformers.__version__, cls.__name__, " + torch.compile" if compile_ else ""),
+        name=meta["name"], batch=b, seq=s, step_ms=med * 1e3, min_ms=min(times) * 1e3,
+        seq_per_s=b * (c or 1) / med, flops=gpu_step_bench.step_flops(meta),
+        peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30 if device == "cuda" else None)
+    row["tflops"] = row["flops"] / med / 1e12
+    out.append(row)
+    print(json.dumps(row), flush=True)
+
+
 def _load(d, name):
     import jax
-    exe, dev = compile_hlo(open(os.path.join(d, name + ".hlo.pb"), "rb").read())
+    exe, dev = compile_hlo(read_proto(os.path.join(d, name)))
     meta = json.load(open(os.path.join(d, name + ".json")))
 
     def run(args):
@@ -184,7 +417,7 @@ def profile(path, steps=5):
     from gpu_step_bench import entry_params, aliases
     meta = json.load(open(path.replace(".hlo.gz", ".json")))
     hlo = gzip.open(path, "rt").read()
-    exe, dev = compile_hlo(open(path.replace(".hlo.gz", ".hlo.pb"), "rb").read())
+    exe, dev = compile_hlo(read_proto(path[:-len(".hlo.gz")]))
     rng = np.random.default_rng(0)
     make_arg = _feature_args()
     args = [jax.device_put(make_arg(dt, sh, rng, meta), dev) for dt, sh in entry_params(hlo)]
@@ -223,18 +456,43 @@ def profile(path, steps=5):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["attention", "dropout", "steps", "compare"])
+    ap.add_argument("what", choices=["attention", "dropout", "steps", "compare", "variants"])
     ap.add_argument("hlo_dir")
     ap.add_argument("--only", default="")
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--profile", default="")
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--dump", default="", help="variants: folder for optimized HLO, profiles")
+    ap.add_argument("--torch", action="store_true", help="variants: torch.compile peers last")
     a = ap.parse_args()
     if a.what == "attention":
         attention_checks(a.hlo_dir)
         return
     if a.what == "dropout":
         dropout_probe(a.hlo_dir)
+        return
+    if a.what == "variants":
+        out = []
+        bandwidth = None
+        if a.peers:
+            gpu_step_bench.matmul_ceiling(out)
+            bandwidth = copy_bandwidth(out)
+        names = a.only.split(",")
+        variants(a.hlo_dir, names, a.iters, out, a.profile.split(","), a.dump, bandwidth)
+        _table(out)
+        if a.torch:
+            shapes = {}
+            for name in names:
+                m = json.load(open(os.path.join(a.hlo_dir, name + ".json")))
+                shapes.setdefault((m.get("task"), m["config"], m["batch"], m["seq"]), m)
+            for m in shapes.values():
+                try:
+                    (torch_finetuning_peer if "task" in m else torch_peer)(
+                        m, a.iters, out, compile_=True)
+                except Exception as e:  # noqa: BLE001
+                    print("torch peer failed:", type(e).__name__, str(e)[:500], flush=True)
+                gpu_step_bench.free_cuda()
+            _table(out)
         return
     if a.what == "compare":
         for pair in a.only.split(";"):
@@ -266,6 +524,7 @@ def main():
                 torch_peer(m, a.iters, out, compile_=True)
             except Exception as e:  # noqa: BLE001
                 print("torch peer failed:", type(e).__name__, str(e)[:500], flush=True)
+            gpu_step_bench.free_cuda()
         _table(out)
 
 
