@@ -15,6 +15,9 @@
 prefix, a Hugging Face directory, a run_pretraining or run_classifier output_dir; a directory
 with model.ckpt-best uses that one). One JSON object per input is printed, or written to
 --output_file (JSON lines; for embeddings a `.npy` path gets a [texts, hidden] float32 array).
+An --input_file named .csv, .tsv or .jsonl is read by column as run_classifier reads it (the
+text columns the model's run read, or --text_column_names), each row's other columns carried
+into its output; any other file holds one text per line.
 
 The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `Embedder`
 (load once, call on lists of texts) and `albert_tf.serving.predict(task, model, texts, ...)`.
@@ -28,11 +31,12 @@ if __name__ == "__main__":
 from absl import app, flags, logging
 
 from albert_tf import cli
+from albert_tf.data import labeled_text
 from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH
-from albert_tf.serving.text_io import read_input_file, write_results
+from albert_tf.serving.text_io import is_table, read_input_file, write_results
 
 FLAGS = flags.FLAGS
 
@@ -61,7 +65,10 @@ def define_flags():
     define(flags.DEFINE_string, "text", None, "One text (fill_mask: with [MASK] tokens).")
     define(flags.DEFINE_string, "text_b", None, "The second segment of a pair.")
     define(flags.DEFINE_string, "input_file", None,
-           "One text per line, or two tab-separated columns for pairs.")
+           "A .csv, .tsv or .jsonl file with a header, read by column as run_classifier reads "
+           "it (--text_column_names; its other columns are carried into the output); any other "
+           "file: one text per line, or two tab-separated columns for pairs.")
+    labeled_text.define_column_flags(define)
     define(flags.DEFINE_string, "output_file", None,
            "Write JSON lines here instead of printing them (embed: *.npy writes an array).")
     define(flags.DEFINE_integer, "max_seq_length", DEFAULT_MAX_SEQ_LENGTH,
@@ -86,17 +93,17 @@ def main(_):
         raise app.UsageError("give --text (and --text_b) or --input_file")
     if FLAGS.input_file and FLAGS.text_b is not None:
         raise app.UsageError("--text_b goes with --text; pairs in --input_file are two "
-                             "tab-separated columns")
+                             "tab-separated columns (.csv, .tsv, .jsonl: two "
+                             "--text_column_names)")
+    for name in ("text_column_names", "delimiter"):
+        if FLAGS[name].value and not (FLAGS.input_file and is_table(FLAGS.input_file)):
+            raise app.UsageError(f"--{name} goes with a .csv, .tsv or .jsonl --input_file")
     if FLAGS.output_file:
         check_output_files([FLAGS.output_file], "output_file", what="predictions",
                            overwrite=FLAGS.overwrite,
                            inputs={"input_file": FLAGS.input_file, "model": FLAGS.model,
                                    "spm_model_file": FLAGS.spm_model_file,
                                    "vocab_file": FLAGS.vocab_file})
-    if FLAGS.input_file:
-        texts, texts_b = read_input_file(FLAGS.input_file)
-    else:
-        texts, texts_b = [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b]
     common = dict(spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
                   do_lower_case=FLAGS.do_lower_case,
                   max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
@@ -111,14 +118,26 @@ def main(_):
         predictor = Tagger(FLAGS.model, labels=FLAGS.labels, **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
+    texts, texts_b, columns = _inputs(getattr(predictor, "label_set", None))
     vectors = None
     if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
         vectors, results = predictor.vectors(texts, texts_b), []
     else:
         results = predictor(texts, texts_b)
-    write_results(results, FLAGS.output_file, vectors, output_format=FLAGS.format)
+    write_results(results, FLAGS.output_file, vectors, output_format=FLAGS.format,
+                  columns=columns)
     if FLAGS.output_file:
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
+
+
+def _inputs(label_set):
+    """(texts, texts_b or None, each row's other columns or None) of --text or --input_file,
+    whose text columns default to those the model's run read (its `label_set`)."""
+    if not FLAGS.input_file:
+        return [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b], None
+    remembered = label_set.text_columns if label_set else ()
+    return read_input_file(FLAGS.input_file, FLAGS.text_column_names or remembered,
+                           FLAGS.delimiter)
 
 
 def run(argv=None):

@@ -54,9 +54,7 @@ def define_flags():
         define_if_missing(flags.DEFINE_string, f"{split}_file", None,
                           f"Your own {what} data: a .csv, .tsv or .jsonl file with a header "
                           f"(instead of --task_name and --data_dir).")
-    define_if_missing(flags.DEFINE_list, "text_column_names", None,
-                      "The text column, or two for a text pair; default: text, sentence, "
-                      "sentence1,sentence2 or text_a,text_b, whichever the file has.")
+    labeled_text.define_column_flags(define_if_missing)
     define_if_missing(flags.DEFINE_string, "label_column_name", "label", "The label column.")
     define_if_missing(flags.DEFINE_string, "id_column_name", None,
                       "The column that names each example in the reports; default: id, idx "
@@ -69,9 +67,6 @@ def define_flags():
     define_if_missing(flags.DEFINE_string, "label_delimiter", None,
                       "Multi-label: the labels of one example are joined by this (else a JSON "
                       "list).")
-    define_if_missing(flags.DEFINE_string, "delimiter", None,
-                      "The field delimiter of .csv files: one character, or 'tab'; default: "
-                      "whichever of , ; tab | splits the header line into the most fields.")
     define_if_missing(flags.DEFINE_boolean, "fold_label_case", False,
                       "Read labels in lower case, so that Positive and positive are one label "
                       "(labels that differ only in case are warned of).")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import run_classifier
+from albert_tf import predict, run_classifier
 from albert_tf.conversion import convert
 from albert_tf.data import labeled_text
 from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_table
@@ -20,6 +20,7 @@ from albert_tf.serving.text_io import format_text
 from albert_tf.tasks.labeled_text import class_weights, parse_class_weights
 from conftest import assert_step_compiled, memoized_runs, peers, run_main
 from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
+from tool_runner import run_tool_captured
 
 ANIMALS, PLACES = ("cat", "dog"), ("house",)
 PLAIN = [w for w in ("the sat on a mat while ran far away and sang in near by old saw young "
@@ -52,6 +53,30 @@ def test_each_format_reads_the_same_examples(tmp_path, ext):
     assert [(e.guid, e.text_a, e.label) for e in data.examples] == [
         (i, t, y) for i, t, y in ROWS]
     assert data.extra_columns == ["id"] and data.table.format == ext
+
+
+def test_a_run_remembers_its_text_columns_for_later_files(tmp_path):
+    """labels.json names the text columns a run read: a later predict-only run's test file
+    with those columns needs no --text_column_names; an older labels.json, the defaults."""
+    run = tmp_path / "run"
+    run.mkdir()
+    train = _write(tmp_path / "train.csv", ROWS, ("id", "body", "label"))
+    label_set, _ = read_splits({"train": str(train)}, Columns(text=("body",)), run_dir=str(run))
+    assert label_set.text_columns == ("body",)
+    label_set.save(str(run))
+    assert json.loads((run / "labels.json").read_text()) == {
+        "problem_type": "single_label", "labels": ["neg", "pos"], "text_columns": ["body"]}
+    test = _write(tmp_path / "test.jsonl", [("t1", "a new text")], ("id", "body"))
+    saved, splits = read_splits({"test": str(test)}, run_dir=str(run))
+    assert saved.text_columns == ("body",) and splits["test"].text_columns == ("body",)
+    assert [e.text_a for e in splits["test"].examples] == ["a new text"]
+    (run / "labels.json").write_text('{"problem_type": "single_label", "labels": ["neg", "pos"]}')
+    with pytest.raises(DataError, match=r"test.jsonl: name the text column\(s\) with "
+                                        r"--text_column_names; its columns: id, body"):
+        read_splits({"test": str(test)}, run_dir=str(run))
+    test = _write(tmp_path / "test.csv", [("t1", "a new text")], ("id", "text"))
+    assert read_splits({"test": str(test)}, run_dir=str(run))[1]["test"].text_columns == (
+        "text",)
 
 
 def test_a_byte_order_mark_rows_and_dataframes_read_alike(tmp_path):
@@ -326,7 +351,8 @@ def _eval(out):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision,jit", [("none", "false"), ("bfloat16", "true")])
-def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, jit):  # noqa: F811
+def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, jit,  # noqa: F811
+                                                      capsys):
     out = runs("single", precision, jit)
     assert_step_compiled(out, jit)
     results = _eval(out)
@@ -335,7 +361,7 @@ def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, j
     assert results["macro_f1"] == pytest.approx((results["f1_bad"] + results["f1_good"]) / 2)
     assert results["eval_accuracy"] > 0.85 and results["macro_f1"] > 0.85, results
     assert json.loads((out / "labels.json").read_text()) == {
-        "problem_type": "single_label", "labels": ["bad", "good"]}
+        "problem_type": "single_label", "labels": ["bad", "good"], "text_columns": ["review"]}
     log = (out / "log.txt").read_text()
     assert f"Single-label labels from {out.parent}/data-single/train.csv, in this order: bad, " \
            f"good" in log
@@ -371,6 +397,18 @@ def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, j
         rows = Classifier(str(model))(["the zebra sat", "the cat sat"])
         assert [r["label"] for r in rows] == ["good", "bad"], model
         assert rows[0]["labels"] == ["bad", "good"]
+    # predict reads the test file by column with no flag (the export remembers `review`) and
+    # carries its id beside each prediction.
+    test_file = out.parent / "data-single" / "test.csv"
+    status, stdout, stderr = run_tool_captured(predict, capsys, "--task=classify",
+                                               f"--model={export}", f"--input_file={test_file}")
+    assert status == 0, stderr
+    predicted = [json.loads(line) for line in stdout.splitlines()]
+    reviews = [r["review"] for r in csv.DictReader(open(test_file))]
+    assert [(r["id"], r["text"]) for r in predicted] == [
+        (f"test-{i}", t) for i, t in enumerate(reviews)]
+    if precision == "none":  # the predictions file of a bfloat16 run is as near as its rounding
+        assert [r["label"] for r in predicted] == [p["prediction"] for p in predictions]
 
 
 @pytest.mark.slow
@@ -476,7 +514,7 @@ def test_regression_tsv_beats_the_mean(runs, precision, tmp_path):
     assert results["pearson"] > 0.9, results
     assert json.loads((out / "labels.json").read_text()) == {
         "problem_type": "regression", "labels": [], "target_mean": pytest.approx(train.mean()),
-        "target_std": pytest.approx(train.std())}
+        "target_std": pytest.approx(train.std()), "text_columns": ["review"]}
     predictions = list(csv.DictReader(open(out / "predictions.tsv"), delimiter="\t"))
     assert list(predictions[0]) == ["id", "prediction"]
     texts = ["the cat ran by the house", "the sat on a mat"]

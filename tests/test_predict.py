@@ -1,6 +1,7 @@
 """albert_tf.predict: fill-mask, classification and embeddings from checkpoints and exports,
 the command line and its errors."""
 
+import csv
 import json
 import os
 import random
@@ -16,6 +17,7 @@ from albert_tf.serving import export, finetuned
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.text_io import format_text, read_input_file
 from albert_tf.formats.checkpoints import named_weights_checkpoint
+from albert_tf.data.labeled_text import LabelSet
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
 from tool_runner import run_tool_captured
@@ -304,15 +306,15 @@ def test_errors(assets, tmp_path):
     os.remove(bare / "albert_config.json")
     with pytest.raises(E, match="pass --albert_config_file"):
         serving.Embedder(str(bare))
-    (tmp_path / "bad.tsv").write_text("a\tb\nc\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_text("a\tb\nc\n", encoding="utf-8")
     with pytest.raises(E, match="one text or two tab-separated"):
-        read_input_file(str(tmp_path / "bad.tsv"))
+        read_input_file(str(tmp_path / "bad.txt"))
 
 
 # ---- command line ---------------------------------------------------------------------------
 
 def test_command_line(assets, tmp_path, capsys):
-    pairs = tmp_path / "pairs.tsv"
+    pairs = tmp_path / "pairs.txt"
     texts, texts_b = _lines(3, 8), _lines(3, 9)
     pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(texts, texts_b)), encoding="utf-8")
     out_file = tmp_path / "out" / "classify.jsonl"
@@ -351,3 +353,75 @@ def test_command_line(assets, tmp_path, capsys):
 
     (stdout, stderr), rc = results[3]
     assert rc != 0 and "give --text (and --text_b) or --input_file" in stderr
+
+
+# ---- input files by column ------------------------------------------------------------------
+
+def test_input_files_are_read_by_column_as_training_reads_them(assets, tmp_path, capsys):
+    """A .csv or .jsonl input: one prediction per data row (none for the header), its text
+    column the one the run remembers, its other columns carried; a .txt is one text per line
+    as before."""
+    run = tmp_path / "run"
+    shutil.copytree(assets["clf_dir"], run)
+    LabelSet("single_label", ("neg", "pos"), text_columns=("body",)).save(str(run))
+    texts = _lines(3, 10) + ['she said "no", twice']
+    ids = ["7", "8", "9", "10"]
+    table = tmp_path / "new.csv"
+    with open(table, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("id", "body"), *zip(ids, texts)])
+    json_lines = tmp_path / "new.jsonl"
+    json_lines.write_text("".join(json.dumps({"n": i, "body": t, "lang": "en"}) + "\n"
+                                  for i, t in enumerate(texts)), encoding="utf-8")
+    plain = tmp_path / "new.txt"
+    plain.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    model = ("--task=classify", f"--model={run}", f"--spm_model_file={assets['spm']}")
+    written = {}
+    for path in (table, json_lines, plain):
+        status, stdout, stderr = run_tool_captured(predict, capsys, *model, f"--input_file={path}")
+        assert status == 0, stderr
+        written[path.suffix] = [json.loads(line) for line in stdout.splitlines()]
+    expected = json.loads(json.dumps(serving.Classifier(str(run), spm_model_file=assets["spm"])(
+        texts)))
+    assert expected[0]["labels"] == ["neg", "pos"]  # the run's labels.json
+    assert written[".csv"] == [{"id": i, **r} for i, r in zip(ids, expected)]
+    assert list(written[".csv"][0])[:2] == ["id", "text"]
+    assert written[".jsonl"] == [{"n": i, "lang": "en", **r} for i, r in enumerate(expected)]
+    assert written[".txt"] == expected
+
+    # Pairs from two named columns, a ;-separated .csv, as readable text after the id.
+    pairs = tmp_path / "pairs.csv"
+    firsts, seconds = _lines(2, 11), _lines(2, 12)
+    pairs.write_text("q;first;second\n" + "".join(f"q{i};{a};{b}\n" for i, (a, b) in
+                                                    enumerate(zip(firsts, seconds))))
+    status, stdout, stderr = run_tool_captured(predict, capsys, *model, f"--input_file={pairs}",
+                                               "--text_column_names=first,second", "--format=text")
+    assert status == 0, stderr
+    expected = serving.Classifier(str(run), spm_model_file=assets["spm"])(firsts, seconds)
+    assert stdout.splitlines() == [f"q{i}\t{format_text(r)}" for i, r in enumerate(expected)]
+
+
+def test_input_file_column_mistakes_are_one_line(assets, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(assets["clf_dir"], run)
+    LabelSet("single_label", ("neg", "pos"), text_columns=("body",)).save(str(run))
+    model = ("--task=classify", f"--model={run}", f"--spm_model_file={assets['spm']}")
+    (tmp_path / "a.csv").write_text("id,body\n1,the cat\n2,\n", encoding="utf-8")
+    (tmp_path / "b.csv").write_text("id,text\n1,the cat\n", encoding="utf-8")
+    (tmp_path / "c.txt").write_text("the cat\n", encoding="utf-8")
+    cases = [
+        ((f"--input_file={tmp_path / 'a.csv'}", "--text_column_names=review"),
+         f"{tmp_path / 'a.csv'} has no column 'review' (--text_column_names); its columns: id, "
+         f"body"),
+        ((f"--input_file={tmp_path / 'b.csv'}",),  # the run's column
+         f"{tmp_path / 'b.csv'} has no column 'body' (--text_column_names); its columns: id, "
+         f"text"),
+        ((f"--input_file={tmp_path / 'a.csv'}",),
+         f"{tmp_path / 'a.csv'}:3: empty text in column 'body'"),
+        ((f"--input_file={tmp_path / 'c.txt'}", "--text_column_names=body"),
+         "--text_column_names goes with a .csv, .tsv or .jsonl --input_file"),
+    ]
+    for args, message in cases:
+        status, stdout, stderr = run_tool_captured(predict, capsys, *model, *args)
+        assert status == 2 and stdout == ""
+        assert [line for line in stderr.splitlines() if "error" in line] == [
+            f"predict: error: {message}"]

@@ -19,7 +19,7 @@ import re
 import statistics
 
 import tensorflow as tf
-from absl import logging
+from absl import flags, logging
 
 from albert_tf.data.glue import Example, unlimited_csv_fields
 from albert_tf.files import atomic_write_text
@@ -259,6 +259,18 @@ def _read_json_lines(path, text, problems):
     return Table(path, columns, rows, lines, "jsonl")
 
 
+def define_column_flags(define):
+    """The flags that say where a file's texts are, which run_classifier and predict share,
+    through `define(kind, name, default, help)` (a script's flag-definition helper)."""
+    define(flags.DEFINE_list, "text_column_names", None,
+           "The text column, or two for a text pair; default: those the run (predict: --model) "
+           "was trained on, else text, sentence, sentence1,sentence2 or text_a,text_b, "
+           "whichever the file has.")
+    define(flags.DEFINE_string, "delimiter", None,
+           "The field delimiter of .csv files: one character, or 'tab'; default: whichever of "
+           ", ; tab | splits the header line into the most fields.")
+
+
 def _missing_column(table, column, flag):
     close = difflib.get_close_matches(column, table.columns, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -293,7 +305,8 @@ class LabelSet:
     regression), for multi-label each label's decision threshold, with `window_stride` that
     long texts are read in windows (`glue.window_starts`) whose logits are averaged, and for
     regression the training scores' mean and standard deviation (the head learns them
-    standardized)."""
+    standardized); `text_columns` are the columns a run read its texts from (the default of
+    later runs and of `predict` on that run or its export)."""
     problem_type: str
     labels: tuple = ()
     thresholds: tuple = ()
@@ -302,6 +315,7 @@ class LabelSet:
     target: tuple = None  # regression: the training scores' (mean, standard deviation)
     name: str = "text_classification"
     metric: str = ""
+    text_columns: tuple = ()
 
     def __post_init__(self):
         if self.problem_type not in PROBLEM_TYPES:
@@ -332,6 +346,8 @@ class LabelSet:
             value.update(window_stride=self.window_stride, window_length=self.window_length)
         if self.target:
             value.update(target_mean=self.target[0], target_std=self.target[1])
+        if self.text_columns:
+            value["text_columns"] = list(self.text_columns)
         return value
 
     @classmethod
@@ -339,7 +355,8 @@ class LabelSet:
         return cls(value["problem_type"], tuple(value.get("labels", ())),
                    tuple(value.get("thresholds", ())), value.get("window_stride"),
                    value.get("window_length"), (value["target_mean"], value["target_std"])
-                   if "target_mean" in value else None)
+                   if "target_mean" in value else None,
+                   text_columns=tuple(value.get("text_columns", ())))
 
     def save(self, directory):
         atomic_write_text(os.path.join(directory, LABELS_FILE),
@@ -640,7 +657,9 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
     """(LabelSet, {split: LabeledText}) of `files` ({"train"|"dev"|"test": path, Table,
     DataFrame or rows}). The labels are `labels` (a LabelSet: a benchmark's fixed list), else
     come from the training split, else from the LabelSet a training run saved in `run_dir`;
-    one that differs from the saved one is refused (its head would not fit). Every check runs
+    one that differs from the saved one is refused (its head would not fit). The text columns
+    are `columns.text`, else those of the labels' run (without a training file), else the
+    first file's of DEFAULT_TEXT_COLUMNS; the LabelSet returned names them. Every check runs
     here, before anything is written: every bad row of every file is found, then all are
     raised together."""
     with _collecting(None) as problems:
@@ -650,6 +669,7 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
                 tables[split] = read_table(source, f"{split} rows", columns.delimiter, problems)
                 problems.start(tables[split].path)
         label_set = _label_set(tables, columns, problem_type, run_dir, labels, problems)
+        columns = dataclasses.replace(columns, text=columns.text or label_set.text_columns)
         splits = {}
         for split, table in tables.items():
             labeled = split != "test" or columns.label in table.columns  # a test file's are checked
@@ -660,7 +680,7 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
                                 f"{', '.join(splits[split].text_columns)}; the training file's "
                                 f"are {', '.join(columns.text)}")
             columns = dataclasses.replace(columns, text=splits[split].text_columns)
-    return label_set, splits
+    return dataclasses.replace(label_set, text_columns=columns.text), splits
 
 
 def _label_set(tables, columns, problem_type, run_dir, labels, problems):

@@ -1,5 +1,6 @@
-"""Texts in and results out for the predict CLI: input files of one or two tab-separated
-columns, JSON lines or readable text, embeddings as .npy."""
+"""Texts in and results out for the predict CLI: .csv, .tsv and JSON Lines files read by column
+as run_classifier reads them, other files of one or two tab-separated columns; JSON lines or
+readable text, embeddings as .npy."""
 
 import json
 import os
@@ -7,10 +8,31 @@ import sys
 
 import numpy as np
 
+from albert_tf.data import labeled_text
 from albert_tf.serving.predictor import PredictError
 
 
-def read_input_file(path):
+def is_table(path):
+    """Whether `path` is read by column (.csv, .tsv, JSON Lines), not one text per line."""
+    ext = os.path.splitext(path)[1].lower()
+    return ext in labeled_text.DELIMITERS or ext in labeled_text.JSON_LINES
+
+
+def read_input_file(path, text_columns=None, delimiter=None):
+    """(texts, texts_b or None, each row's other columns or None). A .csv, .tsv or JSON Lines
+    file is read as run_classifier reads a test file: `text_columns` (one, or two for pairs),
+    else the first of labeled_text.DEFAULT_TEXT_COLUMNS it has; a .csv's `delimiter`, else
+    detected. Any other file is one text per line, or two tab-separated texts."""
+    if not is_table(path):
+        return (*_read_lines(path), None)
+    table = labeled_text.read_table(path, delimiter=delimiter)
+    data = labeled_text.read_examples(table, None, labeled_text.Columns(
+        tuple(text_columns or ()), label=None), labeled=False)
+    texts_b = [ex.text_b for ex in data.examples] if len(data.text_columns) > 1 else None
+    return [ex.text_a for ex in data.examples], texts_b, data.extras
+
+
+def _read_lines(path):
     """(texts, texts_b or None): a second tab-separated column makes pairs (all or none)."""
     if not os.path.isfile(path):
         raise PredictError(f"--input_file={path} not found")
@@ -69,16 +91,31 @@ def format_text(result):
     return f"[{head}{more}] ({len(vector)} dims)\t{result['text']}{pair}"
 
 
-def write_results(results, output_file=None, vectors=None, stream=None, output_format="json"):
+def _carried(result, columns):
+    """`result` after the input's other `columns` (one named as a result's field gives way)."""
+    return {**{k: v for k, v in columns.items() if k not in result}, **result}
+
+
+def _render(result, columns, output_format):
+    if output_format == "text":
+        head = "".join(f"{v}\t" for v in columns.values())
+        return head + format_text(result)
+    return json.dumps(_carried(result, columns), ensure_ascii=False)
+
+
+def write_results(results, output_file=None, vectors=None, stream=None, output_format="json",
+                  columns=None):
+    """One line (JSON, or with output_format="text" readable) per result, each after its row's
+    `columns` (the input file's other columns: in JSON as fields, in text as tab-separated
+    values); to `output_file`, else `stream` (stdout). An .npy `output_file` gets `vectors`."""
     if output_file and output_file.endswith(".npy"):
         if vectors is None:
             raise PredictError("--output_file=*.npy is for --task=embed")
         os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
         np.save(output_file, vectors)
         return
-    render = format_text if output_format == "text" else (
-        lambda r: json.dumps(r, ensure_ascii=False))
-    lines = "".join(render(r) + "\n" for r in results)
+    columns = columns or [{}] * len(results)
+    lines = "".join(_render(r, c, output_format) + "\n" for r, c in zip(results, columns))
     if output_file:
         os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
         with open(output_file, "w", encoding="utf-8") as f:
