@@ -71,8 +71,10 @@ def command(args, out, seed, train, dev, cap):
             "--text_column_names=sentence", "--label_column_name=novel", "--do_train",
             "--do_eval", "--long_text=windows", f"--max_windows_per_text={cap}",
             f"--max_seq_length={args.max_seq_length}", "--train_batch_size=32",
-            "--eval_batch_size=64", "--learning_rate=1e-3", f"--num_train_epochs={args.epochs}",
-            "--warmup_proportion=0.1", "--save_checkpoints_steps=100", "--log_steps=100",
+            "--eval_batch_size=64", "--learning_rate=1e-3",
+            f"--train_step={args.train_step}" if args.train_step else
+            f"--num_train_epochs={args.epochs}", "--warmup_proportion=0.1",
+            "--save_checkpoints_steps=100", "--log_steps=100",
             f"--random_seed={seed}", f"--mixed_precision={args.mixed_precision}"]
 
 
@@ -88,6 +90,7 @@ def main():
                         help="the novels the long text (labelled emma) is taken from")
     parser.add_argument("--max_seq_length", type=int, default=64)
     parser.add_argument("--epochs", type=float, default=8)
+    parser.add_argument("--train_step", type=int, help="these steps instead of --epochs")
     parser.add_argument("--mixed_precision", default="auto")
     parser.add_argument("--workdir", default="/tmp/bench_long_text")
     parser.add_argument("--results", default="bench/results/long_text.jsonl")
@@ -118,6 +121,7 @@ def main():
                        trained_windows=int(capped[2]) if capped else int(windows),
                        trained_longest_share=float(capped[3]) if capped else float(share),
                        max_seq_length=args.max_seq_length, epochs=args.epochs,
+                       train_step=args.train_step,
                        mixed_precision=args.mixed_precision,
                        predicted_emma=predicted_share(out, "emma"), **result)
             rows.append(row)

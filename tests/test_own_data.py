@@ -17,7 +17,7 @@ from albert_tf.data import labeled_text
 from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_table
 from albert_tf.serving.classify import Classifier
 from albert_tf.serving.text_io import format_text
-from albert_tf.tasks import reports
+from albert_tf.tasks import driver, reports
 from albert_tf.tasks.labeled_text import (LabeledTextTask, capped_windows, class_weights,
                                           parse_class_weights)
 from albert_tf.tokenization.loader import open_vocabulary
@@ -595,17 +595,22 @@ def _long_texts(directory, seed):
     return paths
 
 
-def test_windows_are_capped_per_text_in_training_spread_over_it_and_all_read_in_evaluation(
-        tmp_path, caplog):
-    vocab = tmp_path / "vocab.txt"
+def _one_long_text(directory):
+    """A WordPiece tokenizer of PLAIN's words and rows: 20 texts of 4 words (one window of 6
+    pieces at max_seq_length 8) and one of 63 words (windows every 3 pieces, 0, 3, ..., 57:
+    20 windows), its words."""
+    vocab = directory / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *PLAIN]) + "\n")
-    tokenizer = open_vocabulary(str(vocab))
-    # 20 texts of 4 words (one window of 6 pieces) and one of 63 words: windows start every 3
-    # pieces, 0, 3, ..., 57: 20 windows.
     rng = random.Random(0)
     long_words = rng.choices(PLAIN, k=63)
     rows = [{"review": " ".join(rng.choices(PLAIN, k=4)), "label": "bad"} for _ in range(20)]
     rows.append({"review": " ".join(long_words), "label": "good"})
+    return open_vocabulary(str(vocab)), rows, long_words
+
+
+def test_windows_are_capped_per_text_in_training_spread_over_it_and_all_read_in_evaluation(
+        tmp_path, caplog):
+    tokenizer, rows, long_words = _one_long_text(tmp_path)
 
     def task(**kwargs):
         return LabeledTextTask.from_files(tokenizer, train=rows, dev=rows, max_seq_length=8,
@@ -643,6 +648,20 @@ def test_windows_are_capped_per_text_in_training_spread_over_it_and_all_read_in_
     with pytest.raises(DataError, match=r"^--max_windows_per_text=-1: 0 \(every window\) or "
                                         r"more$"):
         task(max_windows_per_text=-1)
+
+
+def test_run_classifier_caps_training_windows_as_max_windows_per_text_says(tmp_path,
+                                                                           monkeypatch):
+    tokenizer, rows, _ = _one_long_text(tmp_path)
+    train = _write(tmp_path / "train.csv", [(i, r["review"], r["label"])
+                                            for i, r in enumerate(rows)])
+    monkeypatch.setattr(driver, "prepare", lambda options: tokenizer)
+    monkeypatch.setattr(driver, "run_finetuning", lambda task, options: task.train_features())
+    common = dict(train_file=train, text_column_names="review", do_train=True, max_seq_length=8,
+                  long_text="windows", output_dir=tmp_path / "out")
+    windows = {cap: len(run_main(run_classifier, common, {"max_windows_per_text": cap})[
+        "lengths"]) for cap in (None, 3, 0)}
+    assert windows == {None: 20 + 8, 3: 20 + 3, 0: 40}
 
 
 @pytest.mark.slow

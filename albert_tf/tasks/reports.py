@@ -1,7 +1,7 @@
 """What a classification run shows its user: the data report before training (examples, label
-counts, token lengths, the share truncated) and, after evaluation, per-class precision / recall /
-F1 with macro and weighted averages, the confusion matrix (a table and confusion_matrix.png) and
-the worst-scored examples.
+counts, token lengths, the share truncated or how the windows divide among the texts) and,
+after evaluation, per-class precision / recall / F1 with macro and weighted averages, the
+confusion matrix (a table and confusion_matrix.png) and the worst-scored examples.
 
 The counts are a few lines of numpy: scikit-learn, which has them, is kept out of the install
 (Keras imports it whenever it is present, 2 s in every process)."""
