@@ -34,7 +34,8 @@ from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.clue import ClueTask
 from albert_tf.tasks.glue import GlueTask
-from albert_tf.tasks.labeled_text import LabeledTextTask, parse_class_weights
+from albert_tf.tasks.labeled_text import (MAX_WINDOWS_PER_TEXT, LabeledTextTask,
+                                          parse_class_weights)
 
 FLAGS = flags.FLAGS
 
@@ -78,6 +79,11 @@ def define_flags():
     define_if_missing(flags.DEFINE_integer, "window_stride", None,
                       "--long_text=windows: tokens between window starts; default half a "
                       "window ((--max_seq_length - 2) / 2).", lower_bound=1)
+    define_if_missing(flags.DEFINE_integer, "max_windows_per_text", MAX_WINDOWS_PER_TEXT,
+                      "--long_text=windows: training reads at most this many windows of one "
+                      "text, spread evenly from its start to its end, so that a very long text "
+                      "does not outweigh the others; 0: every window. Evaluation, predictions "
+                      "and the exports read every window of every text.", lower_bound=0)
     define_if_missing(flags.DEFINE_string, "class_weights", None,
                       "Weigh the training loss per class: 'balanced' (n / (classes x count)) "
                       "or label=weight pairs, comma-separated.")
@@ -133,7 +139,8 @@ def _own_data():
         task = LabeledTextTask(label_set, splits, None, FLAGS.max_seq_length,
                                FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                                FLAGS.threshold_to_export, parse_class_weights(FLAGS.class_weights),
-                               FLAGS.long_text, FLAGS.window_stride)
+                               FLAGS.long_text, FLAGS.window_stride,
+                               FLAGS.max_windows_per_text)
         task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise cli.usage_error(e) from None
@@ -154,7 +161,8 @@ def _clue(task):
                              classifier_dropout=FLAGS.classifier_dropout,
                              threshold_to_export=FLAGS.threshold_to_export,
                              weights=parse_class_weights(FLAGS.class_weights),
-                             long_text=FLAGS.long_text, window_stride=FLAGS.window_stride)
+                             long_text=FLAGS.long_text, window_stride=FLAGS.window_stride,
+                             max_windows_per_text=FLAGS.max_windows_per_text)
         clue_task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise cli.usage_error(e) from None

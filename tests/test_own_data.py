@@ -17,7 +17,10 @@ from albert_tf.data import labeled_text
 from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_table
 from albert_tf.serving.classify import Classifier
 from albert_tf.serving.text_io import format_text
-from albert_tf.tasks.labeled_text import class_weights, parse_class_weights
+from albert_tf.tasks import driver, reports
+from albert_tf.tasks.labeled_text import (LabeledTextTask, capped_windows, class_weights,
+                                          parse_class_weights)
+from albert_tf.tokenization.loader import open_vocabulary
 from conftest import assert_step_compiled, memoized_runs, peers, run_main
 from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
 from tool_runner import run_tool_captured
@@ -272,7 +275,6 @@ def test_class_weights_balanced_and_named():
 
 
 def test_the_report_s_figures_by_hand():
-    from albert_tf.tasks import reports
     labels, predicted = [0, 0, 1, 1, 2], [0, 1, 1, 1, 0]
     text, matrix = reports.classification_report(labels, predicted, ("a", "b", "c"))
     assert matrix.tolist() == [[1, 1, 0], [0, 2, 0], [1, 0, 0]]
@@ -629,6 +631,75 @@ def _long_texts(directory, seed):
             rows.append((f"{split}-{i}", " ".join(words), "good" if y else "bad"))
         paths[split] = str(_write(directory / f"{split}.csv", rows))
     return paths
+
+
+def _one_long_text(directory):
+    """A WordPiece tokenizer of PLAIN's words and rows: 20 texts of 4 words (one window of 6
+    pieces at max_seq_length 8) and one of 63 words (windows every 3 pieces, 0, 3, ..., 57:
+    20 windows), its words."""
+    vocab = directory / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *PLAIN]) + "\n")
+    rng = random.Random(0)
+    long_words = rng.choices(PLAIN, k=63)
+    rows = [{"review": " ".join(rng.choices(PLAIN, k=4)), "label": "bad"} for _ in range(20)]
+    rows.append({"review": " ".join(long_words), "label": "good"})
+    return open_vocabulary(str(vocab)), rows, long_words
+
+
+def test_windows_are_capped_per_text_in_training_spread_over_it_and_all_read_in_evaluation(
+        tmp_path, caplog):
+    tokenizer, rows, long_words = _one_long_text(tmp_path)
+
+    def task(**kwargs):
+        return LabeledTextTask.from_files(tokenizer, train=rows, dev=rows, max_seq_length=8,
+                                          cache_dir=str(tmp_path / "cache"), long_text="windows",
+                                          columns=Columns(text=("review",)), **kwargs)
+    with caplog.at_level("INFO", logger="absl"):
+        capped = task(max_windows_per_text=4)
+        train, dev = capped.train_features(), capped.eval_sets()[0][1]
+    division = ("21 examples (bad 20, good 1); tokens per example p50 6, p95 6, p99 53; 4.8% "
+                "longer than --max_seq_length=8 (read in 40 windows in all: 50.0% of them from "
+                "the longest 1% of the examples (1), at most 20 from one)")
+    assert f"train (train rows): {division}" in caplog.messages
+    assert f"dev (dev rows): {division}" in caplog.messages
+    assert ("Training reads at most 4 windows of a text (--max_windows_per_text), spread evenly "
+            "over it: 16 of 40 windows dropped, from 1 text; 24 training windows, 16.7% of them "
+            "from the longest 1% of the texts (evaluation and predictions read every window)"
+            in caplog.messages)
+    # The long text's windows 0, 6, 13 and 19 (of 0-19): pieces 0, 18, 39 and 57 on, its end.
+    ids = [tokenizer.vocab[w] for w in long_words]
+    starts = np.cumsum(train["lengths"])[20:] - train["lengths"][20:]
+    assert [list(train["input_word_ids"][s + 1:s + 7]) for s in starts] == [
+        ids[i:i + 6] for i in (0, 18, 39, 57)]
+    assert list(train["host_example"]) == [*range(20), 20, 20, 20, 20]
+    assert list(train["label_ids"]) == [0] * 20 + [1] * 4
+    assert len(train["input_word_ids"]) == train["lengths"].sum() == 20 * 6 + 4 * 8
+    # Evaluation reads every window of every text.
+    assert len(dev["lengths"]) == 40 and list(dev["host_example"][20:]) == [20] * 20
+    assert len(task(max_windows_per_text=0).train_features()["lengths"]) == 40
+    assert len(task().train_features()["lengths"]) == 20 + 8  # the default, 8
+    # The issue's case: 399 texts of one window and one of 363.
+    assert reports.window_division([1] * 399 + [363]) == {
+        "windows": 762, "longest": 4, "longest_share": 366 / 762, "most_windows": 363}
+    assert list(capped_windows([0, 1, 1, 1, 1, 1, 2], 2)) == [0, 1, 5, 6]
+    assert list(capped_windows([0, 0, 0, 1, 1, 1, 1], 1)) == [0, 3]
+    with pytest.raises(DataError, match=r"^--max_windows_per_text=-1: 0 \(every window\) or "
+                                        r"more$"):
+        task(max_windows_per_text=-1)
+
+
+def test_run_classifier_caps_training_windows_as_max_windows_per_text_says(tmp_path,
+                                                                           monkeypatch):
+    tokenizer, rows, _ = _one_long_text(tmp_path)
+    train = _write(tmp_path / "train.csv", [(i, r["review"], r["label"])
+                                            for i, r in enumerate(rows)])
+    monkeypatch.setattr(driver, "prepare", lambda options: tokenizer)
+    monkeypatch.setattr(driver, "run_finetuning", lambda task, options: task.train_features())
+    common = dict(train_file=train, text_column_names="review", do_train=True, max_seq_length=8,
+                  long_text="windows", output_dir=tmp_path / "out")
+    windows = {cap: len(run_main(run_classifier, common, {"max_windows_per_text": cap})[
+        "lengths"]) for cap in (None, 3, 0)}
+    assert windows == {None: 20 + 8, 3: 20 + 3, 0: 40}
 
 
 @pytest.mark.slow

@@ -107,6 +107,17 @@ def num_examples(features):
     return len(features["lengths"])
 
 
+def select_examples(features, rows):
+    """The features of the examples at `rows` (increasing indices): their sequences, and every
+    other array's values at `rows` (one value per example, host_ arrays included)."""
+    rows = np.asarray(rows, np.int64)
+    lengths = features["lengths"]
+    keep = np.zeros(len(lengths), bool)
+    keep[rows] = True
+    tokens = np.repeat(keep, lengths.reshape(len(lengths), -1).sum(1))
+    return {k: v[tokens] if k in SEQUENCE_KEYS else v[rows] for k, v in features.items()}
+
+
 def _columns(features, pad_to=None):
     """(ragged sequences, per-example values) with example_index and is_real_example added;
     `pad_to` appends weight-0 copies of example 0 up to that many examples."""

@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data import labeled_text
-from albert_tf.data.features import cached_features
+from albert_tf.data.features import cached_features, select_examples
 from albert_tf.data.glue import convert_examples
 from albert_tf.modeling.classifier import head_outputs, pool_windows
 from albert_tf.outputs import check_not_input
@@ -24,6 +24,8 @@ from albert_tf.tasks.classification_metrics import classification_metrics
 SPLIT_FLAGS = {"train": "train_file", "dev": "validation_file", "test": "test_file"}
 ACTIONS = {"train": "train", "dev": "eval", "test": "predict"}
 LONG_TEXT = ("truncate", "windows")
+# Training reads at most this many windows of one text (0: all), spread evenly over it.
+MAX_WINDOWS_PER_TEXT = 8
 WORST_EXAMPLES = 100
 # Multi-label thresholds are picked from these on the dev set, per label, for the best F1.
 THRESHOLDS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2))
@@ -115,6 +117,22 @@ def _long_text(label_set, splits, max_seq_length, long_text, window_stride):
     return dataclasses.replace(label_set, window_stride=None, window_length=None)
 
 
+def capped_windows(rows, cap):
+    """The rows (windows) training keeps of `rows` (each row's text; a text's rows
+    consecutive): all of a text with at most `cap`, else `cap` spread evenly from its first to
+    its last (0: every row)."""
+    rows = np.asarray(rows)
+    if not cap:
+        return np.arange(len(rows))
+    counts = np.bincount(rows)
+    keep = np.ones(len(rows), bool)
+    for text in np.flatnonzero(counts > cap):
+        start, count = np.searchsorted(rows, text), counts[text]
+        keep[start:start + count] = False
+        keep[start + np.linspace(0, count - 1, cap).round().astype(int)] = True
+    return np.flatnonzero(keep)
+
+
 def _digest(examples):
     h = hashlib.sha256()
     for ex in examples:
@@ -133,13 +151,18 @@ class LabeledTextTask(ClassificationTask):
     else "truncate"): "truncate" (the tokens past `max_seq_length` are dropped) or "windows"
     (read in windows `window_stride` tokens apart, default half a window, each trained on
     with its text's label; evaluation, predictions and the serving export average a text's
-    window logits).
+    window logits). `max_windows_per_text`: training reads at most this many windows of one
+    text, spread evenly over it (0: all); evaluation and predictions read every window.
     """
 
     def __init__(self, label_set, splits, tokenizer, max_seq_length, cache_dir,
                  classifier_dropout=0.1, threshold_to_export=None, weights=None,
-                 long_text=None, window_stride=None):
+                 long_text=None, window_stride=None, max_windows_per_text=MAX_WINDOWS_PER_TEXT):
         label_set = _long_text(label_set, splits, max_seq_length, long_text, window_stride)
+        if max_windows_per_text < 0:
+            raise labeled_text.DataError(f"--max_windows_per_text={max_windows_per_text}: 0 "
+                                         f"(every window) or more")
+        self.max_windows_per_text = max_windows_per_text
         super().__init__(tokenizer, max_seq_length, cache_dir, classifier_dropout,
                          threshold_to_export)
         self.label_set = label_set
@@ -219,11 +242,28 @@ class LabeledTextTask(ClassificationTask):
                                      self.label_set.is_multi_label)
             reports.data_report(f"{split} ({data.path})", texts["host_token_counts"],
                                 self.max_seq_length, counts,
-                                windows=len(features["lengths"]) if stride else None)
+                                windows=np.bincount(features["host_example"]) if stride
+                                else None)
         return features
 
     def train_features(self):
-        return self.features("train")
+        """The training features: with windows, at most max_windows_per_text of a text."""
+        features = self.features("train")
+        if not self.label_set.window_stride:
+            return features
+        rows = features["host_example"]
+        kept = capped_windows(rows, self.max_windows_per_text)
+        if len(kept) == len(rows):
+            return features
+        capped = np.count_nonzero(np.bincount(rows) > self.max_windows_per_text)
+        division = reports.window_division(np.bincount(rows[kept]))
+        logging.info("Training reads at most %d windows of a text (--max_windows_per_text), "
+                     "spread evenly over it: %d of %d windows dropped, from %d text%s; %d "
+                     "training windows, %.1f%% of them from the longest 1%% of the texts "
+                     "(evaluation and predictions read every window)",
+                     self.max_windows_per_text, len(rows) - len(kept), len(rows), capped,
+                     "" if capped == 1 else "s", len(kept), 100 * division["longest_share"])
+        return select_examples(features, kept)
 
     def eval_sets(self):
         return [("dev", self.features("dev"))]

@@ -1,7 +1,7 @@
 """What a classification run shows its user: the data report before training (examples, label
-counts, token lengths, the share truncated) and, after evaluation, per-class precision / recall /
-F1 with macro and weighted averages, the confusion matrix (a table and confusion_matrix.png) and
-the worst-scored examples.
+counts, token lengths, the share truncated or how the windows divide among the texts) and,
+after evaluation, per-class precision / recall / F1 with macro and weighted averages, the
+confusion matrix (a table and confusion_matrix.png) and the worst-scored examples.
 
 The counts are a few lines of numpy: scikit-learn, which has them, is kept out of the install
 (Keras imports it whenever it is present, 2 s in every process)."""
@@ -21,20 +21,38 @@ CONFUSION_PICTURE = "confusion_matrix.png"
 
 def data_report(name, token_counts, max_seq_length, label_counts=None, windows=None):
     """One log line per split: examples, label counts, token-length percentiles 50/95/99 and
-    the share longer than max_seq_length (truncated, or with `windows` (the number of
-    windows) read in windows). Returns the figures."""
+    the share longer than max_seq_length (truncated, or with `windows` (each example's number
+    of windows) read in windows: how many in all, the share of them from the longest 1% of the
+    examples and the most from one). Returns the figures."""
     counts = np.asarray(token_counts)
     p50, p95, p99 = (int(np.percentile(counts, q)) for q in (50, 95, 99))
     longer = float(np.mean(counts > max_seq_length))
     labels = ", ".join(f"{k} {v}" for k, v in label_counts.items()) if label_counts else ""
-    fate = f"read in {windows} windows in all" if windows else "truncated"
+    figures = {"examples": len(counts), "labels": dict(label_counts or {}),
+               "tokens_p50": p50, "tokens_p95": p95, "tokens_p99": p99, "longer": longer,
+               "windows": None}
+    fate = "truncated"
+    if windows is not None:
+        figures.update(window_division(windows))
+        fate = ("read in {windows} windows in all: {longest_share:.1%} of them from the longest "
+                "1% of the examples ({longest}), at most {most_windows} from one").format(
+                    **figures)
     logging.info("%s: %d examples%s; tokens per example p50 %d, p95 %d, p99 %d; %.1f%% longer "
                  "than --max_seq_length=%d (%s)", name, len(counts),
                  f" ({labels})" if labels else "", p50, p95, p99, 100 * longer,
                  max_seq_length, fate)
-    return {"examples": len(counts), "labels": dict(label_counts or {}),
-            "tokens_p50": p50, "tokens_p95": p95, "tokens_p99": p99, "longer": longer,
-            "windows": windows}
+    return figures
+
+
+def window_division(windows):
+    """How `windows` (each example's number of windows) divide: the total, the longest 1% of
+    the examples (at least one), their share of the windows and the most one example has."""
+    windows = np.sort(np.asarray(windows, np.int64))[::-1]
+    longest = max(1, len(windows) // 100)
+    total = int(windows.sum())
+    return {"windows": total, "longest": longest,
+            "longest_share": float(windows[:longest].sum() / max(total, 1)),
+            "most_windows": int(windows[0]) if len(windows) else 0}
 
 
 def label_counts(label_ids, names, multi_label=False):
