@@ -118,7 +118,7 @@ def main(_):
         predictor = Tagger(FLAGS.model, labels=FLAGS.labels, **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
-    texts, texts_b, columns = _inputs(getattr(predictor, "label_set", None))
+    texts, texts_b, columns = _inputs(predictor.text_columns)
     vectors = None
     if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
         vectors, results = predictor.vectors(texts, texts_b), []
@@ -130,12 +130,11 @@ def main(_):
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
 
 
-def _inputs(label_set):
+def _inputs(remembered):
     """(texts, texts_b or None, each row's other columns or None) of --text or --input_file,
-    whose text columns default to those the model's run read (its `label_set`)."""
+    whose text columns default to those the model's run read (`remembered`)."""
     if not FLAGS.input_file:
         return [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b], None
-    remembered = label_set.text_columns if label_set else ()
     return read_input_file(FLAGS.input_file, FLAGS.text_column_names or remembered,
                            FLAGS.delimiter)
 

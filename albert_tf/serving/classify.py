@@ -115,6 +115,10 @@ class Classifier(Predictor):
             raise PredictError(f"{self.source.path} is a {kind} export, which has no classifier "
                                f"head: give a run_classifier output_dir or a classifier export")
 
+    @property
+    def text_columns(self):
+        return self.label_set.text_columns if self.label_set else ()
+
     def __call__(self, texts, texts_b=None):
         texts, texts_b = check_pairs(texts, texts_b)
         results = []

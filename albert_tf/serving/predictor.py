@@ -87,6 +87,12 @@ class Predictor:
             raise PredictError(f"--max_seq_length={self.max_seq_length} leaves no room for text")
 
     @property
+    def text_columns(self):
+        """The text columns the model's training run read (the default columns of a table
+        input), () where the model does not say."""
+        return ()
+
+    @property
     def tokenizer(self):
         if self._tokenizer is None:
             spm_model_file, do_lower_case, vocab_file = self._tokenizer_args
