@@ -1,5 +1,6 @@
 """AlbertClassifier head and loss protocol, fine-tuning input pipeline, step arithmetic, metrics."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -182,3 +183,44 @@ def test_metrics():
     assert pearson([1, 2, 3], [2, 4, 6.5]) == pytest.approx(4.5 / np.sqrt(2 * 61 / 6))
     assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
     assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(22.5))
+
+
+@pytest.mark.parametrize("policy,rtol", [("float32", 1e-5), ("mixed_bfloat16", 0.03),
+                                         ("mixed_float16", 0.01)])
+def test_training_step_runs_the_last_block_at_cls_only(policy, rtol):
+    """A sentence head reads [CLS] alone, so a training step runs the last block on one row a
+    sequence (its intermediate matmul is [batch, intermediate]): the loss and gradients of the
+    whole-sequence step, within the compute dtype's rounding, with and without XLA."""
+    keras.mixed_precision.set_global_policy(policy)
+    tf.keras.utils.set_random_seed(3)
+    model = AlbertClassifier(AlbertConfig(**TINY), num_labels=3, classifier_dropout=0.0)
+    keras.mixed_precision.set_global_policy("float32")
+    batch = {k: tf.constant(v) for k, v in _batch().items()}
+    n, seq = batch["input_word_ids"].shape
+
+    def loss_and_grads(training_rows):
+        with tf.GradientTape() as tape:
+            if training_rows == "all":  # the whole sequence, as inference runs it
+                pooled = model.encoder(batch, training=True)["pooled_output"]
+                logits = tf.matmul(pooled, tf.cast(model.output_weights, pooled.dtype),
+                                   transpose_b=True) + tf.cast(model.output_bias, pooled.dtype)
+                out = {"logits": tf.cast(logits, tf.float32)}
+            else:
+                out = model(batch, training=True)
+            sums = model.loss_sums(batch, out)
+            loss = model.replica_loss(sums, model.denominators(batch))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    def flat(grads):
+        return np.concatenate([tf.convert_to_tensor(g).numpy().ravel() for g in grads])
+    loss_all, grads_all = loss_and_grads("all")
+    for jit in (False, True):
+        step = tf.function(lambda: loss_and_grads("cls"), jit_compile=jit)
+        loss, grads = step()
+        assert float(loss) == pytest.approx(float(loss_all), rel=rtol)
+        g, h = flat(grads), flat(grads_all)
+        assert np.linalg.norm(g - h) <= rtol * np.linalg.norm(h)
+    shapes = [tuple(op.outputs[0].shape) for op in step.get_concrete_function().graph
+              .get_operations() if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")]
+    assert (n, TINY["intermediate_size"]) in shapes
+    assert (n * seq, TINY["intermediate_size"]) in shapes

@@ -64,5 +64,8 @@ class HubEncoder(keras.layers.Layer):
         return {"pooled_output": outputs["pooled_output"],
                 "sequence_output": outputs["sequence_output"]}
 
+    def pooled_output(self, inputs, training=None):
+        return self(inputs, training=training)["pooled_output"]
+
     def tf1_weights(self):
         return dict(self._names)

@@ -34,7 +34,7 @@ class AlbertClassifier(TaskModel):
     0/1 rows [batch, num_labels], binary cross-entropy averaged over the labels).
 
     `encoder` is an AlbertConfig (a new AlbertEncoder is built) or any encoder layer with the
-    TF-Hub call API, `config` and `tf1_weights()` (AlbertEncoder, finetuning.HubEncoder).
+    TF-Hub call API (TaskModel says what it needs; AlbertEncoder, formats.hub.HubEncoder).
     Outputs `logits` [batch, num_labels] float32 and `probabilities` (softmax; regression:
     `predictions` [batch]). Features may carry `label_ids` and `is_real_example` (weight).
     `class_weights` (one per label) scale each example's loss by its label's weight; multi-label:
@@ -100,7 +100,7 @@ class AlbertClassifier(TaskModel):
             inputs = self.preprocessor(inputs)  # raw strings (a tuple of two for pairs)
         encoder_inputs = {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")
                           if k in inputs}
-        pooled = self.encoder(encoder_inputs, training=training)["pooled_output"]
+        pooled = self.encoder.pooled_output(encoder_inputs, training=training)
         pooled = self.dropout(pooled, training=training)
         weights = tf.cast(self.output_weights, pooled.dtype)
         logits = tf.matmul(pooled, weights, transpose_b=True) + tf.cast(self.output_bias,

@@ -72,6 +72,15 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         with traced_with(self.step_kernels):
             return self._encode(inputs, training, output_positions)
 
+    def pooled_output(self, inputs, training=None):
+        """The pooled output alone ([CLS] through the pooler): when training with the fused
+        kernels the last block runs at [CLS] only, which is all a sentence head reads."""
+        if not kernels.enabled(training):
+            return self(inputs, training=training)["pooled_output"]
+        batch = tf.shape(_unpack_inputs(inputs)[0])[0]
+        none = tf.zeros([batch, 0], tf.int32)
+        return self(inputs, training=training, output_positions=none)["pooled_output"]
+
     def _encode(self, inputs, training, output_positions):
         word_ids, input_mask, type_ids = _unpack_inputs(inputs)
         # Static sizes where known (XLA and the fused attention want them), else tensors.

@@ -13,7 +13,7 @@ ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMultipleChoice(TaskModel):
     """Scores [batch, choices, length] inputs; outputs `logits` [batch, choices] float32 and
-    `probabilities`. `encoder` is an AlbertConfig or an encoder layer with the TF-Hub call API.
+    `probabilities`. `encoder` is an AlbertConfig or an encoder layer (TaskModel).
     Features may carry `label_ids` (the right choice) and `is_real_example` (weight)."""
 
     def __init__(self, encoder, dropout_prob=0.1, **kwargs):
@@ -39,7 +39,7 @@ class AlbertMultipleChoice(TaskModel):
         ids = inputs["input_word_ids"]
         shape = tf.shape(ids)
         flat = {k: tf.reshape(inputs[k], [-1, shape[-1]]) for k in ENCODER_INPUTS if k in inputs}
-        pooled = self.encoder(flat, training=training)["pooled_output"]
+        pooled = self.encoder.pooled_output(flat, training=training)
         pooled = self.dropout(pooled, training=training)
         scores = tf.matmul(pooled, tf.cast(self.output_weights, pooled.dtype), transpose_b=True)
         scores = scores + tf.cast(self.output_bias, pooled.dtype)

@@ -21,8 +21,9 @@ POOLER_PATHS = ("pooler/",)
 
 class TaskModel(PretrainedMixin, keras.Model):
     """An encoder plus a task head. `encoder` is an AlbertConfig (or its dict; a new
-    AlbertEncoder is built) or any encoder layer with the TF-Hub call API, `config` and
-    `tf1_weights()` (AlbertEncoder, formats.hub.HubEncoder).
+    AlbertEncoder is built) or any encoder layer with the TF-Hub call API, `config`,
+    `pooled_output(inputs, training)` and `tf1_weights()` (AlbertEncoder,
+    formats.hub.HubEncoder).
 
     With Keras's loop: `compile(loss=...)` with standard losses and metrics meets the outputs
     `keras_outputs()` names when the labels are an array (or a tuple, one per name); labels in a
