@@ -146,7 +146,8 @@ def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
     hlo = gzip.open(stem + ".hlo.gz", "rt").read()
     t0 = time.perf_counter()
     exe, dev = compile_hlo(read_proto(stem))
-    row = dict(what="albert_tf step (TF->HLO, XLA on GPU)", name=name, batch=meta["batch"],
+    row = dict(what="albert_tf step (TF->HLO, XLA on %s)" % dev.platform, name=name,
+               batch=meta["batch"],
                seq=meta["seq"], compile_s=time.perf_counter() - t0, **memory_stats(exe))
     make_arg = _finetuning_args(meta) if "features" in meta else _feature_args()
     rng = np.random.default_rng(0)
@@ -428,25 +429,10 @@ def profile(path, steps=5):
         for o, p in alias.items():
             args[p] = outs[o][0]
         jax.block_until_ready(outs)
-    for _ in range(3):
+    for _ in range(2):
         once()
-    logdir = "/tmp/prof_" + meta["name"]
-    jax.profiler.start_trace(logdir)
-    for _ in range(steps):
-        once()
-    jax.profiler.stop_trace()
-    xplane = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
-    data = jax.profiler.ProfileData.from_file(xplane)
-    totals, counts = collections.Counter(), collections.Counter()
-    for plane in data.planes:
-        if not plane.name.startswith("/device:GPU"):
-            continue
-        for line in plane.lines:
-            if "stream" not in line.name.lower() or "memcpy" in line.name.lower():
-                continue
-            for ev in line.events:
-                totals[ev.name] += ev.duration_ns
-                counts[ev.name] += 1
+    totals, counts, steps = kernel_times(once, meta["name"], steps)
+    totals, counts = collections.Counter(totals), collections.Counter(counts)
     total = sum(totals.values())
     print(json.dumps({"profile": meta["name"], "gpu_ms_per_step": total / steps / 1e6}))
     for name, ns in totals.most_common(45):
