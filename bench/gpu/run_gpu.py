@@ -147,8 +147,8 @@ def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
     t0 = time.perf_counter()
     exe, dev = compile_hlo(read_proto(stem))
     row = dict(what="albert_tf step (TF->HLO, XLA on %s)" % dev.platform, name=name,
-               batch=meta["batch"],
-               seq=meta["seq"], compile_s=time.perf_counter() - t0, **memory_stats(exe))
+               batch=meta["batch"], seq=meta["seq"], compile_s=time.perf_counter() - t0,
+               **memory_stats(exe))
     make_arg = _finetuning_args(meta) if "features" in meta else _feature_args()
     rng = np.random.default_rng(0)
     host = [make_arg(dt, sh, rng, meta) for dt, sh in entry_params(hlo)]
