@@ -17,7 +17,7 @@ from albert_tf.serving import export, finetuned
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.text_io import format_text, read_input_file
 from albert_tf.formats.checkpoints import named_weights_checkpoint
-from albert_tf.data.labeled_text import LabelSet
+from albert_tf.data.labeled_text import InputProblems, LabelSet
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import TINY
 from tool_runner import run_tool_captured
@@ -425,3 +425,25 @@ def test_input_file_column_mistakes_are_one_line(assets, tmp_path, capsys):
         assert status == 2 and stdout == ""
         assert [line for line in stderr.splitlines() if "error" in line] == [
             f"predict: error: {message}"]
+
+
+def test_table_input_reports_every_bad_row_in_one_pass(tmp_path):
+    """A .csv predict reads: a row with too many fields and a blank text, both reported at once,
+    in file order, as run_classifier reports a training file's."""
+    path = tmp_path / "new.csv"
+    path.write_text('id,text\n1,fine\n2,"a",extra\n3,\n4,also fine\n', encoding="utf-8")
+    with pytest.raises(InputProblems) as caught:
+        read_input_file(str(path))
+    lines = str(caught.value).splitlines()
+    assert lines[0].startswith("2 problems")
+    assert [line.split(": ")[0] for line in lines[1:]] == [f"{path}:3", f"{path}:4"]
+
+
+def test_blank_lines_of_a_text_file_are_skipped_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "new.txt"
+    path.write_text("first\n\nsecond\n   \nthird\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        texts, texts_b, columns = read_input_file(str(path))
+    assert (texts, texts_b, columns) == (["first", "second", "third"], None, None)
+    assert f"--input_file={path}: 2 blank lines skipped (line 2, 4): the results follow its 3 " \
+           "non-blank lines" in caplog.text

@@ -653,6 +653,18 @@ def _row_label(row, label_set, columns, labeled, optional):
     return None
 
 
+def read_unlabeled(source, text_columns=(), delimiter=None):
+    """LabeledText of a file without labels (what predict reads): `text_columns` (one, or two
+    for pairs), else the first of DEFAULT_TEXT_COLUMNS it has; every bad row found in one pass,
+    then all raised together."""
+    with _collecting(None) as problems:
+        table = read_table(source, delimiter=delimiter, problems=problems)
+        problems.start(table.path)
+        data = read_examples(table, None, Columns(tuple(text_columns or ()), label=None),
+                             labeled=False, problems=problems)
+    return data
+
+
 def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, labels=None):
     """(LabelSet, {split: LabeledText}) of `files` ({"train"|"dev"|"test": path, Table,
     DataFrame or rows}). The labels are `labels` (a LabelSet: a benchmark's fixed list), else

@@ -7,6 +7,7 @@ import os
 import sys
 
 import numpy as np
+from absl import logging
 
 from albert_tf.data import labeled_text
 from albert_tf.serving.predictor import PredictError
@@ -25,9 +26,7 @@ def read_input_file(path, text_columns=None, delimiter=None):
     detected. Any other file is one text per line, or two tab-separated texts."""
     if not is_table(path):
         return (*_read_lines(path), None)
-    table = labeled_text.read_table(path, delimiter=delimiter)
-    data = labeled_text.read_examples(table, None, labeled_text.Columns(
-        tuple(text_columns or ()), label=None), labeled=False)
+    data = labeled_text.read_unlabeled(path, text_columns, delimiter)
     texts_b = [ex.text_b for ex in data.examples] if len(data.text_columns) > 1 else None
     return [ex.text_a for ex in data.examples], texts_b, data.extras
 
@@ -36,7 +35,7 @@ def _read_lines(path):
     """(texts, texts_b or None): a second tab-separated column makes pairs (all or none)."""
     if not os.path.isfile(path):
         raise PredictError(f"--input_file={path} not found")
-    rows = []
+    rows, blank = [], []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
@@ -46,6 +45,13 @@ def _read_lines(path):
                                    f"at byte {e.start + 1}); convert the file to UTF-8") from None
             if line.strip():
                 rows.append(line.split("\t"))
+            else:
+                blank.append(number)
+    if blank and rows:
+        shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
+        logging.warning("--input_file=%s: %d blank line%s skipped (line %s): the results follow "
+                        "its %d non-blank lines", path, len(blank), "" if len(blank) == 1
+                        else "s", shown, len(rows))
     if not rows:
         raise PredictError(f"--input_file={path} holds no text")
     widths = {len(r) for r in rows}
