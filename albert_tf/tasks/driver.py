@@ -249,7 +249,7 @@ class _Run:
         heads = tuple(self.task.head_names)  # a warm start's head may be another task's
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
                                            allow_reshaped=heads)
-        logging.info("Training %d steps (%d warmup) on %d examples", self.num_train_steps,
+        logging.info("Training %d steps (%d warmup) on %d sequences", self.num_train_steps,
                      self.num_warmup_steps, num_examples(self.train_features))
         self.trainer.train(self.dataset_fn(self.train_features, f.train_batch_size, True),
                            self.num_train_steps,
