@@ -36,7 +36,7 @@ from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH
-from albert_tf.serving.text_io import is_table, read_input_file, write_results
+from albert_tf.serving.text_io import read_input_file, write_results
 
 FLAGS = flags.FLAGS
 
@@ -95,8 +95,9 @@ def main(_):
         raise app.UsageError("--text_b goes with --text; pairs in --input_file are two "
                              "tab-separated columns (.csv, .tsv, .jsonl: two "
                              "--text_column_names)")
+    table = FLAGS.input_file and labeled_text.is_table(FLAGS.input_file)
     for name in ("text_column_names", "delimiter"):
-        if FLAGS[name].value and not (FLAGS.input_file and is_table(FLAGS.input_file)):
+        if FLAGS[name].value and not table:
             raise app.UsageError(f"--{name} goes with a .csv, .tsv or .jsonl --input_file")
     if FLAGS.output_file:
         check_output_files([FLAGS.output_file], "output_file", what="predictions",

@@ -130,12 +130,15 @@ class Table:
         return f"{self.path}:{self.lines[i]}"
 
 
+def is_table(path):
+    """Whether `path` names a file read by column (.csv, .tsv, JSON Lines)."""
+    return os.path.splitext(path)[1].lower() in (*DELIMITERS, *JSON_LINES)
+
+
 def table_format(path):
     ext = os.path.splitext(path)[1].lower()
-    if ext in DELIMITERS:
-        return ext[1:]
-    if ext in JSON_LINES:
-        return "jsonl"
+    if is_table(path):
+        return ext[1:] if ext in DELIMITERS else "jsonl"
     raise DataError(f"{path}: unknown file type {ext or '(no extension)'!r}; name it .csv, .tsv "
                     f"or .jsonl (JSON Lines: one object per line)")
 

@@ -13,18 +13,12 @@ from albert_tf.data import labeled_text
 from albert_tf.serving.predictor import PredictError
 
 
-def is_table(path):
-    """Whether `path` is read by column (.csv, .tsv, JSON Lines), not one text per line."""
-    ext = os.path.splitext(path)[1].lower()
-    return ext in labeled_text.DELIMITERS or ext in labeled_text.JSON_LINES
-
-
 def read_input_file(path, text_columns=None, delimiter=None):
     """(texts, texts_b or None, each row's other columns or None). A .csv, .tsv or JSON Lines
     file is read as run_classifier reads a test file: `text_columns` (one, or two for pairs),
     else the first of labeled_text.DEFAULT_TEXT_COLUMNS it has; a .csv's `delimiter`, else
     detected. Any other file is one text per line, or two tab-separated texts."""
-    if not is_table(path):
+    if not labeled_text.is_table(path):
         return (*_read_lines(path), None)
     data = labeled_text.read_unlabeled(path, text_columns, delimiter)
     texts_b = [ex.text_b for ex in data.examples] if len(data.text_columns) > 1 else None

@@ -21,7 +21,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_step_bench  # noqa: E402
-from gpu_step_bench import DT, compile_hlo, read_proto, run_hlo, torch_peer  # noqa: E402
+from gpu_step_bench import (DT, compile_hlo, read_proto, run_hlo, stepper,  # noqa: E402
+                            torch_peer)
 
 _random_arg = gpu_step_bench.make_arg
 
@@ -154,13 +155,7 @@ def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
     host = [make_arg(dt, sh, rng, meta) for dt, sh in entry_params(hlo)]
     args = [jax.device_put(x, dev) for x in host]
     alias = aliases(hlo)
-
-    def once():
-        outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
-        for o, p in alias.items():
-            args[p] = outs[o][0]
-        jax.block_until_ready(outs)
-        return outs
+    once = stepper(exe, args, alias)
     outs = once()
     row["loss"] = float(np.asarray(outs[0][0]))
     delta = np.concatenate([(np.asarray(outs[o][0]) - host[p]).ravel().astype(np.float32)
@@ -184,11 +179,11 @@ def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
                seq_per_s=meta["batch"] * (meta.get("choices") or 1) / med)
     row["tflops"] = row["flops"] / med / 1e12
     if profiled:
-        _profile_variant(exe, once, name, dump_dir, bandwidth_gbs)
+        kernel_report(exe, once, name, dump_dir, bandwidth_gbs)
     return row
 
 
-def _profile_variant(exe, once, name, dump_dir, bandwidth_gbs):
+def kernel_report(exe, once, name, dump_dir, bandwidth_gbs):
     """The kernels' times of `once` by name, joined to what the optimized HLO says each moves."""
     import gzip
     import hlo_costs
@@ -411,8 +406,9 @@ def dropout_probe(d):
                       bool((masks[0] != masks[1]).any())}), flush=True)
 
 
-def profile(path, steps=5):
-    """Per-kernel GPU time of `steps` executions of a step module, summed by kernel name."""
+def profile(path):
+    """Each kernel's GPU time in a step module, joined to the bytes its fusion moves
+    (`kernel_report`, as `variants --profile` prints it)."""
     import jax
     import gzip
     from gpu_step_bench import entry_params, aliases
@@ -422,22 +418,10 @@ def profile(path, steps=5):
     rng = np.random.default_rng(0)
     make_arg = _feature_args()
     args = [jax.device_put(make_arg(dt, sh, rng, meta), dev) for dt, sh in entry_params(hlo)]
-    alias = aliases(hlo)
-
-    def once():
-        outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
-        for o, p in alias.items():
-            args[p] = outs[o][0]
-        jax.block_until_ready(outs)
+    once = stepper(exe, args, aliases(hlo))
     for _ in range(2):
         once()
-    totals, counts, steps = kernel_times(once, meta["name"], steps)
-    totals, counts = collections.Counter(totals), collections.Counter(counts)
-    total = sum(totals.values())
-    print(json.dumps({"profile": meta["name"], "gpu_ms_per_step": total / steps / 1e6}))
-    for name, ns in totals.most_common(45):
-        print("%8.3f ms %5.1f%% x%-4d %s" % (ns / steps / 1e6, 100 * ns / total,
-                                             counts[name] // steps, name[:110]))
+    kernel_report(exe, once, meta["name"], "", None)
 
 
 def main():
