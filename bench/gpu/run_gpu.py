@@ -433,7 +433,8 @@ def main():
     ap.add_argument("--profile", default="")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--dump", default="", help="variants: folder for optimized HLO, profiles")
-    ap.add_argument("--torch", action="store_true", help="variants: torch.compile peers last")
+    ap.add_argument("--ceilings", action="store_true",
+                    help="variants: the bf16 matmul and device-copy ceilings first")
     a = ap.parse_args()
     if a.what == "attention":
         attention_checks(a.hlo_dir)
@@ -444,13 +445,13 @@ def main():
     if a.what == "variants":
         out = []
         bandwidth = None
-        if a.peers:
+        if a.ceilings:
             gpu_step_bench.matmul_ceiling(out)
             bandwidth = copy_bandwidth(out)
         names = a.only.split(",")
         variants(a.hlo_dir, names, a.iters, out, a.profile.split(","), a.dump, bandwidth)
         _table(out)
-        if a.torch:
+        if a.peers:
             shapes = {}
             for name in names:
                 m = json.load(open(os.path.join(a.hlo_dir, name + ".json")))
