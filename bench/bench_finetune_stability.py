@@ -16,6 +16,9 @@ peak rate) and is scored by the same code on the same dev features:
                                 converted with convert_checkpoint --format=hf, torch AdamW
                                 (eps 1e-8, weight decay 0.01 except bias and LayerNorm), linear
                                 warmup then linear decay, global-norm clipping at 1.0
+Each run also records how far it moved each word-embedding row ("rows": per bin of how often
+the row's piece occurs in the task's training features, the bin's row count and the mean and
+median L2 norm of the row's change), to see which rows an update rule leaves behind.
 A run is "stuck" when it ends at the constant prediction: classification accuracy within one
 example of the dev majority rate, tagging F1 below 0.01.
 
@@ -46,11 +49,13 @@ sys.path.insert(0, ROOT)
 import triton_first  # noqa: E402,F401  (before TensorFlow: bench/triton_first.py)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from absl import logging  # noqa: E402
 
 from albert_tf.data import glue  # noqa: E402
 from albert_tf.data.features import num_examples  # noqa: E402
 from albert_tf.formats.tokenizers import load_tokenizer  # noqa: E402
+from albert_tf.formats.resolve import run_checkpoint  # noqa: E402
 from albert_tf.tasks import GlueTask, NerTask, finetuning_options, run_finetuning  # noqa: E402
 from albert_tf.tasks.ner import run_labels  # noqa: E402
 from albert_tf.run_ner import NER_DEFAULTS  # noqa: E402
@@ -65,6 +70,8 @@ VARIANTS = {
     "bc_decay": dict(ORIGINAL, bias_correction=True, decay_after_warmup=True),
     "bc_decay_eps8": dict(ORIGINAL, bias_correction=True, decay_after_warmup=True,
                           adam_epsilon=1e-8),
+    "eps6": dict(adam_epsilon=1e-6),
+    "eps8": dict(adam_epsilon=1e-8),
     "bucket": dict(padding="bucket"),
     "no_bucket": dict(padding="batch"),
 }
@@ -127,6 +134,40 @@ def stuck(task, features, value):
     return abs(value - majority) <= 1.0 / len(labels) + 1e-9
 
 
+# Bins of how often a piece occurs in the training features: [low, high).
+ROW_BINS = [(0, 1), (1, 2), (2, 10), (10, 100), (100, 1000), (1000, None)]
+
+
+def row_updates(before, after, features):
+    """Per bin of occurrence count in the training features: [bin, rows, mean, median] of the
+    L2 norms of the embedding rows' changes."""
+    counts = np.bincount(features["input_word_ids"].astype(np.int64), minlength=len(before))
+    norms = np.linalg.norm(np.asarray(after, np.float64) - np.asarray(before, np.float64),
+                           axis=1)
+    out = []
+    for low, high in ROW_BINS:
+        rows = (counts >= low) & (counts < high if high else True)
+        name = f"{low}" if high == low + 1 else f"{low}-{high - 1 if high else ''}"
+        if rows.any():
+            out.append([name, int(rows.sum()), float(norms[rows].mean()),
+                        float(np.median(norms[rows]))])
+    return out
+
+
+def word_embeddings(checkpoint):
+    """The word-embedding table of a checkpoint (ours: pretrained or fine-tuned), as a
+    fine-tuning run reads it (a run directory: its best checkpoint, else its newest)."""
+    if os.path.isdir(checkpoint):
+        checkpoint = run_checkpoint(checkpoint)[0]
+    reader = tf.train.load_checkpoint(checkpoint)
+    names = [n for n in reader.get_variable_to_shape_map()
+             if "word_embeddings" in n and n.endswith("VARIABLE_VALUE")
+             and "OPTIMIZER_SLOT" not in n]
+    if len(names) != 1:
+        raise ValueError(f"{checkpoint}: not one word-embedding table: {names}")
+    return reader.get_tensor(names[0])
+
+
 def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
     names = variant.split("+") if variant else []
     unknown = [name for name in names if name not in VARIANTS and name not in HEAD_INITIALIZERS]
@@ -138,7 +179,8 @@ def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
         task = make_task(task_name, args, tokenizer, out)
         options = finetuning_options(
             output_dir=out, init_checkpoint=args.init_checkpoint,
-            spm_model_file=args.spm_model_file, do_train=True, do_eval=True,
+            spm_model_file=args.spm_model_file, vocab_file=args.vocab_file, do_train=True,
+            do_eval=True,
             max_seq_length=args.max_seq_length, train_batch_size=args.batch_size,
             eval_batch_size=100, learning_rate=lr, train_step=args.steps,
             warmup_step=args.warmup, save_checkpoints_steps=args.steps,
@@ -152,7 +194,10 @@ def run_ours(task_name, lr, seed, precision, variant, args, tokenizer):
             value = run_finetuning(task, options)[task.best_metric]
         finally:
             keras.initializers.TruncatedNormal = truncated
-        return value, stuck(task, task.eval_sets()[0][1], value)
+        rows = row_updates(word_embeddings(args.init_checkpoint),
+                           word_embeddings(tf.train.latest_checkpoint(out)),
+                           task.train_features())
+        return value, stuck(task, task.eval_sets()[0][1], value), rows
     finally:
         shutil.rmtree(out, ignore_errors=True)
         keras.backend.clear_session()
@@ -207,6 +252,8 @@ def run_transformers(task_name, lr, seed, args, tokenizer):
         no_decay = [p for n, p in model.named_parameters() if "bias" in n or id(p) in norms]
         decay = [p for n, p in model.named_parameters()
                  if not ("bias" in n or id(p) in norms)]
+        table = model.albert.embeddings.word_embeddings.weight
+        before = table.detach().numpy().copy()
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                                        {"params": no_decay, "weight_decay": 0.0}],
                                       lr=lr, eps=1e-8)
@@ -268,7 +315,7 @@ def run_transformers(task_name, lr, seed, args, tokenizer):
         else:
             outputs = {"logits": logits, "per_example_loss": np.zeros(len(logits))}
         value = task.eval_metrics("dev", dev, outputs)[task.best_metric]
-        return value, stuck(task, dev, value)
+        return value, stuck(task, dev, value), row_updates(before, table.detach().numpy(), train)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -287,10 +334,49 @@ def summarise(results):
     return "\n".join(lines)
 
 
+def against_peer(results, peer="transformers"):
+    """Each run's mean minus the peer's in every (task, rate) cell, in the peer's standard
+    deviations: the rule that picks a default is never below -1 in any cell."""
+    cells = {}
+    for r in results:
+        cells.setdefault((r["task"], r["learning_rate"]), {}).setdefault(r["run"], []).append(
+            r["score"])
+    lines = ["| task | learning rate | run | minus peer | in peer std |", "|---|---|---|---|---|"]
+    for (task, lr), runs in sorted(cells.items()):
+        if peer not in runs or len(runs[peer]) < 2:
+            continue
+        base, spread = np.mean(runs[peer]), np.std(runs[peer], ddof=1)
+        for run, values in sorted(runs.items()):
+            if run != peer:
+                diff = np.mean(values) - base
+                lines.append(f"| {task} | {lr:g} | {run} | {diff:+.3f} | {diff / spread:+.2f} |")
+    return "\n".join(lines)
+
+
+def summarise_rows(results):
+    """Mean over seeds of each bin's mean row change, per task, learning rate and run."""
+    rows, names = {}, []
+    for r in results:
+        for name, _, mean, _ in r.get("rows") or []:
+            rows.setdefault((r["task"], r["learning_rate"], r["run"]), {}).setdefault(
+                name, []).append(mean)
+            if name not in names:
+                names.append(name)
+    if not rows:
+        return ""
+    lines = ["| task | learning rate | run | " + " | ".join(f"rows seen {n}x" for n in names)
+             + " |", "|---|---|---|" + "---|" * len(names)]
+    for (task, lr, run), bins in sorted(rows.items()):
+        lines.append(f"| {task} | {lr:g} | {run} | " + " | ".join(
+            f"{np.mean(bins[n]):.2e}" if n in bins else "" for n in names) + " |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--init_checkpoint", required=True)
-    parser.add_argument("--spm_model_file", required=True)
+    parser.add_argument("--spm_model_file", default=None)
+    parser.add_argument("--vocab_file", default=None, help="a WordPiece vocab.txt instead")
     parser.add_argument("--tasks", default="classify,tag")
     parser.add_argument("--learning_rates", default="1e-4,5e-4,2e-3")
     parser.add_argument("--seeds", default="1,2,3,4,5")
@@ -314,20 +400,22 @@ def main():
         with open(path) as f:
             results = [json.loads(line) for line in f if line.strip()]
     done = {(r["task"], r["learning_rate"], r["run"], r["seed"]) for r in results}
-    tokenizer = load_tokenizer(args.spm_model_file)
+    tokenizer = load_tokenizer(args.spm_model_file, vocab_file=args.vocab_file)
     if not args.summary_only:
-        for task in args.tasks.split(","):
-            for lr in [float(x) for x in args.learning_rates.split(",")]:
-                for seed in [int(x) for x in args.seeds.split(",")]:
+        # Seeds outermost: an interrupted run has every cell at its first seeds.
+        for seed in [int(x) for x in args.seeds.split(",")]:
+            for task in args.tasks.split(","):
+                for lr in [float(x) for x in args.learning_rates.split(",")]:
                     for run in args.runs.split(","):
                         if (task, lr, run, seed) in done:
                             continue
                         start = time.perf_counter()
                         if run == "transformers":
-                            value, stuck = run_transformers(task, lr, seed, args, tokenizer)
+                            value, stuck, rows = run_transformers(task, lr, seed, args,
+                                                                  tokenizer)
                         else:
                             _, precision, *variant = run.split(":")
-                            value, stuck = run_ours(task, lr, seed, precision,
+                            value, stuck, rows = run_ours(task, lr, seed, precision,
                                                     variant[0] if variant else None, args,
                                                     tokenizer)
                         record = dict(task=task, learning_rate=lr, run=run, seed=seed,
@@ -336,12 +424,14 @@ def main():
                                       seconds=round(time.perf_counter() - start, 1),
                                       steps=args.steps, warmup=args.warmup,
                                       batch_size=args.batch_size,
-                                      max_seq_length=args.max_seq_length)
+                                      max_seq_length=args.max_seq_length, rows=rows)
                         print(json.dumps(record), flush=True)
                         with open(path, "a") as f:
                             f.write(json.dumps(record) + "\n")
                         results.append(record)
     print(summarise(results))
+    print(against_peer(results))
+    print(summarise_rows(results))
 
 
 if __name__ == "__main__":
