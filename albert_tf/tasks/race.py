@@ -40,6 +40,7 @@ class RaceTask(FinetuningTask):
         --eval_file, --predict_file): features written there once and read back after."""
         from albert_tf.data import race
         self.levels = race.levels(high_only, middle_only)
+        self.sequences_per_example = race.NUM_CHOICES
         race.check_lengths(max_seq_length, max_qa_length)
         self.data_dir = data_dir
         self.tokenizer = tokenizer

@@ -39,6 +39,11 @@ class InputServiceError(RuntimeError):
     exit_status = 1
 
 
+class OutOfMemoryError(RuntimeError):
+    """The training step ran out of device memory (TensorFlow's ResourceExhaustedError)."""
+    exit_status = 1
+
+
 class Interrupted(Exception):
     """Training stopped on SIGINT or SIGTERM after saving a checkpoint; nothing after training
     (evaluation, prediction, export) runs. A command-line tool exits with 128 + the signal."""
