@@ -129,7 +129,7 @@ def test_the_line_before_training():
         "mixed_bfloat16)", False)
     race = StepMemory(lambda b: b * 2 ** 20, 8, 1, 1, StepShape(512, sequences_per_example=4),
                       "float32")
-    assert race.log_line() == ("The step needs about 8 MiB of device memory (estimate; batch "
+    assert race.log_line() == ("The step needs about 8.0 MiB of device memory (estimate; batch "
                                "8 x 4 x 512, float32)", False)
     assert StepMemory(None, 8, 1, 1, None, "float32").log_line() == (None, False)
 

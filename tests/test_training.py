@@ -15,17 +15,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer, run_pretraining
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
-from albert_tf.training.failures import NonFiniteLossError
+from albert_tf.training.failures import NonFiniteLossError, OutOfMemoryError
 from albert_tf.modeling.optimizers import current_learning_rate
+from albert_tf.tracing import graph_function
+from albert_tf.training.step_memory import StepShape, gib, step_bytes
 from albert_tf.training.trainer import Trainer
 from albert_tf.training.trainer_options import TrainerOptions
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)
-from tool_runner import run_tool_logged
+from tool_runner import run_tool, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -45,14 +47,14 @@ def config_file(tmp_path_factory):
 
 
 def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1,
-             save=1000, log=100):
+             save=1000, log=100, shape=None):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                    lambda: create_optimizer(lr, steps, 2, "lamb"), str(output_dir),
                    TrainerOptions(global_batch_size=batch,
                                   gradient_accumulation_steps=accumulation,
                                   steps_per_execution=steps_per_execution,
-                                  save_checkpoints_steps=save, log_steps=log))
+                                  save_checkpoints_steps=save, log_steps=log, step_shape=shape))
 
 
 def _dataset_fn(records, batch=8, seed=3):
@@ -123,6 +125,88 @@ def test_non_finite_loss_stops_before_saving(records, tmp_path):
     assert last_good == str(tmp_path / f"model.ckpt-{bad_step - 1}")
     assert tf.train.latest_checkpoint(str(tmp_path)) == last_good
     assert np.isfinite(AlbertPretrainer.from_pretrained(last_good).get_weights()[0]).all()
+
+
+def out_of_memory_steps(trainer, iterator, num_steps):
+    """Trainer._train_steps as a step that runs out of memory: TensorFlow's
+    ResourceExhaustedError, raised when the step runs (a MemoryError in a py_function is one)."""
+    def allocate():
+        raise MemoryError("OOM when allocating tensor with shape[4,2,16,16]")
+    failed = tf.py_function(allocate, [], tf.float32)
+    return {name: failed for name in trainer.model.LOSS_SUM_NAMES}
+
+
+def test_out_of_memory_in_the_step_is_one_line_naming_the_batch_that_fits(records, tmp_path):
+    trainer = _trainer(tmp_path, accumulation=2, save=2, log=2, shape=StepShape(16, 4))
+    assert trainer.train(_dataset_fn(records), 2) == 2
+    assert trainer.memory.device is None and trainer.memory.device_bytes is None  # a CPU
+    parameters = sum(v.shape.num_elements() for v in trainer.model.trainable_variables)
+    needed = step_bytes(AlbertConfig(**SMALL), parameters, 4, StepShape(16, 4), "float32", 2,
+                        fused_attention=False)
+    assert trainer.memory.needed == needed
+    trainer._train_fn = graph_function(lambda it, n: out_of_memory_steps(trainer, it, n))
+    with pytest.raises(OutOfMemoryError) as err:
+        trainer.train(_dataset_fn(records), 4)
+    assert str(err.value) == (
+        f"out of memory in the training step at --train_batch_size=8 and --max_seq_length=16: "
+        f"the step needs about {gib(needed)} of device memory (estimate; batch 4 x 16, "
+        f"float32); a micro-batch of 2 may fit, and --gradient_accumulation_steps=4 keeps the "
+        f"global batch of 8. Training stopped after step 2 without saving; last checkpoint: "
+        f"{tmp_path}/model.ckpt-2.")
+    assert err.value.exit_status == 1
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-2")
+
+
+def test_the_step_s_memory_is_logged_on_a_gpu_and_warned_of_when_it_exceeds_it(
+        tmp_path, monkeypatch, caplog):
+    trainer = _trainer(tmp_path, batch=8, shape=StepShape(16, 4))
+    needed = trainer._step_memory().needed
+    with caplog.at_level("DEBUG", logger="absl"):
+        trainer.memory = trainer._step_memory()
+        trainer._log_memory()
+    line = (f"The step needs about {gib(needed)} of device memory (estimate; batch 8 x 16, "
+            f"float32)")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("DEBUG", line)]
+    # As on a GPU, of 140 GiB, then of 1 MiB.
+    gpus = ["/device:GPU:0"]
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: gpus)
+    for total, level, said in (
+            (140 * 2 ** 30, "INFO", " of 140.0 GiB on GPU:0"),
+            (2 ** 18, "WARNING", ", more than the 0.2 MiB of GPU:0: a micro-batch of 4 "
+                                 "fits, and --gradient_accumulation_steps=2 keeps the global "
+                                 "batch of 8")):
+        monkeypatch.setattr("albert_tf.training.trainer.gpu_memory_bytes", lambda t=total: t)
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="absl"):
+            trainer.memory = trainer._step_memory()
+            trainer._log_memory()
+        gpu_line = line.replace("device memory", "GPU memory") + said
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(level, gpu_line)]
+
+
+@pytest.mark.parametrize("precision,policy", [("none", "float32"),
+                                              ("bfloat16", "mixed_bfloat16")])
+def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
+        records, tmp_path, capsys, monkeypatch, precision, policy):
+    config = tmp_path / "albert_config.json"
+    AlbertConfig(**TINY).to_json_file(str(config))
+    monkeypatch.setattr(Trainer, "_train_steps", out_of_memory_steps)
+    code, last, err = run_tool(
+        run_pretraining, capsys, albert_config_file=config, input_file=records,
+        output_dir=tmp_path / "out", max_seq_length=16, max_predictions_per_seq=4,
+        train_batch_size=4, num_train_steps=2, num_warmup_steps=1, mixed_precision=precision,
+        jit_compile="false")
+    assert code == 1, err[-3000:]
+    model = AlbertPretrainer(AlbertConfig(**TINY))
+    parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
+    needed = step_bytes(AlbertConfig(**TINY), parameters, 4, StepShape(16, 4), policy, 2,
+                        fused_attention=False)
+    assert last == (
+        f"run_pretraining: error: out of memory in the training step at --train_batch_size=4 "
+        f"and --max_seq_length=16: the step needs about {gib(needed)} of device memory "
+        f"(estimate; batch 4 x 16, {policy}); a micro-batch of 2 may fit, and "
+        f"--gradient_accumulation_steps=2 keeps the global batch of 4. Training stopped after "
+        f"step 0 without saving; last checkpoint: none.")
 
 
 def test_batch_must_divide(tmp_path):

@@ -94,7 +94,7 @@ def accumulation_that_fits(global_batch, replicas, accumulation, fitting):
 
 def gib(nbytes):
     """`nbytes` as the messages print it: in GiB, below one GiB in MiB."""
-    return f"{nbytes / GIB:.1f} GiB" if nbytes >= GIB else f"{nbytes / 2 ** 20:.0f} MiB"
+    return f"{nbytes / GIB:.1f} GiB" if nbytes >= GIB else f"{nbytes / 2 ** 20:.1f} MiB"
 
 
 def gpu_memory_bytes(index=0):
