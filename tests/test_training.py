@@ -22,6 +22,7 @@ from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError, OutOfMemoryError
 from albert_tf.modeling.optimizers import current_learning_rate
 from albert_tf.tracing import graph_function
+from albert_tf.training.distribution import log_step_memory
 from albert_tf.training.step_memory import StepShape, gib, step_bytes
 from albert_tf.training.trainer import Trainer
 from albert_tf.training.trainer_options import TrainerOptions
@@ -160,28 +161,28 @@ def test_out_of_memory_in_the_step_is_one_line_naming_the_batch_that_fits(record
 def test_the_step_s_memory_is_logged_on_a_gpu_and_warned_of_when_it_exceeds_it(
         tmp_path, monkeypatch, caplog):
     trainer = _trainer(tmp_path, batch=8, shape=StepShape(16, 4))
-    needed = trainer._step_memory().needed
-    with caplog.at_level("DEBUG", logger="absl"):
-        trainer.memory = trainer._step_memory()
-        trainer._log_memory()
+
+    def logged():
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="absl"):
+            memory = log_step_memory(trainer.model, trainer.optimizer, trainer.strategy,
+                                     trainer.options)
+        return memory.needed, [(r.levelname, r.getMessage()) for r in caplog.records]
+    needed, records = logged()
     line = (f"The step needs about {gib(needed)} of device memory (estimate; batch 8 x 16, "
             f"float32)")
-    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("DEBUG", line)]
-    # As on a GPU, of 140 GiB, then of 1 MiB.
-    gpus = ["/device:GPU:0"]
-    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: gpus)
+    assert records == [("DEBUG", line)]
+    # As on a GPU, of 140 GiB, then of a quarter MiB.
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: ["/GPU:0"])
     for total, level, said in (
             (140 * 2 ** 30, "INFO", " of 140.0 GiB on GPU:0"),
             (2 ** 18, "WARNING", ", more than the 0.2 MiB of GPU:0: a micro-batch of 4 "
                                  "fits, and --gradient_accumulation_steps=2 keeps the global "
                                  "batch of 8")):
-        monkeypatch.setattr("albert_tf.training.trainer.gpu_memory_bytes", lambda t=total: t)
-        caplog.clear()
-        with caplog.at_level("DEBUG", logger="absl"):
-            trainer.memory = trainer._step_memory()
-            trainer._log_memory()
+        monkeypatch.setattr("albert_tf.training.distribution.gpu_memory_bytes",
+                            lambda t=total: t)
         gpu_line = line.replace("device memory", "GPU memory") + said
-        assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(level, gpu_line)]
+        assert logged() == (needed, [(level, gpu_line)])
 
 
 @pytest.mark.parametrize("precision,policy", [("none", "float32"),
@@ -227,7 +228,7 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
     trainer does (a field added without a use here fails the first assertion)."""
     checked = {"global_batch_size", "gradient_accumulation_steps", "steps_per_execution",
                "jit_compile", "save_checkpoints_steps", "log_steps", "keep_checkpoint_max",
-               "run_kind", "tokenizer", "run_lock", "excursions"}
+               "run_kind", "tokenizer", "run_lock", "excursions", "step_shape"}
     assert {f.name for f in dataclasses.fields(TrainerOptions)} == checked
     model_fn = lambda: AlbertPretrainer(AlbertConfig(**TINY))  # noqa: E731
     optimizer_fn = lambda: create_optimizer(1e-3, 10, 1, "lamb")  # noqa: E731
@@ -244,7 +245,7 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
     trainer = Trainer(strategy, model_fn, optimizer_fn, str(out), TrainerOptions(
         global_batch_size=4, gradient_accumulation_steps=2, steps_per_execution=4,
         save_checkpoints_steps=3, log_steps=5, keep_checkpoint_max=1, run_kind="a test",
-        tokenizer=tokenizer, run_lock=lock))
+        tokenizer=tokenizer, run_lock=lock, step_shape=StepShape(16, 4)))
     calls, train_fn = [], trainer._train_fn
     trainer._train_fn = lambda iterator, n: calls.append(int(n)) or train_fn(iterator, n)
     logged, saved = [], []
@@ -253,6 +254,8 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
                   on_log=lambda step, metrics: logged.append(step),
                   on_checkpoint=lambda path, step: saved.append(step))
     assert trainer.accumulation == 2
+    assert (trainer.memory.shape, trainer.memory.batch) == (StepShape(16, 4), 2)
+    assert trainer.memory.needed > 0
     assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
     assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
     assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]

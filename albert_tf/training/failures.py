@@ -228,6 +228,16 @@ def training_failures(dataset_fn, num_workers, step, last_checkpoint):
 
 
 @contextlib.contextmanager
+def out_of_memory(memory, step, last_checkpoint):
+    """TensorFlow's ResourceExhaustedError in a training step as the run's one line, naming
+    the micro-batch that fits (`memory`: a step_memory.StepMemory)."""
+    try:
+        yield
+    except tf.errors.ResourceExhaustedError as e:
+        raise OutOfMemoryError(memory.out_of_memory(step, last_checkpoint)) from e
+
+
+@contextlib.contextmanager
 def eval_failures(dataset_fn, step):
     """An unreadable eval record as the run's one-line error, naming the file."""
     try:

@@ -19,23 +19,20 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.modeling import attention
 from albert_tf.modeling.optimizers import ReplicaLossScaleOptimizer, current_learning_rate
-from albert_tf.modeling.step_kernels import traced_with
 from albert_tf.tracing import graph_function
 from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
     check_run_config, refuse_foreign_checkpoints, resumable_checkpoints)
 from albert_tf.training.checkpoint_saving import CheckpointSaver
-from albert_tf.training.distribution import check_batch_sizes, is_chief
+from albert_tf.training.distribution import check_batch_sizes, is_chief, log_step_memory
 from albert_tf.training.excursions import LossGuard
 from albert_tf.training.failures import (
-    NonFiniteLossError, OutOfMemoryError, StopRequest, eval_failures, interrupted,
-    service_watchdog, training_failures)
+    NonFiniteLossError, StopRequest, eval_failures, interrupted, out_of_memory, service_watchdog,
+    training_failures)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
 from albert_tf.training.progress import Progress
 from albert_tf.training.recovery import NoRecovery, Recovery, learning_rate_factor
-from albert_tf.training.step_memory import StepMemory, gpu_memory_bytes, step_bytes
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -85,7 +82,6 @@ class Trainer:
         self._agree_fn = None
         self._logged_unreached = False
         self.num_workers = worker_index_and_count(strategy)[1]
-        self.memory = None
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -234,8 +230,7 @@ class Trainer:
             return self.step
         iterator = self._open_input(dataset_fn)
         restarts = on_checkpoint if (evaluate_restarts and self.guard) else None
-        self.memory = self._step_memory()
-        self._log_memory()
+        self.memory = log_step_memory(self.model, self.optimizer, self.strategy, self.options)
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
                      self._compiled())
         progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
@@ -284,49 +279,6 @@ class Trainer:
         self._input.skip(self.recovery.take_input_skip())
         return self._input
 
-    def _step_memory(self):
-        """The step's memory estimate and the device it runs on (training.step_memory)."""
-        config, shape = getattr(self.model, "config", None), self.options.step_shape
-        estimate = None
-        if config is not None and shape is not None:
-            parameters = sum(v.shape.num_elements() for v in self.model.trainable_variables)
-            slots = round(sum(v.shape.num_elements() for v in self.optimizer.variables)
-                          / max(parameters, 1))
-            policy = keras.mixed_precision.global_policy().name
-            fused = self._fused_attention(config, shape.seq_length, policy)
-
-            def estimate(batch):
-                return step_bytes(config, parameters, batch, shape, policy, slots, fused)
-        gpus = tf.config.list_logical_devices("GPU")
-        on_gpu = bool(gpus) and not isinstance(self.strategy, tf.distribute.TPUStrategy)
-        return StepMemory(
-            estimate, self.global_batch_size, self.strategy.num_replicas_in_sync,
-            self.accumulation, shape, keras.mixed_precision.global_policy().name,
-            "GPU:0" if on_gpu else None, gpu_memory_bytes() if on_gpu else None)
-
-    def _fused_attention(self, config, seq_length, policy):
-        """Whether the step's attention runs fused (keeping no [heads, seq, seq] probabilities)."""
-        kernels = (getattr(self.model, "step_kernels", None)
-                   or getattr(getattr(self.model, "encoder", None), "step_kernels", None))
-        with traced_with(kernels):
-            return attention.fused_reason(
-                tf.as_dtype(keras.mixed_precision.Policy(policy).compute_dtype), 1, seq_length,
-                seq_length, config.hidden_size // config.num_attention_heads,
-                config.attention_probs_dropout_prob, True) is None
-
-    def _log_memory(self):
-        """What the step needs, logged before training on a GPU (a DEBUG line elsewhere), a
-        warning where it exceeds the device's memory."""
-        line, warns = self.memory.log_line()
-        if line is None:
-            return
-        if warns:
-            logging.warning("%s", line)
-        elif self.memory.device:
-            logging.info("%s", line)
-        else:
-            logging.debug("%s", line)
-
     def _chunk(self, num_train_steps):
         """The steps of the next call: up to the end, the next checkpoint or progress line."""
         step = self.step
@@ -370,11 +322,9 @@ class Trainer:
         """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss (which a
         recovering guard takes as an excursion instead)."""
         step = self.step
-        try:
+        with out_of_memory(self.memory, step, last_saved):
             sums = self._train_fn(iterator, tf.constant(chunk))
             sums = {n: float(v.numpy()) for n, v in sums.items()}
-        except tf.errors.ResourceExhaustedError as e:
-            raise OutOfMemoryError(self.memory.out_of_memory(step, last_saved)) from e
         loss = float(self.model.metrics_from_sums(sums)["loss"])
         if not math.isfinite(loss) and not self.recovery.recovers:
             raise NonFiniteLossError(
