@@ -16,18 +16,20 @@ from albert_tf.training.step_memory import (
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 # The newest variant of each shape (docs/benchmarks.md, "Memory of a step"): the step's name in
-# the results file → (config, masked positions, sequences per example, the estimate's error in
-# percent as the docs' table states it).
+# the results file → (config, masked positions, sequences per example, rows of the last block,
+# the estimate's error in percent as the docs' table states it). Pretraining's last block ran
+# at [CLS] and the 20 masked positions; the sentence heads' (classifier, RACE) at every row:
+# they were measured before their step ran it at [CLS] only (2503d3e).
 MEASURED = {
-    "step_base128_1colsum_auto": ("albert_base_v2", 20, 1, 2.8),
-    "step_base512_3both_auto": ("albert_base_v2", 20, 1, 7.3),
-    "step_large512_1colsum_auto": ("albert_large_v2", 20, 1, 8.3),
-    "step_xxlarge512_3both_auto": ("albert_xxlarge_v2", 20, 1, 11.2),
-    "ft_cls32_0base_auto": ("albert_base_v2", 0, 1, -0.8),
-    "ft_cls256_1colsum_auto": ("albert_base_v2", 0, 1, -0.3),
-    "ft_squad32_0base_auto": ("albert_base_v2", 0, 1, -0.6),
-    "ft_squad96_1colsum_auto": ("albert_base_v2", 0, 1, -0.7),
-    "ft_race8_0base_auto": ("albert_base_v2", 0, 4, -0.3),
+    "step_base128_1colsum_auto": ("albert_base_v2", 20, 1, 21, -2.9),
+    "step_base512_3both_auto": ("albert_base_v2", 20, 1, 21, 0.2),
+    "step_large512_1colsum_auto": ("albert_large_v2", 20, 1, 21, 4.7),
+    "step_xxlarge512_3both_auto": ("albert_xxlarge_v2", 20, 1, 21, 4.9),
+    "ft_cls32_0base_auto": ("albert_base_v2", 0, 1, None, -0.8),
+    "ft_cls256_1colsum_auto": ("albert_base_v2", 0, 1, None, -0.3),
+    "ft_squad32_0base_auto": ("albert_base_v2", 0, 1, None, -0.6),
+    "ft_squad96_1colsum_auto": ("albert_base_v2", 0, 1, None, -0.7),
+    "ft_race8_0base_auto": ("albert_base_v2", 0, 4, None, -0.3),
 }
 
 
@@ -45,18 +47,18 @@ def _h200_steps():
 
 def test_the_estimate_is_within_the_documented_error_of_the_h200_figures():
     steps = _h200_steps()
-    for name, (config_name, masked, choices, documented) in MEASURED.items():
+    for name, (config_name, masked, choices, rows, documented) in MEASURED.items():
         step = steps[name]
         config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", config_name + ".json"))
         # The step's arguments are the float32 weights and the two slots of LAMB or AdamW (the
         # batch's ids add well under a thousandth).
         parameters = round(step["argument_gib"] * GIB / 12)
         estimate = step_bytes(config, parameters, step["batch"],
-                              StepShape(step["seq"], masked, choices), "mixed_bfloat16", 2,
+                              StepShape(step["seq"], masked, choices, rows), "mixed_bfloat16", 2,
                               fused_attention=True)
         error = 100 * (estimate / (step["peak_gib"] * GIB) - 1)
         assert round(error, 1) == documented, (name, error)
-        assert -1 <= error <= 12, name
+        assert -3 <= error <= 5, name
 
 
 def test_the_plain_attention_keeps_its_probabilities_and_float32_doubles_the_activations():
@@ -65,6 +67,10 @@ def test_the_plain_attention_keeps_its_probabilities_and_float32_doubles_the_act
     fused = step_bytes(config, 0, 8, shape, "mixed_bfloat16", 2, True)
     plain = step_bytes(config, 0, 8, shape, "mixed_bfloat16", 2, False)
     assert plain - fused == 8 * 512 * 12 * 12 * 512 * 2  # tokens × layers × heads × seq × 2 B
+    # A last block at 21 rows of 512 keeps its input, keys and values for all: 3 H-sized values.
+    last = step_bytes(config, 0, 8, StepShape(512, 20, last_block_rows=21), "mixed_bfloat16", 2,
+                      True)
+    assert fused - last == 8 * (512 - 21) * (20 * 768 + 6 * 3072 - 3 * 768 * 2)
     weights = step_bytes(config, 1000, 8, shape, "float32", 2, True) - step_bytes(
         config, 0, 8, shape, "float32", 2, True)
     assert weights == 1000 * 16  # float32 weights, gradients and two slots

@@ -200,8 +200,8 @@ def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
     assert code == 1, err[-3000:]
     model = AlbertPretrainer(AlbertConfig(**TINY))
     parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
-    needed = step_bytes(AlbertConfig(**TINY), parameters, 4, StepShape(16, 4), policy, 2,
-                        fused_attention=False)
+    needed = step_bytes(AlbertConfig(**TINY), parameters, 4, StepShape(16, 4, 1, 5), policy,
+                        2, fused_attention=False)  # the last block at [CLS] and 4 positions
     assert last == (
         f"run_pretraining: error: out of memory in the training step at --train_batch_size=4 "
         f"and --max_seq_length=16: the step needs about {gib(needed)} of device memory "

@@ -197,7 +197,8 @@ class _Run:
                 run_kind=run_kind(task), tokenizer=task.tokenizer,
                 run_lock=lock, excursions=options.excursions(),
                 step_shape=StepShape(options.max_seq_length,
-                                     sequences_per_example=task.sequences_per_example)))
+                                     sequences_per_example=task.sequences_per_example,
+                                     last_block_rows=task.last_block_rows)))
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
         level = task.constant_loss(self.train_features) if self.train_features else None

@@ -33,6 +33,7 @@ class RaceTask(FinetuningTask):
     name = "race"
     best_metric = "eval_accuracy"
     head_names = ("output_weights", "output_bias")
+    last_block_rows = 1  # a sentence head: the last block runs at [CLS] only
 
     def __init__(self, data_dir, tokenizer, max_seq_length, max_qa_length, cache_dir,
                  high_only=False, middle_only=False, dropout_prob=0.1, feature_files=None):

@@ -25,10 +25,13 @@ USABLE_SHARE = 0.9
 class StepShape:
     """What the scripts know of a step's input that the model does not: the (padded) sequence
     length, the masked positions of each pretraining sequence (its MLM head; 0 without one) and
-    the sequences each example holds (a multiple-choice example: one per choice)."""
+    the sequences each example holds (a multiple-choice example: one per choice) and the rows
+    of each sequence the last block computes (a sentence head's step: [CLS] alone, pretraining's:
+    [CLS] and the masked positions; None: every row)."""
     seq_length: int
     masked_positions: int = 0
     sequences_per_example: int = 1
+    last_block_rows: int | None = None
 
 
 def layer_bytes_per_token(config, seq_length, compute_bytes, fused_attention):
@@ -62,15 +65,19 @@ def step_bytes(config, parameters, batch, shape, policy, optimizer_slots, fused_
     tokens = sequences * shape.seq_length
     e, h = config.embedding_size, config.hidden_size
     blocks = config.num_hidden_layers * config.inner_group_num  # the blocks a token runs
+    layer = layer_bytes_per_token(config, shape.seq_length, a, fused_attention)
     # Each block's activations, the embeddings (before and after their LayerNorm) and the
-    # encoder's output.
-    per_token = (blocks * layer_bytes_per_token(config, shape.seq_length, a, fused_attention)
-                 + e * (a + FLOAT32) + h * a)
+    # encoder's output; a last block that computes only some rows keeps its input, keys and
+    # values for every token, the rest for those rows.
+    rows = shape.seq_length if shape.last_block_rows is None else shape.last_block_rows
+    every_row = 3 * h * a
+    per_token = (blocks - 1) * layer + every_row + e * (a + FLOAT32) + h * a
+    per_row = layer - every_row
     # The MLM head at each masked position: its hidden state, transform and LayerNorm, and the
     # logits over the vocabulary in the compute dtype and in float32 for the softmax.
     masked = sequences * shape.masked_positions
     per_masked = h * a + e * (a + FLOAT32) + config.vocab_size * (a + FLOAT32)
-    return weights + tokens * per_token + masked * per_masked
+    return weights + tokens * per_token + sequences * rows * per_row + masked * per_masked
 
 
 def batch_that_fits(estimate, device_bytes, batch):
