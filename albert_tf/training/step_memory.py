@@ -3,9 +3,9 @@ the precision (pure arithmetic, without TensorFlow), and the micro-batch that fi
 
 The estimate counts what the step holds when its backward pass begins: the weights in float32,
 the optimizer's slots, the float32 gradients and the weights cast to the compute dtype, and
-for each layer the activations it keeps for its backward pass. Calibrated against XLA's compiled
-memory statistics of nine steps on an NVIDIA H200 (docs/benchmarks.md, "Memory of a step: the
-estimate against the measured").
+for each layer the activations it keeps for its backward pass. No constant is fitted; checked
+against XLA's compiled memory statistics of nine steps on an NVIDIA H200 (docs/benchmarks.md,
+"Memory of a step: the estimate against the measured").
 """
 
 import dataclasses
@@ -24,7 +24,7 @@ USABLE_SHARE = 0.9
 @dataclasses.dataclass(frozen=True)
 class StepShape:
     """What the scripts know of a step's input that the model does not: the (padded) sequence
-    length, the masked positions of each pretraining sequence (its MLM head; 0 without one) and
+    length, the masked positions of each pretraining sequence (its MLM head; 0 without one),
     the sequences each example holds (a multiple-choice example: one per choice) and the rows
     of each sequence the last block computes (a sentence head's step: [CLS] alone, pretraining's:
     [CLS] and the masked positions; None: every row)."""
