@@ -30,6 +30,7 @@ from albert_tf.tasks.options import PretrainingOptions
 from albert_tf.training import distribution, excursions
 from albert_tf.training.checkpoint_files import check_run_kind
 from albert_tf.training.run_lock import RunLock
+from albert_tf.training.step_memory import StepShape
 from albert_tf.training.trainer import Trainer
 from albert_tf.training.trainer_options import TrainerOptions
 
@@ -158,7 +159,9 @@ def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lo
             steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
             keep_checkpoint_max=options.keep_checkpoint_max, run_kind="pretraining",
-            tokenizer=tokenizer, run_lock=lock, excursions=options.excursions()))
+            tokenizer=tokenizer, run_lock=lock, excursions=options.excursions(),
+            step_shape=StepShape(options.max_seq_length, options.max_predictions_per_seq,
+                                 last_block_rows=options.max_predictions_per_seq + 1)))
 
 
 def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files):

@@ -15,17 +15,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer
+from albert_tf import AlbertConfig, AlbertPretrainer, create_optimizer, run_pretraining
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
-from albert_tf.training.failures import NonFiniteLossError
+from albert_tf.training.failures import NonFiniteLossError, OutOfMemoryError
 from albert_tf.modeling.optimizers import current_learning_rate
+from albert_tf.tracing import graph_function
+from albert_tf.training.distribution import log_step_memory
+from albert_tf.training.step_memory import StepShape, gib, step_bytes
 from albert_tf.training.trainer import Trainer
 from albert_tf.training.trainer_options import TrainerOptions
 from conftest import (PRECISION_MATRIX, SMALL, TINY, assert_near_float32,
                       write_pretraining_records)
-from tool_runner import run_tool_logged
+from tool_runner import run_tool, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -45,14 +48,14 @@ def config_file(tmp_path_factory):
 
 
 def _trainer(output_dir, lr=1e-3, steps=100, accumulation=1, batch=8, steps_per_execution=1,
-             save=1000, log=100):
+             save=1000, log=100, shape=None):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return Trainer(strategy, lambda: AlbertPretrainer(AlbertConfig(**SMALL)),
                    lambda: create_optimizer(lr, steps, 2, "lamb"), str(output_dir),
                    TrainerOptions(global_batch_size=batch,
                                   gradient_accumulation_steps=accumulation,
                                   steps_per_execution=steps_per_execution,
-                                  save_checkpoints_steps=save, log_steps=log))
+                                  save_checkpoints_steps=save, log_steps=log, step_shape=shape))
 
 
 def _dataset_fn(records, batch=8, seed=3):
@@ -125,6 +128,88 @@ def test_non_finite_loss_stops_before_saving(records, tmp_path):
     assert np.isfinite(AlbertPretrainer.from_pretrained(last_good).get_weights()[0]).all()
 
 
+def out_of_memory_steps(trainer, iterator, num_steps):
+    """Trainer._train_steps as a step that runs out of memory: TensorFlow's
+    ResourceExhaustedError, raised when the step runs (a MemoryError in a py_function is one)."""
+    def allocate():
+        raise MemoryError("OOM when allocating tensor with shape[4,2,16,16]")
+    failed = tf.py_function(allocate, [], tf.float32)
+    return {name: failed for name in trainer.model.LOSS_SUM_NAMES}
+
+
+def test_out_of_memory_in_the_step_is_one_line_naming_the_batch_that_fits(records, tmp_path):
+    trainer = _trainer(tmp_path, accumulation=2, save=2, log=2, shape=StepShape(16, 4))
+    assert trainer.train(_dataset_fn(records), 2) == 2
+    assert trainer.memory.device is None and trainer.memory.device_bytes is None  # a CPU
+    parameters = sum(v.shape.num_elements() for v in trainer.model.trainable_variables)
+    needed = step_bytes(AlbertConfig(**SMALL), parameters, 4, StepShape(16, 4), "float32", 2,
+                        fused_attention=False)
+    assert trainer.memory.needed == needed
+    trainer._train_fn = graph_function(lambda it, n: out_of_memory_steps(trainer, it, n))
+    with pytest.raises(OutOfMemoryError) as err:
+        trainer.train(_dataset_fn(records), 4)
+    assert str(err.value) == (
+        f"out of memory in the training step at --train_batch_size=8 and --max_seq_length=16: "
+        f"the step needs about {gib(needed)} of device memory (estimate; batch 4 x 16, "
+        f"float32); a micro-batch of 2 may fit, and --gradient_accumulation_steps=4 keeps the "
+        f"global batch of 8. Training stopped after step 2 without saving; last checkpoint: "
+        f"{tmp_path}/model.ckpt-2.")
+    assert err.value.exit_status == 1
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-2")
+
+
+def test_the_step_s_memory_is_logged_on_a_gpu_and_warned_of_when_it_exceeds_it(
+        tmp_path, monkeypatch, caplog):
+    trainer = _trainer(tmp_path, batch=8, shape=StepShape(16, 4))
+
+    def logged():
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="absl"):
+            memory = log_step_memory(trainer.model, trainer.optimizer, trainer.strategy,
+                                     trainer.options)
+        return memory.needed, [(r.levelname, r.getMessage()) for r in caplog.records]
+    needed, records = logged()
+    line = (f"The step needs about {gib(needed)} of device memory (estimate; batch 8 x 16, "
+            f"float32)")
+    assert records == [("DEBUG", line)]
+    # As on a GPU, of 140 GiB, then of a quarter MiB.
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: ["/GPU:0"])
+    for total, level, said in (
+            (140 * 2 ** 30, "INFO", " of 140.0 GiB on GPU:0"),
+            (2 ** 18, "WARNING", ", more than the 0.2 MiB of GPU:0: a micro-batch of 4 "
+                                 "fits, and --gradient_accumulation_steps=2 keeps the global "
+                                 "batch of 8")):
+        monkeypatch.setattr("albert_tf.training.distribution.gpu_memory_bytes",
+                            lambda t=total: t)
+        gpu_line = line.replace("device memory", "GPU memory") + said
+        assert logged() == (needed, [(level, gpu_line)])
+
+
+@pytest.mark.parametrize("precision,policy", [("none", "float32"),
+                                              ("bfloat16", "mixed_bfloat16")])
+def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
+        records, tmp_path, capsys, monkeypatch, precision, policy):
+    config = tmp_path / "albert_config.json"
+    AlbertConfig(**TINY).to_json_file(str(config))
+    monkeypatch.setattr(Trainer, "_train_steps", out_of_memory_steps)
+    code, last, err = run_tool(
+        run_pretraining, capsys, albert_config_file=config, input_file=records,
+        output_dir=tmp_path / "out", max_seq_length=16, max_predictions_per_seq=4,
+        train_batch_size=4, num_train_steps=2, num_warmup_steps=1, mixed_precision=precision,
+        jit_compile="false")
+    assert code == 1, err[-3000:]
+    model = AlbertPretrainer(AlbertConfig(**TINY))
+    parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
+    needed = step_bytes(AlbertConfig(**TINY), parameters, 4, StepShape(16, 4, 1, 5), policy,
+                        2, fused_attention=False)  # the last block at [CLS] and 4 positions
+    assert last == (
+        f"run_pretraining: error: out of memory in the training step at --train_batch_size=4 "
+        f"and --max_seq_length=16: the step needs about {gib(needed)} of device memory "
+        f"(estimate; batch 4 x 16, {policy}); a micro-batch of 2 may fit, and "
+        f"--gradient_accumulation_steps=2 keeps the global batch of 4. Training stopped after "
+        f"step 0 without saving; last checkpoint: none.")
+
+
 def test_batch_must_divide(tmp_path):
     with pytest.raises(ValueError, match="must divide into 1 replicas × 3 accumulation steps"):
         _trainer(tmp_path, accumulation=3, batch=8)
@@ -143,7 +228,7 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
     trainer does (a field added without a use here fails the first assertion)."""
     checked = {"global_batch_size", "gradient_accumulation_steps", "steps_per_execution",
                "jit_compile", "save_checkpoints_steps", "log_steps", "keep_checkpoint_max",
-               "run_kind", "tokenizer", "run_lock", "excursions"}
+               "run_kind", "tokenizer", "run_lock", "excursions", "step_shape"}
     assert {f.name for f in dataclasses.fields(TrainerOptions)} == checked
     model_fn = lambda: AlbertPretrainer(AlbertConfig(**TINY))  # noqa: E731
     optimizer_fn = lambda: create_optimizer(1e-3, 10, 1, "lamb")  # noqa: E731
@@ -160,7 +245,7 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
     trainer = Trainer(strategy, model_fn, optimizer_fn, str(out), TrainerOptions(
         global_batch_size=4, gradient_accumulation_steps=2, steps_per_execution=4,
         save_checkpoints_steps=3, log_steps=5, keep_checkpoint_max=1, run_kind="a test",
-        tokenizer=tokenizer, run_lock=lock))
+        tokenizer=tokenizer, run_lock=lock, step_shape=StepShape(16, 4)))
     calls, train_fn = [], trainer._train_fn
     trainer._train_fn = lambda iterator, n: calls.append(int(n)) or train_fn(iterator, n)
     logged, saved = [], []
@@ -169,6 +254,8 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
                   on_log=lambda step, metrics: logged.append(step),
                   on_checkpoint=lambda path, step: saved.append(step))
     assert trainer.accumulation == 2
+    assert (trainer.memory.shape, trainer.memory.batch) == (StepShape(16, 4), 2)
+    assert trainer.memory.needed > 0
     assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
     assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
     assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]

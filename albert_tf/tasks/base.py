@@ -17,6 +17,10 @@ class FinetuningTask(abc.ABC):
       tokenizer         the run's tokenizer, kept beside its checkpoints (default None)
       exportable        whether `export` writes anything: without it the driver refuses
                         --export_dir before any work (default False)
+      sequences_per_example  the sequences of --max_seq_length one example is (a multiple
+                        choice's: one per choice), for the step's memory estimate (default 1)
+      last_block_rows   the rows of a sequence the training step's last block computes (a
+                        sentence head's: 1, [CLS]), for the same estimate (default None: all)
 
     A dataset's `features` are a dict of numpy arrays (see `albert_tf.data.features`); a model's
     `outputs` are its prediction outputs for them, as numpy.
@@ -25,6 +29,8 @@ class FinetuningTask(abc.ABC):
     higher_is_better = True
     tokenizer = None
     exportable = False
+    sequences_per_example = 1
+    last_block_rows = None
 
     # ---- required -----------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ class ClassificationTask(FinetuningTask):
     head_names = ("output_weights", "output_bias")
     exportable = True
     class_weights = None
+    last_block_rows = 1  # a sentence head: the last block runs at [CLS] only
 
     def __init__(self, tokenizer, max_seq_length, cache_dir, classifier_dropout=0.1,
                  threshold_to_export=None):

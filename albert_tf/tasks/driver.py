@@ -24,6 +24,7 @@ from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
 from albert_tf.training.run_lock import RunLock
+from albert_tf.training.step_memory import StepShape
 from albert_tf.training.stuck import StuckWatch
 
 
@@ -194,7 +195,10 @@ class _Run:
                 save_checkpoints_steps=options.save_checkpoints_steps,
                 log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
                 run_kind=run_kind(task), tokenizer=task.tokenizer,
-                run_lock=lock, excursions=options.excursions()))
+                run_lock=lock, excursions=options.excursions(),
+                step_shape=StepShape(options.max_seq_length,
+                                     sequences_per_example=task.sequences_per_example,
+                                     last_block_rows=task.last_block_rows)))
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
         level = task.constant_loss(self.train_features) if self.train_features else None

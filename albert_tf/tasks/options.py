@@ -57,7 +57,8 @@ class LoopOptions:
     steps_per_execution: int = option(1, "Training steps per tf.function call.", lower_bound=1)
     gradient_accumulation_steps: int = option(
         1, "Split each replica's batch into this many micro-batches and sum their gradients: "
-        "the same update with less memory.", lower_bound=1)
+        "the same update with less memory (a step out of memory names the value that keeps "
+        "--train_batch_size).", lower_bound=1)
     log_steps: int = option(100, "Steps between progress lines and summaries.", lower_bound=1)
     random_seed: int = option(
         12345, "Seed of the weight initialisation, dropout and input shuffling.")

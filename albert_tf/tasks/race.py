@@ -33,6 +33,7 @@ class RaceTask(FinetuningTask):
     name = "race"
     best_metric = "eval_accuracy"
     head_names = ("output_weights", "output_bias")
+    last_block_rows = 1  # a sentence head: the last block runs at [CLS] only
 
     def __init__(self, data_dir, tokenizer, max_seq_length, max_qa_length, cache_dir,
                  high_only=False, middle_only=False, dropout_prob=0.1, feature_files=None):
@@ -40,6 +41,7 @@ class RaceTask(FinetuningTask):
         --eval_file, --predict_file): features written there once and read back after."""
         from albert_tf.data import race
         self.levels = race.levels(high_only, middle_only)
+        self.sequences_per_example = race.NUM_CHOICES
         race.check_lengths(max_seq_length, max_qa_length)
         self.data_dir = data_dir
         self.tokenizer = tokenizer

@@ -3,4 +3,4 @@
 checkpoints (checkpoint_saving) and which files in output_dir are whose (checkpoint_files), the
 loss guard (excursions) and its recoveries (recovery), progress lines (progress), LAMB/AdamW and
 the learning-rate schedule (optimizers), strategy + precision + XLA choice (distribution), eval
-results and the best checkpoint (results)."""
+results and the best checkpoint (results), what a step needs in device memory (step_memory)."""

@@ -9,9 +9,10 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES
+from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES, fused_reason
 from albert_tf.modeling.attention import resolve as resolve_attention
-from albert_tf.modeling.step_kernels import StepKernels
+from albert_tf.modeling.step_kernels import StepKernels, traced_with
+from albert_tf.training.step_memory import StepMemory, gpu_memory_bytes, step_bytes
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "none", "bfloat16", "float16")
@@ -164,6 +165,44 @@ def setup(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_proj
                  "step %s (--jit_compile=%s); attention %s (--attention=%s)", policy,
                  mixed_precision, "on" if compiled else "off", jit_compile, mode, attention)
     return chosen, compiled, StepKernels(mode, xla_gpu=compiled and on_gpu)
+
+
+def log_step_memory(model, optimizer, strategy, options):
+    """The training step's memory (a step_memory.StepMemory: the estimate for `model` and
+    `optimizer` under the global policy, the GPU it runs on), logged: on a GPU, with a warning
+    where it exceeds the GPU's memory; elsewhere as a DEBUG line. `options`: TrainerOptions."""
+    config, shape = getattr(model, "config", None), options.step_shape
+    policy = keras.mixed_precision.global_policy()
+    estimate = None
+    if config is not None and shape is not None:
+        parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
+        slots = round(sum(v.shape.num_elements() for v in optimizer.variables) / parameters)
+        fused = _attention_fused(model, config, shape.seq_length, policy)
+
+        def estimate(batch):
+            return step_bytes(config, parameters, batch, shape, policy.name, slots, fused)
+    on_gpu = bool(tf.config.list_logical_devices("GPU")) and not isinstance(
+        strategy, tf.distribute.TPUStrategy)
+    memory = StepMemory(estimate, options.global_batch_size, strategy.num_replicas_in_sync,
+                        options.gradient_accumulation_steps, shape, policy.name,
+                        "GPU:0" if on_gpu else None, gpu_memory_bytes() if on_gpu else None)
+    line, warns = memory.log_line()
+    if line is not None:
+        logging.log(logging.WARNING if warns else logging.INFO if on_gpu else logging.DEBUG,
+                    "%s", line)
+    return memory
+
+
+def _attention_fused(model, config, seq_length, policy):
+    """Whether the model's training step runs its attention fused (keeping no [heads, seq,
+    seq] probabilities), by the step kernels it traces with (the pretrainer's or its
+    encoder's)."""
+    kernels = (getattr(model, "step_kernels", None)
+               or getattr(getattr(model, "encoder", None), "step_kernels", None))
+    with traced_with(kernels):
+        return fused_reason(tf.as_dtype(policy.compute_dtype), 1, seq_length, seq_length,
+                            config.hidden_size // config.num_attention_heads,
+                            config.attention_probs_dropout_prob, True) is None
 
 
 def is_chief_task():

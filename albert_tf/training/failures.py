@@ -39,6 +39,11 @@ class InputServiceError(RuntimeError):
     exit_status = 1
 
 
+class OutOfMemoryError(RuntimeError):
+    """The training step ran out of device memory (TensorFlow's ResourceExhaustedError)."""
+    exit_status = 1
+
+
 class Interrupted(Exception):
     """Training stopped on SIGINT or SIGTERM after saving a checkpoint; nothing after training
     (evaluation, prediction, export) runs. A command-line tool exits with 128 + the signal."""
@@ -220,6 +225,16 @@ def training_failures(dataset_fn, num_workers, step, last_checkpoint):
             f"a worker of the job stopped or became unreachable after step {step()} "
             f"({failure_detail(e)}). Last checkpoint: {last_checkpoint() or 'none'}. Restart "
             f"every worker with the same command to resume from it.") from e
+
+
+@contextlib.contextmanager
+def out_of_memory(memory, step, last_checkpoint):
+    """TensorFlow's ResourceExhaustedError in a training step as the run's one line, naming
+    the micro-batch that fits (`memory`: a step_memory.StepMemory)."""
+    try:
+        yield
+    except tf.errors.ResourceExhaustedError as e:
+        raise OutOfMemoryError(memory.out_of_memory(step, last_checkpoint)) from e
 
 
 @contextlib.contextmanager

@@ -25,10 +25,10 @@ from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
     check_run_config, refuse_foreign_checkpoints, resumable_checkpoints)
 from albert_tf.training.checkpoint_saving import CheckpointSaver
-from albert_tf.training.distribution import check_batch_sizes, is_chief
+from albert_tf.training.distribution import check_batch_sizes, is_chief, log_step_memory
 from albert_tf.training.excursions import LossGuard
 from albert_tf.training.failures import (
-    NonFiniteLossError, StopRequest, eval_failures, interrupted, service_watchdog,
+    NonFiniteLossError, StopRequest, eval_failures, interrupted, out_of_memory, service_watchdog,
     training_failures)
 from albert_tf.training.input_state import TrainingInput, worker_index_and_count
 from albert_tf.training.progress import Progress
@@ -230,6 +230,7 @@ class Trainer:
             return self.step
         iterator = self._open_input(dataset_fn)
         restarts = on_checkpoint if (evaluate_restarts and self.guard) else None
+        self.memory = log_step_memory(self.model, self.optimizer, self.strategy, self.options)
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
                      self._compiled())
         progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
@@ -321,8 +322,9 @@ class Trainer:
         """Runs `chunk` steps; returns their loss sums, or stops on a non-finite loss (which a
         recovering guard takes as an excursion instead)."""
         step = self.step
-        sums = self._train_fn(iterator, tf.constant(chunk))
-        sums = {n: float(v.numpy()) for n, v in sums.items()}
+        with out_of_memory(self.memory, step, last_saved):
+            sums = self._train_fn(iterator, tf.constant(chunk))
+            sums = {n: float(v.numpy()) for n, v in sums.items()}
         loss = float(self.model.metrics_from_sums(sums)["loss"])
         if not math.isfinite(loss) and not self.recovery.recovers:
             raise NonFiniteLossError(

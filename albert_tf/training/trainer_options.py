@@ -5,6 +5,8 @@ the same names)."""
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from albert_tf.training.step_memory import StepShape
+
 if TYPE_CHECKING:  # for the annotations only: both modules import TensorFlow
     from albert_tf.training.excursions import ExcursionSettings
     from albert_tf.training.run_lock import RunLock
@@ -36,3 +38,5 @@ class TrainerOptions:
     run_lock: "RunLock | None" = None
     # The loss guard's settings (training.excursions); None: no guard.
     excursions: "ExcursionSettings | None" = None
+    # The step's input, for its memory estimate (training.step_memory); None: no estimate.
+    step_shape: StepShape | None = None
