@@ -161,7 +161,8 @@ def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lo
             keep_checkpoint_max=options.keep_checkpoint_max, run_kind="pretraining",
             tokenizer=tokenizer, run_lock=lock, excursions=options.excursions(),
             step_shape=StepShape(options.max_seq_length, options.max_predictions_per_seq,
-                                 last_block_rows=options.max_predictions_per_seq + 1)))
+                                 last_block_rows=options.max_predictions_per_seq + 1),
+            step_kernels=step_kernels))
 
 
 def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files):

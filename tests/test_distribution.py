@@ -1,6 +1,5 @@
 """The one place that picks strategy, precision and XLA: flags and the `auto` choices."""
 
-from types import SimpleNamespace
 
 import keras
 import pytest
@@ -51,15 +50,15 @@ def test_the_memory_estimate_counts_the_attention_the_step_runs():
     XLA step on a GPU, bfloat16 or float16, from MIN_FUSED_SEQ tokens under auto."""
     config = AlbertConfig(vocab_size=60, hidden_size=16, num_attention_heads=2,
                           attention_probs_dropout_prob=0)
-    gpu_step = SimpleNamespace(step_kernels=StepKernels("auto", xla_gpu=True))
-    encoder_s = SimpleNamespace(step_kernels=None, encoder=gpu_step)  # a task model's
+    gpu_step = StepKernels("auto", xla_gpu=True)
     bf16, f32 = keras.mixed_precision.Policy("mixed_bfloat16"), keras.mixed_precision.Policy(
         "float32")
     fused = distribution._attention_fused
-    assert fused(gpu_step, config, 128, bf16) and fused(encoder_s, config, 512, bf16)
+    assert fused(gpu_step, config, 128, bf16) and fused(gpu_step, config, 512, bf16)
     assert not fused(gpu_step, config, 64, bf16)  # auto: plain below 128 tokens
     assert not fused(gpu_step, config, 128, f32)
-    assert not fused(SimpleNamespace(step_kernels=StepKernels()), config, 128, bf16)
+    assert not fused(StepKernels(), config, 128, bf16)
+    assert not fused(None, config, 128, bf16)  # a step traced without setup's kernels
     dropout = AlbertConfig(vocab_size=60, hidden_size=16, num_attention_heads=2,
                            attention_probs_dropout_prob=0.1)
     assert not fused(gpu_step, dropout, 128, bf16)

@@ -21,7 +21,9 @@ from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError, OutOfMemoryError
 from albert_tf.modeling.optimizers import current_learning_rate
+from albert_tf.modeling.step_kernels import StepKernels
 from albert_tf.tracing import graph_function
+from albert_tf.training import distribution
 from albert_tf.training.distribution import log_step_memory
 from albert_tf.training.step_memory import StepShape, gib, step_bytes
 from albert_tf.training.trainer import Trainer
@@ -223,12 +225,12 @@ class _Lock:
         self.verified += 1
 
 
-def test_every_trainer_option_reaches_the_trainer(tmp_path):
+def test_every_trainer_option_reaches_the_trainer(tmp_path, monkeypatch):
     """Each field of TrainerOptions, at a value other than its default, changes what the
     trainer does (a field added without a use here fails the first assertion)."""
     checked = {"global_batch_size", "gradient_accumulation_steps", "steps_per_execution",
                "jit_compile", "save_checkpoints_steps", "log_steps", "keep_checkpoint_max",
-               "run_kind", "tokenizer", "run_lock", "excursions", "step_shape"}
+               "run_kind", "tokenizer", "run_lock", "excursions", "step_shape", "step_kernels"}
     assert {f.name for f in dataclasses.fields(TrainerOptions)} == checked
     model_fn = lambda: AlbertPretrainer(AlbertConfig(**TINY))  # noqa: E731
     optimizer_fn = lambda: create_optimizer(1e-3, 10, 1, "lamb")  # noqa: E731
@@ -242,10 +244,13 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
     tokenizer = types.SimpleNamespace(asset_file=str(vocab), kind="wordpiece",
                                       do_lower_case=True)
     lock, out = _Lock(), tmp_path / "run"
+    kernels, estimated_with = StepKernels("plain"), []
+    monkeypatch.setattr(distribution, "_attention_fused",
+                        lambda k, *args: estimated_with.append(k) or False)
     trainer = Trainer(strategy, model_fn, optimizer_fn, str(out), TrainerOptions(
         global_batch_size=4, gradient_accumulation_steps=2, steps_per_execution=4,
         save_checkpoints_steps=3, log_steps=5, keep_checkpoint_max=1, run_kind="a test",
-        tokenizer=tokenizer, run_lock=lock, step_shape=StepShape(16, 4)))
+        tokenizer=tokenizer, run_lock=lock, step_shape=StepShape(16, 4), step_kernels=kernels))
     calls, train_fn = [], trainer._train_fn
     trainer._train_fn = lambda iterator, n: calls.append(int(n)) or train_fn(iterator, n)
     logged, saved = [], []
@@ -255,7 +260,7 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path):
                   on_checkpoint=lambda path, step: saved.append(step))
     assert trainer.accumulation == 2
     assert (trainer.memory.shape, trainer.memory.batch) == (StepShape(16, 4), 2)
-    assert trainer.memory.needed > 0
+    assert trainer.memory.needed > 0 and estimated_with == [kernels]
     assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
     assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
     assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]

@@ -198,7 +198,8 @@ class _Run:
                 run_lock=lock, excursions=options.excursions(),
                 step_shape=StepShape(options.max_seq_length,
                                      sequences_per_example=task.sequences_per_example,
-                                     last_block_rows=task.last_block_rows)))
+                                     last_block_rows=task.last_block_rows),
+                step_kernels=step_kernels))
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best = {}
         level = task.constant_loss(self.train_features) if self.train_features else None

@@ -170,14 +170,16 @@ def setup(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_proj
 def log_step_memory(model, optimizer, strategy, options):
     """The training step's memory (a step_memory.StepMemory: the estimate for `model` and
     `optimizer` under the global policy, the GPU it runs on), logged: on a GPU, with a warning
-    where it exceeds the GPU's memory; elsewhere as a DEBUG line. `options`: TrainerOptions."""
-    config, shape = getattr(model, "config", None), options.step_shape
+    where it exceeds the GPU's memory; elsewhere as a DEBUG line. `model.config`: its
+    AlbertConfig (None: no estimate, e.g. a TF-Hub encoder without one); `options`:
+    TrainerOptions."""
+    config, shape = model.config, options.step_shape
     policy = keras.mixed_precision.global_policy()
     estimate = None
     if config is not None and shape is not None:
         parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
         slots = round(sum(v.shape.num_elements() for v in optimizer.variables) / parameters)
-        fused = _attention_fused(model, config, shape.seq_length, policy)
+        fused = _attention_fused(options.step_kernels, config, shape.seq_length, policy)
 
         def estimate(batch):
             return step_bytes(config, parameters, batch, shape, policy.name, slots, fused)
@@ -193,12 +195,9 @@ def log_step_memory(model, optimizer, strategy, options):
     return memory
 
 
-def _attention_fused(model, config, seq_length, policy):
-    """Whether the model's training step runs its attention fused (keeping no [heads, seq,
-    seq] probabilities), by the step kernels it traces with (the pretrainer's or its
-    encoder's)."""
-    kernels = (getattr(model, "step_kernels", None)
-               or getattr(getattr(model, "encoder", None), "step_kernels", None))
+def _attention_fused(kernels, config, seq_length, policy):
+    """Whether a training step traced with `kernels` (setup's StepKernels) runs its attention
+    fused, keeping no [heads, seq, seq] probabilities."""
     with traced_with(kernels):
         return fused_reason(tf.as_dtype(policy.compute_dtype), 1, seq_length, seq_length,
                             config.hidden_size // config.num_attention_heads,

@@ -2,12 +2,12 @@
 TPU): distributed steps with gradient accumulation, checkpoints that resume exactly, evaluation
 that keeps the best checkpoint, TensorBoard summaries and progress logs.
 
-The model is also the task: it provides `denominators(features)`, `loss_sums(features,
-outputs)`, `replica_loss(sums, denominators)` and `metrics_from_sums(sums)`. Loss terms are
-divided by denominators all-reduced over the whole global batch, so every split of a batch
-(replicas, micro-batches) gives the gradient of the same global loss. Beside the loop:
-checkpoint_saving (what a checkpoint holds, saving, restoring), recovery (acting on the loss
-guard) and failures (the errors a run stops with).
+The model is also the task: `denominators(features)`, `loss_sums(features, outputs)`,
+`replica_loss(sums, denominators)`, `metrics_from_sums(sums)`, `config` (AlbertConfig or None,
+for the memory estimate). Loss terms are divided by denominators all-reduced over the global
+batch, so every split of a batch (replicas, micro-batches) gives the gradient of the same
+global loss. Beside the loop: checkpoint_saving (what a checkpoint holds, saving, restoring),
+recovery (acting on the loss guard) and failures (the errors a run stops with).
 """
 
 import math

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from albert_tf.training.step_memory import StepShape
 
 if TYPE_CHECKING:  # for the annotations only: both modules import TensorFlow
+    from albert_tf.modeling.step_kernels import StepKernels
     from albert_tf.training.excursions import ExcursionSettings
     from albert_tf.training.run_lock import RunLock
 
@@ -40,3 +41,5 @@ class TrainerOptions:
     excursions: "ExcursionSettings | None" = None
     # The step's input, for its memory estimate (training.step_memory); None: no estimate.
     step_shape: StepShape | None = None
+    # The kernels the model's step traces with (distribution.setup's), for the same estimate.
+    step_kernels: "StepKernels | None" = None
