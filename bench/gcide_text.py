@@ -45,7 +45,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dict_file", help="gcide.dict.dz (dictzip is gzip) or gcide.dict")
     parser.add_argument("output")
-    parser.add_argument("--max_bytes", type=int, default=0, help="about this many, from entries spread over the alphabet (0: all)")
+    parser.add_argument("--max_bytes", type=int, default=0,
+                        help="about this many, from entries spread over the alphabet (0: all)")
     args = parser.parse_args()
     opener = gzip.open if args.dict_file.endswith(".dz") else open
     with opener(args.dict_file, "rb") as f:

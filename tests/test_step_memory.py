@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from albert_tf.config import AlbertConfig
 from albert_tf.training.step_memory import (
     GIB, StepMemory, StepShape, accumulation_that_fits, batch_that_fits, gpu_memory_bytes,

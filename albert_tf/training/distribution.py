@@ -2,6 +2,7 @@
 XLA compilation and the step's kernels, from the values of the flags every training script
 shares."""
 
+import functools
 import json
 import os
 
@@ -180,9 +181,9 @@ def log_step_memory(model, optimizer, strategy, options):
         parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
         slots = round(sum(v.shape.num_elements() for v in optimizer.variables) / parameters)
         fused = _attention_fused(options.step_kernels, config, shape.seq_length, policy)
-
-        def estimate(batch):
-            return step_bytes(config, parameters, batch, shape, policy.name, slots, fused)
+        estimate = functools.partial(step_bytes, config, parameters, shape=shape,
+                                     policy=policy.name, optimizer_slots=slots,
+                                     fused_attention=fused)
     on_gpu = bool(tf.config.list_logical_devices("GPU")) and not isinstance(
         strategy, tf.distribute.TPUStrategy)
     memory = StepMemory(estimate, options.global_batch_size, strategy.num_replicas_in_sync,
