@@ -334,6 +334,22 @@ def summarise(results):
     return "\n".join(lines)
 
 
+def wide_table(results):
+    """One row a run, one column a task and rate: mean ± standard deviation (docs' layout)."""
+    cells = {}
+    for r in results:
+        cells.setdefault(r["run"], {}).setdefault((r["task"], r["learning_rate"]), []).append(
+            r["score"])
+    columns = sorted({c for runs in cells.values() for c in runs})
+    lines = ["| run | " + " | ".join(f"{t} {lr:g}" for t, lr in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for run, runs in sorted(cells.items()):
+        lines.append(f"| {run} | " + " | ".join(
+            f"{np.mean(runs[c]):.3f} ± {np.std(runs[c], ddof=1):.3f}" if len(runs.get(c, [])) > 1
+            else "" for c in columns) + " |")
+    return "\n".join(lines)
+
+
 def against_peer(results, peer="transformers"):
     """Each run's mean minus the peer's in every (task, rate) cell, in the peer's standard
     deviations: the rule that picks a default is never below -1 in any cell."""
@@ -430,6 +446,7 @@ def main():
                             f.write(json.dumps(record) + "\n")
                         results.append(record)
     print(summarise(results))
+    print(wide_table(results))
     print(against_peer(results))
     print(summarise_rows(results))
 
