@@ -425,9 +425,9 @@ def test_finetuning_default_is_the_same_everywhere():
     from tool_runner import own_flags
 
     assert FINETUNING_UPDATE == dict(bias_correction=True, decay_after_warmup=True,
-                                     epsilon=1e-8, weight_decay_rate=0.01)
+                                     epsilon=1e-6, weight_decay_rate=0.01)
     assert ORIGINAL_UPDATE == dict(FINETUNING_UPDATE, bias_correction=False,
-                                   decay_after_warmup=False, epsilon=1e-6)
+                                   decay_after_warmup=False)
     from albert_tf.tasks.flags import UPDATE_FLAGS as names
     for module in (run_classifier, run_squad, run_race, run_ner):
         with own_flags():
@@ -438,7 +438,7 @@ def test_finetuning_default_is_the_same_everywhere():
 
     opt = finetuning_optimizer(1e-3, 100, 10)
     assert type(opt) is AdamWeightDecay and opt.bias_correction and opt.global_clipnorm == 1.0
-    assert opt.epsilon == 1e-8
+    assert opt.epsilon == 1e-6
     assert float(opt.learning_rate) == 0.0 and opt._learning_rate.decay_after_warmup
     original = finetuning_optimizer(1e-3, 100, 10, **ORIGINAL_UPDATE)
     assert not original.bias_correction and not original._learning_rate.decay_after_warmup
@@ -449,6 +449,6 @@ def test_finetuning_default_is_the_same_everywhere():
     assert type(model.optimizer) is AdamWeightDecay and model.optimizer.bias_correction
     assert float(model.optimizer.learning_rate) == pytest.approx(5e-5)
     assert model.optimizer.weight_decay_rate == 0.01 and model.optimizer.global_clipnorm == 1.0
-    assert model.optimizer.epsilon == 1e-8
+    assert model.optimizer.epsilon == 1e-6
     with pytest.raises(ValueError, match="num_warmup_steps needs num_train_steps"):
         finetuning_optimizer(1e-3, num_warmup_steps=10)

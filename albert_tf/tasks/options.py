@@ -156,7 +156,7 @@ class FinetuningOptions(LoopOptions):
         "Decay the learning rate linearly from --learning_rate at the end of the warmup to 0; "
         "false: from step 0, as the original (the peak after warmup is then below it).")
     adam_epsilon: float = option(FINETUNING_UPDATE["epsilon"],
-                                 "Epsilon of the Adam denominator (the original's: 1e-6).",
+                                 "Epsilon of the Adam denominator (transformers': 1e-8).",
                                  validator=POSITIVE)
     weight_decay_rate: float = option(
         FINETUNING_UPDATE["weight_decay_rate"],
