@@ -14,6 +14,7 @@ sentence-order task needs two).
 
 import argparse
 import gzip
+import os
 import re
 
 SOURCE_TAG = re.compile(r"\[(?:1913 Webster|PJC|WordNet 1\.5|Webster 1913 Suppl\.|[A-Z]{2,4})"
@@ -42,12 +43,15 @@ def documents(text):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description="Plain English text from GCIDE (Debian's dict-gcide), an entry a document.")
     parser.add_argument("dict_file", help="gcide.dict.dz (dictzip is gzip) or gcide.dict")
-    parser.add_argument("output")
+    parser.add_argument("output", help="the text file to write")
     parser.add_argument("--max_bytes", type=int, default=0,
                         help="about this many, from entries spread over the alphabet (0: all)")
     args = parser.parse_args()
+    if not os.path.isfile(args.dict_file):
+        parser.error(f"no file {args.dict_file}: see this script's docstring for the download")
     opener = gzip.open if args.dict_file.endswith(".dz") else open
     with opener(args.dict_file, "rb") as f:
         text = f.read().decode("utf-8", "replace")

@@ -4,14 +4,19 @@
 # (bench/gcide_text.py; the novels alone give at most ~10,000 pieces), a vocabulary of
 # MODEL_TYPE (unigram: SentencePiece, as the English releases; wordpiece: as the Chinese ones)
 # and VOCAB_SIZE pieces, then the demo's pretraining (configs/albert_demo.json with that
-# vocab_size, seq 32, LAMB 5e-3) for STEPS steps.
+# vocab_size, seq 32, LAMB 5e-3) for STEPS steps. Downloads dict-gcide with `apt-get download`
+# (a Debian package source); PY: the Python with albert_tf (default python).
 #   bash bench/pretrain_release_vocab.sh OUT unigram 30000 [STEPS]
 #   bash bench/pretrain_release_vocab.sh OUT wordpiece 21128 [STEPS]
 set -euo pipefail
+if [ $# -lt 3 ] || { [ "$2" != unigram ] && [ "$2" != wordpiece ]; }; then
+    echo "usage: $0 OUT unigram|wordpiece VOCAB_SIZE [STEPS]" >&2
+    exit 2
+fi
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 cd "$(dirname "$0")/.."
 OUT=$1 MODEL_TYPE=$2 VOCAB_SIZE=$3 STEPS=${4:-4000}
-PY=${PYTHON:-python}
+PY=${PY:-python}
 mkdir -p "$OUT"
 if [ ! -e "$OUT/gcide.txt" ]; then
     (cd "$OUT" && apt-get download dict-gcide && dpkg-deb -x dict-gcide_*.deb gcide)
