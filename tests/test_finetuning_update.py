@@ -74,6 +74,8 @@ def test_original_update_ends_at_one_class_and_says_so(assets, tmp_path, caplog)
     assert any(accuracy == pytest.approx(v) for v in (assets["majority"],
                                                        1 - assets["majority"])), results
     assert float(results["eval_loss"]) == pytest.approx(np.log(2), abs=0.01)
+    assert ("Update: adamw at learning rate 0.003, no bias correction, decay from step 0, "
+            "epsilon 1e-06, weight decay 0.01") in caplog.text
     assert "no better than a constant prediction's (0.6931" in caplog.text
     assert "model is not learning from its input; try a lower --learning_rate (now 0.003)" \
         in caplog.text

@@ -420,7 +420,8 @@ def test_finetuning_default_is_the_same_everywhere():
     from albert_tf import (AlbertClassifier, AlbertConfig, finetuning_optimizer, run_classifier,
                            run_ner, run_race, run_squad)
     from albert_tf.tasks import finetuning_options
-    from albert_tf.modeling.optimizers import FINETUNING_UPDATE, ORIGINAL_UPDATE
+    from albert_tf.modeling.optimizers import (FINETUNING_UPDATE, ORIGINAL_UPDATE,
+                                               describe_update)
     from conftest import TINY
     from tool_runner import own_flags
 
@@ -428,6 +429,9 @@ def test_finetuning_default_is_the_same_everywhere():
                                      epsilon=1e-6, weight_decay_rate=0.01)
     assert ORIGINAL_UPDATE == dict(FINETUNING_UPDATE, bias_correction=False,
                                    decay_after_warmup=False)
+    assert describe_update("adamw", 1e-3, FINETUNING_UPDATE) == (
+        "adamw at learning rate 0.001, bias correction, decay from the end of the warmup, "
+        "epsilon 1e-06, weight decay 0.01")
     from albert_tf.tasks.flags import UPDATE_FLAGS as names
     for module in (run_classifier, run_squad, run_race, run_ner):
         with own_flags():

@@ -294,6 +294,15 @@ def finetuning_optimizer(learning_rate=5e-5, num_train_steps=None, num_warmup_st
     return AdamWeightDecay(learning_rate, global_clipnorm=clip_norm or None, **settings)
 
 
+def describe_update(optimizer, learning_rate, settings):
+    """A fine-tuning update in words (`settings`: finetuning_optimizer's, FINETUNING_UPDATE's
+    keys), as a run logs it before training."""
+    return (f"{optimizer} at learning rate {learning_rate:g}, "
+            f"{'' if settings['bias_correction'] else 'no '}bias correction, decay from "
+            f"{'the end of the warmup' if settings['decay_after_warmup'] else 'step 0'}, "
+            f"epsilon {settings['epsilon']:g}, weight decay {settings['weight_decay_rate']:g}")
+
+
 class ReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """Keras's dynamic loss scaling, with the finiteness check all-reduced over the replicas.
 

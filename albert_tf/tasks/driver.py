@@ -157,7 +157,7 @@ class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
     def __init__(self, task, options, lock=None):
-        from albert_tf.modeling.optimizers import finetuning_optimizer
+        from albert_tf.modeling.optimizers import describe_update, finetuning_optimizer
         from albert_tf.training.trainer import Trainer
         from albert_tf.training.trainer_options import TrainerOptions
 
@@ -183,6 +183,8 @@ class _Run:
             options.train_batch_size, options.train_step,
             options.num_train_epochs if options.do_train else None, options.warmup_step,
             options.warmup_proportion)
+        self.update = describe_update(options.optimizer, options.learning_rate,
+                                      update_settings(options))
         self.trainer = Trainer(
             strategy, self.build_model,
             lambda: finetuning_optimizer(options.learning_rate, self.num_train_steps,
@@ -256,6 +258,7 @@ class _Run:
                                            allow_reshaped=heads)
         logging.info("Training %d steps (%d warmup) on %d sequences", self.num_train_steps,
                      self.num_warmup_steps, num_examples(self.train_features))
+        logging.info("Update: %s", self.update)
         self.trainer.train(self.dataset_fn(self.train_features, f.train_batch_size, True),
                            self.num_train_steps,
                            on_checkpoint=self.evaluate if f.do_eval else None,
