@@ -334,38 +334,40 @@ def summarise(results):
     return "\n".join(lines)
 
 
-def wide_table(results):
-    """One row a run, one column a task and rate: mean ± standard deviation (docs' layout)."""
+def scores(results):
+    """{(task, learning rate, run): [score of each seed]}."""
     cells = {}
     for r in results:
-        cells.setdefault(r["run"], {}).setdefault((r["task"], r["learning_rate"]), []).append(
-            r["score"])
-    columns = sorted({c for runs in cells.values() for c in runs})
+        cells.setdefault((r["task"], r["learning_rate"], r["run"]), []).append(r["score"])
+    return cells
+
+
+def wide_table(results):
+    """One row a run, one column a task and rate: mean ± standard deviation (docs' layout)."""
+    cells = scores(results)
+    columns = sorted({(task, lr) for task, lr, _ in cells})
     lines = ["| run | " + " | ".join(f"{t} {lr:g}" for t, lr in columns) + " |",
              "|---|" + "---|" * len(columns)]
-    for run, runs in sorted(cells.items()):
+    for run in sorted({run for _, _, run in cells}):
+        values = [cells.get((t, lr, run), []) for t, lr in columns]
         lines.append(f"| {run} | " + " | ".join(
-            f"{np.mean(runs[c]):.3f} ± {np.std(runs[c], ddof=1):.3f}" if len(runs.get(c, [])) > 1
-            else "" for c in columns) + " |")
+            f"{np.mean(v):.3f} ± {np.std(v, ddof=1):.3f}" if len(v) > 1 else ""
+            for v in values) + " |")
     return "\n".join(lines)
 
 
 def against_peer(results, peer="transformers"):
     """Each run's mean minus the peer's in every (task, rate) cell, in the peer's standard
     deviations: the rule that picks a default is never below -1 in any cell."""
-    cells = {}
-    for r in results:
-        cells.setdefault((r["task"], r["learning_rate"]), {}).setdefault(r["run"], []).append(
-            r["score"])
+    cells = scores(results)
     lines = ["| task | learning rate | run | minus peer | in peer std |", "|---|---|---|---|---|"]
-    for (task, lr), runs in sorted(cells.items()):
-        if peer not in runs or len(runs[peer]) < 2:
+    for task, lr, run in sorted(cells):
+        base = cells.get((task, lr, peer), [])
+        if run == peer or len(base) < 2:
             continue
-        base, spread = np.mean(runs[peer]), np.std(runs[peer], ddof=1)
-        for run, values in sorted(runs.items()):
-            if run != peer:
-                diff = np.mean(values) - base
-                lines.append(f"| {task} | {lr:g} | {run} | {diff:+.3f} | {diff / spread:+.2f} |")
+        diff = np.mean(cells[task, lr, run]) - np.mean(base)
+        lines.append(f"| {task} | {lr:g} | {run} | {diff:+.3f} | "
+                     f"{diff / np.std(base, ddof=1):+.2f} |")
     return "\n".join(lines)
 
 

@@ -46,12 +46,14 @@ def main():
     parser = argparse.ArgumentParser(
         description="Plain English text from GCIDE (Debian's dict-gcide), an entry a document.")
     parser.add_argument("dict_file", help="gcide.dict.dz (dictzip is gzip) or gcide.dict")
-    parser.add_argument("output", help="the text file to write")
+    parser.add_argument("output", help="the text file to write (a new one)")
     parser.add_argument("--max_bytes", type=int, default=0,
                         help="about this many, from entries spread over the alphabet (0: all)")
     args = parser.parse_args()
     if not os.path.isfile(args.dict_file):
         parser.error(f"no file {args.dict_file}: see this script's docstring for the download")
+    if os.path.exists(args.output):
+        parser.error(f"{args.output} exists: this script writes a new file, name another")
     opener = gzip.open if args.dict_file.endswith(".dz") else open
     with opener(args.dict_file, "rb") as f:
         text = f.read().decode("utf-8", "replace")
@@ -60,7 +62,7 @@ def main():
     # Evenly spaced entries, so that a part of the dictionary covers the whole alphabet.
     share = min(1.0, args.max_bytes / total) if args.max_bytes else 1.0
     kept = [b for i, b in enumerate(blocks) if int((i + 1) * share) > int(i * share)]
-    with open(args.output, "w", encoding="utf-8") as out:
+    with open(args.output, "x", encoding="utf-8") as out:
         out.writelines(kept)
     written, count = sum(len(b.encode("utf-8")) for b in kept), len(kept)
     print(f"{args.output}: {count} documents, {written} bytes")

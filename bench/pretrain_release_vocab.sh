@@ -36,11 +36,11 @@ else
     VOCAB=(--vocab_file="$OUT/vocab.txt")
     ENTRIES=$(wc -l < "$OUT/vocab.txt")
 fi
-$PY - "$ENTRIES" "$OUT/albert_config.json" <<'PYEOF'
+[ -e "$OUT/albert_config.json" ] || $PY - "$ENTRIES" "$OUT/albert_config.json" <<'PYEOF'
 import json, sys
 config = json.load(open("configs/albert_demo.json"))
 config["vocab_size"] = int(sys.argv[1])
-json.dump(config, open(sys.argv[2], "w"), indent=2)
+json.dump(config, open(sys.argv[2], "x"), indent=2)
 PYEOF
 $PY -m albert_tf.create_pretraining_data --input_file="$TEXT" "${VOCAB[@]}" \
     --output_file="$OUT/pretrain/train.tfrecord" --max_seq_length=32 \

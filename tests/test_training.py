@@ -187,10 +187,12 @@ def test_the_step_s_memory_is_logged_on_a_gpu_and_warned_of_when_it_exceeds_it(
         assert logged() == (needed, [(level, gpu_line)])
 
 
-@pytest.mark.parametrize("precision,policy", [("none", "float32"),
-                                              ("bfloat16", "mixed_bfloat16")])
+@pytest.mark.parametrize("precision,policy,jit", [("none", "float32", "false"),
+                                                  ("bfloat16", "mixed_bfloat16", "false"),
+                                                  ("float16", "mixed_float16", "false"),
+                                                  ("bfloat16", "mixed_bfloat16", "true")])
 def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
-        records, tmp_path, capsys, monkeypatch, precision, policy):
+        records, tmp_path, capsys, monkeypatch, precision, policy, jit):
     config = tmp_path / "albert_config.json"
     AlbertConfig(**TINY).to_json_file(str(config))
     monkeypatch.setattr(Trainer, "_train_steps", out_of_memory_steps)
@@ -198,7 +200,7 @@ def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
         run_pretraining, capsys, albert_config_file=config, input_file=records,
         output_dir=tmp_path / "out", max_seq_length=16, max_predictions_per_seq=4,
         train_batch_size=4, num_train_steps=2, num_warmup_steps=1, mixed_precision=precision,
-        jit_compile="false")
+        jit_compile=jit)
     assert code == 1, err[-3000:]
     model = AlbertPretrainer(AlbertConfig(**TINY))
     parameters = sum(v.shape.num_elements() for v in model.trainable_variables)

@@ -183,13 +183,12 @@ class _Run:
             options.train_batch_size, options.train_step,
             options.num_train_epochs if options.do_train else None, options.warmup_step,
             options.warmup_proportion)
-        self.update = describe_update(options.optimizer, options.learning_rate,
-                                      update_settings(options))
+        settings = update_settings(options)
+        self.update = describe_update(options.optimizer, options.learning_rate, settings)
         self.trainer = Trainer(
             strategy, self.build_model,
             lambda: finetuning_optimizer(options.learning_rate, self.num_train_steps,
-                                         self.num_warmup_steps, options.optimizer,
-                                         **update_settings(options)),
+                                         self.num_warmup_steps, options.optimizer, **settings),
             options.output_dir, TrainerOptions(
                 global_batch_size=options.train_batch_size,
                 gradient_accumulation_steps=options.gradient_accumulation_steps,
