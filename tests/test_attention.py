@@ -170,11 +170,55 @@ def test_xla_gpu_step_is_the_kernels_maths(policy, rtol):
 def test_xla_gpu_bias_gradients_are_products_with_ones():
     """Each bias, LayerNorm beta and gamma gradient of an XLA step on a GPU is a [1, rows] x
     [rows, width] product accumulated in float32 (cuBLAS reads the gradient once), none
-    elsewhere: per block call the query, key, value and intermediate biases, and each LayerNorm's
-    gamma, beta and folded projection bias (10); the embedding projection, the pooler and the MLM
-    dense layer, the embedding's and the MLM head's LayerNorm gamma and beta (7)."""
+    elsewhere: per block call the query and intermediate biases, and each LayerNorm's gamma,
+    beta and folded projection bias (8: the key bias is not added, the value bias joins the
+    output projection's; without those rewrites 10, and 9 with attention dropout, where the
+    value bias stays); the embedding projection, the pooler and the MLM dense layer, the
+    embedding's and the MLM head's LayerNorm gamma and beta (7)."""
     model = _model("mixed_bfloat16")
     ones_dot = re.compile(r"= f32\[1,\d+\]\{[\d,]*\} dot\(")
     assert not ones_dot.findall(_step_hlo(model, "plain"))
     with kernels.on_xla_gpu():
-        assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 10 * BLOCK_CALLS + 7
+        assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 8 * BLOCK_CALLS + 7
+        dropout = _model("mixed_bfloat16", attention_probs_dropout_prob=0.1)
+        assert len(ones_dot.findall(_step_hlo(dropout, "plain"))) == 9 * BLOCK_CALLS + 7
+        with kernels.xla_gpu_rewrites([]):
+            assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 10 * BLOCK_CALLS + 7
+
+
+@pytest.mark.parametrize("rewrite", kernels.XLA_GPU_REWRITES)
+def test_each_xla_gpu_rewrite_keeps_every_gradient(rewrite):
+    """Each rewrite of the XLA step on a GPU, alone, in float32: the loss and every variable's
+    gradient as without any (the key bias's is zero with it, and nearly so without: softmax
+    ignores it)."""
+    features = _features()
+    model = _model("float32")
+    step = tf.function(lambda f: _loss_and_grads(model, f), jit_compile=True)
+    results = {}
+    with kernels.on_xla_gpu():
+        for names in ([], [rewrite]):
+            with kernels.xla_gpu_rewrites(names):
+                step = tf.function(lambda f: _loss_and_grads(model, f), jit_compile=True)
+                results[bool(names)] = step(features)
+    (loss, grads), (loss_new, grads_new) = results[False], results[True]
+    assert float(loss_new) == pytest.approx(float(loss), rel=1e-6)
+    scale = np.sqrt(np.mean([np.mean(tf.convert_to_tensor(g).numpy() ** 2) for g in grads]))
+    for var, g, h in zip(model.trainable_variables, grads, grads_new):
+        g, h = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(h).numpy()
+        if rewrite == "key_bias" and "key/bias" in var.path:
+            assert not h.any(), var.path
+            assert np.abs(g).max() <= 1e-5 * scale, var.path
+            continue
+        np.testing.assert_allclose(h, g, rtol=1e-4, atol=1e-6 * scale, err_msg=var.path)
+
+
+@pytest.mark.parametrize("approximate", [True, False])
+def test_gelu_kernel_is_the_formula_and_its_gradient(approximate):
+    x = tf.constant(np.random.default_rng(0).normal(0, 2, (64, 24)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours = kernels.gelu(x, approximate)
+        plain = tf.nn.gelu(x, approximate=approximate)
+    np.testing.assert_allclose(ours.numpy(), plain.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(ours, x).numpy(), tape.gradient(plain, x).numpy(),
+                               rtol=1e-5, atol=1e-5)

@@ -59,6 +59,47 @@ def test_the_estimate_is_within_the_documented_error_of_the_h200_figures():
         assert -3 <= error <= 5, name
 
 
+# The XLA step on a GPU with kernels.XLA_GPU_REWRITES, compiled for an H200 without one
+# (bench/gpu/compile_offline.py; docs/benchmarks.md "Compiled for a GPU without one"): the
+# step's name → (config, masked positions, sequences per example, rows of the last block, the
+# documented error). The sentence heads' last block now runs at [CLS] only. SQuAD at 32 and
+# RACE: the compiled step holds more than the estimate counts (not explained yet).
+_BATCH_SEQ = {"base128": (256, 128), "base512": (64, 512), "large512": (32, 512),
+              "xxlarge512": (16, 512), "ft_cls32": (32, 128), "ft_cls256": (256, 128),
+              "ft_squad32": (32, 384), "ft_squad96": (96, 384), "ft_race8": (8, 512)}
+
+
+REWRITTEN = {
+    "base128_after_auto": ("albert_base_v2", 20, 1, 21, 3.4),
+    "base512_after_auto": ("albert_base_v2", 20, 1, 21, -0.2),
+    "large512_after_auto": ("albert_large_v2", 20, 1, 21, 0.1),
+    "xxlarge512_after_auto": ("albert_xxlarge_v2", 20, 1, 21, 4.2),
+    "ft_cls32_after_auto": ("albert_base_v2", 0, 1, 1, -0.8),
+    "ft_cls256_after_auto": ("albert_base_v2", 0, 1, 1, -0.4),
+    "ft_squad32_after_auto": ("albert_base_v2", 0, 1, None, -19.3),
+    "ft_squad96_after_auto": ("albert_base_v2", 0, 1, None, -0.4),
+    "ft_race8_after_auto": ("albert_base_v2", 0, 4, 1, -23.9),
+}
+
+
+def test_the_rewritten_estimate_is_within_the_documented_error_of_the_compiled_steps():
+    steps = {}
+    with open(os.path.join(RESULTS, "2026-11-28T0145-offline-h200-xla-gpu-rewrites.txt")) as f:
+        for line in f:
+            if line.startswith("{"):
+                step = json.loads(line)
+                steps[step["name"]] = step
+    for name, (config_name, masked, choices, rows, documented) in REWRITTEN.items():
+        step = steps[name]
+        batch, seq = _BATCH_SEQ[name.split("_after")[0]]
+        config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", config_name + ".json"))
+        parameters = round(step["argument_gib"] * GIB / 12)
+        estimate = step_bytes(config, parameters, batch, StepShape(seq, masked, choices, rows),
+                              "mixed_bfloat16", 2, fused_attention=True, rewritten=True)
+        error = 100 * (estimate / (step["peak_gib"] * GIB) - 1)
+        assert round(error, 1) == documented, (name, error)
+
+
 def test_the_plain_attention_keeps_its_probabilities_and_float32_doubles_the_activations():
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_base_v2.json"))
     shape = StepShape(512, 20)

@@ -18,6 +18,7 @@ import json
 
 import tensorflow as tf
 from absl import logging
+from tensorflow.compiler.tf2xla.python import xla
 
 MODES = ("auto", "fused", "plain")
 MIN_FUSED_SEQ = 128
@@ -143,8 +144,6 @@ def fused_attention(q, k, v, q_lengths, kv_lengths, scale, dropout_rate=0.0):
     q [B, T, N, H], k and v [B, S, N, H] with static shapes, bfloat16 or float16; lengths int32
     [B]. Returns [B, T, N, H] (zeros in rows past q_lengths). Only inside XLA on a GPU.
     """
-    from tensorflow.compiler.tf2xla.python import xla
-
     batch, q_rows, heads, head_size = q.shape.as_list()
     kv_rows = k.shape[1]
     dtype = q.dtype

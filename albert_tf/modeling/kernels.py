@@ -12,6 +12,7 @@ import contextlib
 import math
 
 import tensorflow as tf
+from tensorflow.compiler.tf2xla.python import xla
 
 from albert_tf.tracing import graph_function
 
@@ -51,6 +52,35 @@ def on_xla_gpu(flag=True):
         _xla_gpu = outer
 
 
+# What an XLA step on a GPU traces differently to move fewer bytes, each the same maths
+# (tests/test_attention.py) and measured by compiling for a GPU (docs/benchmarks.md); the HLO
+# dumps leave some out to measure them (bench/gpu/dump_hlo.py, XLA_GPU_REWRITES). `key_bias`:
+# the key bias is not added (softmax ignores it); `value_bias`: it joins the output
+# projection's; `gelu`: the slope recomputed from its input; `ln_low_dgamma`: gamma's gradient
+# from a bfloat16 product; `ln_barrier`: see layer_norm.
+XLA_GPU_REWRITES = ("key_bias", "value_bias", "gelu", "ln_low_dgamma", "ln_barrier")
+_rewrites = frozenset(XLA_GPU_REWRITES)
+
+
+def rewritten(name, training=True):
+    """Whether the XLA-on-GPU rewrite `name` applies to what is traced now."""
+    return enabled(training) and _xla_gpu and name in _rewrites
+
+
+@contextlib.contextmanager
+def xla_gpu_rewrites(names):
+    """Trace within this block with only the XLA-on-GPU rewrites `names`."""
+    global _rewrites
+    unknown = set(names) - set(XLA_GPU_REWRITES)
+    if unknown:
+        raise ValueError(f"unknown rewrites {sorted(unknown)}: use {XLA_GPU_REWRITES}")
+    outer, _rewrites = _rewrites, frozenset(names)
+    try:
+        yield
+    finally:
+        _rewrites = outer
+
+
 def gelu_enabled(training):
     """Whether bias + GELU runs as the kernel below: not in an XLA step on a GPU, where XLA's own
     fusion of the plain formula measured faster (docs/benchmarks.md)."""
@@ -83,6 +113,16 @@ def bias_add(y, bias):
         def grad(dy):
             return dy, tf.cast(_column_sum(dy, by_dot=True), bias.dtype)
         return tf.nn.bias_add(y, tf.cast(bias, y.dtype)), grad
+    return fn(y, bias)
+
+
+def unused_bias(y, bias):
+    """y, with a zero gradient for `bias`: a bias the result does not depend on (the key
+    projection's under softmax, which any shift of a query's scores leaves unchanged) is
+    not added, and its variable still gets a gradient."""
+    @tf.custom_gradient
+    def fn(y, bias):
+        return tf.identity(y), lambda dy: (dy, tf.zeros_like(bias))
     return fn(y, bias)
 
 
@@ -127,11 +167,19 @@ def _gelu(y, approximate):
     return 0.5 * y * (1.0 + tf.math.erf(y * (1.0 / math.sqrt(2.0))))
 
 
-def _gelu_slope(y, approximate):
+def _gelu_slope(y, approximate, apart=False):
+    """d gelu / dy. `apart`: the tanh or erf argument written unlike `_gelu`'s (the same
+    number), so that in one XLA step CSE does not merge the two and keep the forward's float32
+    tanh or erf for the backward, another tensor the size of y."""
     if approximate:
-        t = tf.tanh(_GELU_C * (y + _GELU_K * y * y * y))
+        u = y * (_GELU_C + (_GELU_C * _GELU_K) * y * y) if apart else _GELU_C * (
+            y + _GELU_K * y * y * y)
+        t = tf.tanh(u)
         return 0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * _GELU_C * (1.0 + 3 * _GELU_K * y * y)
-    cdf = 0.5 * (1.0 + tf.math.erf(y * (1.0 / math.sqrt(2.0))))
+    if apart:
+        cdf = 0.5 * tf.math.erfc(y * (-1.0 / math.sqrt(2.0)))
+    else:
+        cdf = 0.5 * (1.0 + tf.math.erf(y * (1.0 / math.sqrt(2.0))))
     return cdf + y * tf.exp(-0.5 * y * y) * (1.0 / math.sqrt(2.0 * math.pi))
 
 
@@ -157,6 +205,18 @@ def bias_gelu(x, bias, approximate=True):
     return fn(x, bias)
 
 
+def gelu(y, approximate=True):
+    """gelu(y) in float32, returned in y's dtype, for an XLA step on a GPU (XLA fuses the bias
+    add before it); the backward recomputes the slope from y alone, where autodiff of the
+    formula keeps its tanh too."""
+    @tf.custom_gradient
+    def fn(y):
+        def grad(dy):
+            return tf.cast(_f32(dy) * _gelu_slope(_f32(y), approximate, apart=True), y.dtype)
+        return tf.cast(_gelu(_f32(y), approximate), y.dtype), grad
+    return fn(y)
+
+
 # --- residual + LayerNorm ----------------------------------------------------------------------
 
 def _sum(parts, bias):
@@ -178,13 +238,16 @@ def _normalize(parts, bias, epsilon):
 
 
 @graph_function(jit_compile=True)
-def _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype):
+def _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype, barrier=False):
     xhat, _ = _normalize(parts, bias, epsilon)
-    return tf.cast(xhat * gamma + beta, out_dtype)
+    out = tf.cast(xhat * gamma + beta, out_dtype)
+    return xla.optimization_barrier(out)[0] if barrier else out
 
 
 @graph_function(jit_compile=True)
-def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot):
+def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot, low_dgamma, barrier):
+    if barrier:  # else CSE merges this recomputation with the forward's (layer_norm says why)
+        parts = xla.optimization_barrier(*parts)
     xhat, rstd = _normalize(parts, bias, epsilon)
     dy = _f32(dy)
     g = dy * gamma
@@ -192,7 +255,8 @@ def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot):
                  - xhat * tf.reduce_mean(g * xhat, -1, keepdims=True))
     low = parts[0].dtype
     dbias = None if bias is None else _column_sum(dz, by_dot, low)
-    return ([tf.cast(dz, p.dtype) for p in parts], dbias, _column_sum(dy * xhat, by_dot),
+    return ([tf.cast(dz, p.dtype) for p in parts], dbias,
+            _column_sum(dy * xhat, by_dot, low if low_dgamma else None),
             _column_sum(dy, by_dot, low))
 
 
@@ -201,8 +265,16 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
 
     `parts`: the input and optionally the residual added to it (same shape, any float dtypes);
     `bias`: optional float32 [width], the bias of the projection that produced the input.
+
+    With the `ln_barrier` rewrite (an XLA step on a GPU) the output and the backward's inputs
+    pass optimization barriers. Without them XLA, free to keep excess precision, feeds the next
+    LayerNorm the float32 sum instead of this bfloat16 output, and CSE hands the backward the
+    forward's float32 sum: each LayerNorm then writes a float32 tensor and is recomputed by its
+    consumers, about three times the bytes of one pass in and out (docs/benchmarks.md).
     """
-    n, by_dot = len(parts), _xla_gpu  # the backward is traced after the model's call
+    # The backward is traced after the model's call: what it needs is read now.
+    n, by_dot, low_dgamma = len(parts), _xla_gpu, rewritten("ln_low_dgamma")
+    barrier = rewritten("ln_barrier")
 
     @tf.custom_gradient
     def fn(*args):
@@ -211,9 +283,9 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
 
         def grad(dy):
             dparts, dbias, dgamma, dbeta = _layer_norm_bwd(dy, parts, bias, gamma, epsilon,
-                                                           by_dot)
+                                                           by_dot, low_dgamma, barrier)
             return (*dparts, dgamma, dbeta) + (() if bias is None else (dbias,))
-        return _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype), grad
+        return _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype, barrier), grad
     return fn(*parts, gamma, beta, *(() if bias is None else (bias,)))
 
 

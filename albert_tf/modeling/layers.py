@@ -59,6 +59,9 @@ class Dense(keras.layers.Layer):
         y = tf.matmul(x, kernels.cast_weight(self.kernel, x.dtype))
         if self._gelu_approximate is not None and kernels.gelu_enabled(training):
             return kernels.bias_gelu(y, tf.convert_to_tensor(self.bias), self._gelu_approximate)
+        if self._gelu_approximate is not None and kernels.rewritten("gelu", training):
+            y = kernels.bias_add(y, tf.convert_to_tensor(self.bias))
+            return kernels.gelu(y, self._gelu_approximate)
         if self.bias is not None and with_bias:
             y = kernels.bias_add(y, tf.convert_to_tensor(self.bias))
         return self.activation(y) if self.activation else y
@@ -190,8 +193,11 @@ class AttentionFfnBlock(keras.layers.Layer):
         # Without dropout between them, a projection's bias joins the residual LayerNorm kernel.
         fold = kernels.enabled(training) and self.hidden_dropout.rate == 0
         attn = self._project(self.attention_output, context, fold, training)
-        attn = self.attention_layer_norm(attn, x, self._bias(self.attention_output, fold),
-                                         training=training)
+        bias = self._bias(self.attention_output, fold)
+        if self._value_bias_folded(training):  # attention's rows sum to one: P(v + b) = Pv + b
+            bias += tf.linalg.matvec(tf.convert_to_tensor(self.attention_output.kernel),
+                                     tf.convert_to_tensor(self.value.bias), transpose_a=True)
+        attn = self.attention_layer_norm(attn, x, bias, training=training)
         ffn = self.intermediate(attn, training=training)
         ffn = self._project(self.ffn_output, ffn, fold, training)
         return self.output_layer_norm(ffn, attn, self._bias(self.ffn_output, fold),
@@ -201,7 +207,12 @@ class AttentionFfnBlock(keras.layers.Layer):
                         lengths):
         """(attention context, the residual) at the computed rows: keys and values from every
         row of `inputs`, queries (and the residual) at `positions` when given."""
-        k, v = self.key(inputs), self.value(inputs)
+        k = self.key(inputs, with_bias=not kernels.rewritten("key_bias", training))
+        if kernels.rewritten("key_bias", training):  # softmax ignores a shift of a query's scores
+            k = kernels.unused_bias(k, tf.convert_to_tensor(self.key.bias))
+        v = self.value(inputs, with_bias=not self._value_bias_folded(training))
+        if self._value_bias_folded(training):
+            v = kernels.unused_bias(v, tf.convert_to_tensor(self.value.bias))
         rows = seq
         if positions is not None:
             rows = positions.shape[1] or tf.shape(positions)[1]
@@ -241,6 +252,12 @@ class AttentionFfnBlock(keras.layers.Layer):
             tf.reshape(v, [batch, seq, *heads]), q_lengths, kv_lengths, self.scale,
             self.attention_dropout.rate)
         return tf.reshape(context, [batch * rows, self.num_heads * self.head_size])
+
+    def _value_bias_folded(self, training):
+        """The value bias joins the output projection's (b_v·W_o, into the LayerNorm kernel):
+        exact where attention's probabilities sum to one (no attention dropout)."""
+        return (kernels.rewritten("value_bias", training) and not self.pre_ln
+                and self.hidden_dropout.rate == 0 and self.attention_dropout.rate == 0)
 
     def _project(self, dense, x, fold, training):
         return self.hidden_dropout(dense(x, with_bias=not fold), training=training)

@@ -13,7 +13,8 @@ from albert_tf.modeling.attention import MIN_FUSED_SEQ
 class StepKernels:
     """`attention`: one of attention.MODES (resolved: `fused` or `auto` only for an XLA step on
     a GPU), fused from `min_fused_seq` tokens under `auto`; `xla_gpu`: the step is XLA-compiled
-    for a GPU, where XLA's own fusion of GELU replaces the bias + GELU kernel."""
+    for a GPU, where XLA's own fusion of GELU replaces the bias + GELU kernel and the
+    `kernels.XLA_GPU_REWRITES` apply."""
     attention: str = "plain"
     min_fused_seq: int = MIN_FUSED_SEQ
     xla_gpu: bool = False

@@ -181,9 +181,10 @@ def log_step_memory(model, optimizer, strategy, options):
         parameters = sum(v.shape.num_elements() for v in model.trainable_variables)
         slots = round(sum(v.shape.num_elements() for v in optimizer.variables) / parameters)
         fused = _attention_fused(options.step_kernels, config, shape.seq_length, policy)
+        xla_gpu = options.step_kernels is not None and options.step_kernels.xla_gpu
         estimate = functools.partial(step_bytes, config, parameters, shape=shape,
                                      policy=policy.name, optimizer_slots=slots,
-                                     fused_attention=fused)
+                                     fused_attention=fused, rewritten=xla_gpu)
     on_gpu = bool(tf.config.list_logical_devices("GPU")) and not isinstance(
         strategy, tf.distribute.TPUStrategy)
     memory = StepMemory(estimate, options.global_batch_size, strategy.num_replicas_in_sync,

@@ -4,8 +4,9 @@ the precision (pure arithmetic, without TensorFlow), and the micro-batch that fi
 The estimate counts what the step holds when its backward pass begins: the weights in float32,
 the optimizer's slots, the float32 gradients and the weights cast to the compute dtype, and
 for each layer the activations it keeps for its backward pass. No constant is fitted; checked
-against XLA's compiled memory statistics of nine steps on an NVIDIA H200 (docs/benchmarks.md,
-"Memory of a step: the estimate against the measured").
+against XLA's compiled memory statistics of nine steps on an NVIDIA H200, and of the XLA step
+on a GPU as it is now compiled for one without a device (docs/benchmarks.md, "Memory of a step:
+the estimate against the measured").
 """
 
 import dataclasses
@@ -34,15 +35,18 @@ class StepShape:
     last_block_rows: int | None = None
 
 
-def layer_bytes_per_token(config, seq_length, compute_bytes, fused_attention):
+def layer_bytes_per_token(config, seq_length, compute_bytes, fused_attention, rewritten=False):
     """What one layer keeps per token for the backward pass: its input, query, key, value,
     the attention's context and the first LayerNorm's output (hidden-sized, compute dtype); the
-    two LayerNorms' inputs (float32: they normalize in float32); the feed-forward layer's input
-    to the activation, the activation's own saved term and its output (intermediate-sized);
-    without the fused attention, the attention probabilities ([heads, seq] a token), and
-    with dropout its masks."""
+    two LayerNorms' inputs (float32: XLA keeps the float32 sums they normalize); the feed-forward
+    layer's input to the activation, the activation's own saved term and its output
+    (intermediate-sized); without the fused attention, the attention probabilities ([heads,
+    seq] a token), and with dropout its masks. `rewritten`: the XLA step on a GPU with
+    `kernels.XLA_GPU_REWRITES`, whose LayerNorms keep their inputs in the compute dtype and
+    whose GELU keeps no term of its own."""
     h, i = config.hidden_size, config.intermediate_size
-    kept = 6 * h * compute_bytes + 2 * h * FLOAT32 + 3 * i * compute_bytes
+    ln_inputs = 2 * h * (compute_bytes if rewritten else FLOAT32)
+    kept = 6 * h * compute_bytes + ln_inputs + (2 if rewritten else 3) * i * compute_bytes
     if config.hidden_dropout_prob > 0:
         kept += 2 * h  # one byte a value for each of the two masks
     if not fused_attention:
@@ -53,11 +57,12 @@ def layer_bytes_per_token(config, seq_length, compute_bytes, fused_attention):
     return kept
 
 
-def step_bytes(config, parameters, batch, shape, policy, optimizer_slots, fused_attention):
+def step_bytes(config, parameters, batch, shape, policy, optimizer_slots, fused_attention,
+               rewritten=False):
     """The estimated peak device memory in bytes of one training step on `batch` examples (per
     replica and micro-batch) of `shape` (a StepShape), for a model with `parameters` trainable
     values, under the Keras `policy` name, with an optimizer that keeps `optimizer_slots`
-    float32 values per weight."""
+    float32 values per weight; `rewritten` as for layer_bytes_per_token."""
     a = COMPUTE_BYTES[policy]
     cast = a if a < FLOAT32 else 0  # the weights cast to the compute dtype
     weights = parameters * (FLOAT32 * (2 + optimizer_slots) + cast)  # + gradients and slots
@@ -65,7 +70,7 @@ def step_bytes(config, parameters, batch, shape, policy, optimizer_slots, fused_
     tokens = sequences * shape.seq_length
     e, h = config.embedding_size, config.hidden_size
     blocks = config.num_hidden_layers * config.inner_group_num  # the blocks a token runs
-    layer = layer_bytes_per_token(config, shape.seq_length, a, fused_attention)
+    layer = layer_bytes_per_token(config, shape.seq_length, a, fused_attention, rewritten)
     # Each block's activations, the embeddings (before and after their LayerNorm) and the
     # encoder's output; a last block that computes only some rows keeps its input, keys and
     # values for every token, the rest for those rows.

@@ -217,9 +217,17 @@ def main():
             x + tf.cast(bias, x.dtype), approximate=approximate)
     if "ln" in variant:
         kernels.layer_norm = kernels.layer_norm_reference
-    out, what = sys.argv[1], sys.argv[2]
+    rewrites = os.environ.get("XLA_GPU_REWRITES")  # a comma list, or "none": those only
+    names = kernels.XLA_GPU_REWRITES if rewrites is None else (
+        [] if rewrites == "none" else rewrites.split(","))
+    with kernels.xla_gpu_rewrites(names):
+        dump(*sys.argv[1:])
+
+
+def dump(out=None, what=None, *args):
+    if what is None:
+        raise SystemExit(__doc__)
     os.makedirs(out, exist_ok=True)
-    args = sys.argv[3:]
     if what == "steps":
         mode = "auto"
         if args and args[0].startswith("--attention="):

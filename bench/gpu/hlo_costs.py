@@ -2,7 +2,10 @@
 profile's kernel times (summed by name) to the fusions they ran, so each kernel's bytes over its
 time says how far it is from the copy bandwidth, and the kinds sum to a floor for the step.
 
-  python3 bench/gpu/hlo_costs.py OPTIMIZED_HLO.txt[.gz] PROFILE.json
+  python3 bench/gpu/hlo_costs.py OPTIMIZED_HLO.txt[.gz] [PROFILE.json]
+
+Without a profile it prints what each kind of kernel moves (`static_report`): for a module
+compiled without a GPU (compile_offline.py), the bytes its memory-bound kernels read and write.
 """
 import collections
 import gzip
@@ -148,11 +151,36 @@ def report(times, counts, steps, hlo_text, bandwidth_gbs=None, top=50):
     return lines, {cat: dict(ms=v[0], gb=v[1], kernels=v[2]) for cat, v in by_cat.items()}
 
 
+MEMORY_BOUND = ("reduction fusions", "elementwise fusions", "transpose fusions")
+
+
+def static_report(hlo_text, bandwidth_gbs=None):
+    """Lines: kernels and GB moved by category, with `bandwidth_gbs` each at that bandwidth,
+    and the memory-bound kinds together; and {category: dict(kernels, gb)}."""
+    by_cat = collections.defaultdict(lambda: dict(kernels=0, gb=0.0))
+    for name, info in kernels(hlo_text).items():
+        cat = by_cat[category(name, info)]
+        cat["kernels"] += 1
+        cat["gb"] += (info["read"] + info["written"]) / 1e9
+    bound = sum(by_cat[c]["gb"] for c in MEMORY_BOUND if c in by_cat)
+    rows = sorted(by_cat.items(), key=lambda kv: -kv[1]["gb"]) + [
+        ("memory-bound together", dict(kernels=sum(by_cat[c]["kernels"] for c in MEMORY_BOUND
+                                                   if c in by_cat), gb=bound))]
+    lines = []
+    for cat, v in rows:
+        at = " %8.3f ms" % (v["gb"] / bandwidth_gbs * 1e3) if bandwidth_gbs else ""
+        lines.append("  %-22s %5d kernels %8.2f GB%s" % (cat, v["kernels"], v["gb"], at))
+    return lines, dict(by_cat)
+
+
 def main():
-    hlo_path, prof_path = sys.argv[1:3]
+    hlo_path = sys.argv[1]
     opener = gzip.open if hlo_path.endswith(".gz") else open
     hlo = opener(hlo_path, "rt").read()
-    prof = json.load(open(prof_path))
+    if len(sys.argv) < 3:
+        print("\n".join(static_report(hlo)[0]))
+        return
+    prof = json.load(open(sys.argv[2]))
     lines, _ = report(collections.Counter(prof["times_ns"]), collections.Counter(prof["counts"]),
                       prof["steps"], hlo, prof.get("bandwidth_gbs"))
     print("\n".join(lines))
