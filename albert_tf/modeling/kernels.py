@@ -57,8 +57,9 @@ def on_xla_gpu(flag=True):
 # dumps leave some out to measure them (bench/gpu/dump_hlo.py, XLA_GPU_REWRITES). `key_bias`:
 # the key bias is not added (softmax ignores it); `value_bias`: it joins the output
 # projection's; `gelu`: the slope recomputed from its input; `ln_low_dgamma`: gamma's gradient
-# from a bfloat16 product; `ln_barrier`: see layer_norm.
-XLA_GPU_REWRITES = ("key_bias", "value_bias", "gelu", "ln_low_dgamma", "ln_barrier")
+# from a bfloat16 product; `ln_barrier`: see layer_norm; `colsum_apart`: see _column_sum.
+XLA_GPU_REWRITES = ("key_bias", "value_bias", "gelu", "ln_low_dgamma", "ln_barrier",
+                    "colsum_apart")
 _rewrites = frozenset(XLA_GPU_REWRITES)
 
 
@@ -91,15 +92,19 @@ def _f32(x):
     return tf.cast(x, tf.float32)
 
 
-def _column_sum(x, by_dot=False, low_dtype=None):
+def _column_sum(x, by_dot=False, low_dtype=None, apart=False):
     """Sum over every axis but the last. `by_dot` (an XLA step on a GPU): a product of a row of
     ones with x in `low_dtype` (x's own by default), accumulated in float32: cuBLAS reads x
-    once, where XLA's column reductions recompute x's producers (docs/benchmarks.md)."""
+    once, where XLA's column reductions recompute x's producers (docs/benchmarks.md).
+    `apart`: the rewrite `colsum_apart`."""
     x = tf.reshape(x, [-1, tf.shape(x)[-1]])
     if not by_dot:
         return tf.reduce_sum(x, 0)
     low = tf.cast(x, low_dtype or x.dtype)
     ones = tf.ones([1, tf.shape(x)[0]], low.dtype)
+    if apart:  # else XLA merges products with the same row of ones into one product over a
+        # float32 concatenation of every x (3.9 GB in RACE's step at 8 x 4 x 512)
+        ones, low = xla.optimization_barrier(ones, low)
     return tf.reshape(tf.linalg.matmul(ones, low, output_type=tf.float32), [-1])
 
 
@@ -108,10 +113,12 @@ def bias_add(y, bias):
     if not _xla_gpu:
         return tf.nn.bias_add(y, tf.cast(bias, y.dtype))
 
+    apart = rewritten("colsum_apart")
+
     @tf.custom_gradient
     def fn(y, bias):
         def grad(dy):
-            return dy, tf.cast(_column_sum(dy, by_dot=True), bias.dtype)
+            return dy, tf.cast(_column_sum(dy, True, apart=apart), bias.dtype)
         return tf.nn.bias_add(y, tf.cast(bias, y.dtype)), grad
     return fn(y, bias)
 
@@ -245,7 +252,7 @@ def _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype, barrier=False)
 
 
 @graph_function(jit_compile=True)
-def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot, low_dgamma, barrier):
+def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot, low_dgamma, barrier, apart):
     if barrier:  # else CSE merges this recomputation with the forward's (layer_norm says why)
         parts = xla.optimization_barrier(*parts)
     xhat, rstd = _normalize(parts, bias, epsilon)
@@ -254,10 +261,10 @@ def _layer_norm_bwd(dy, parts, bias, gamma, epsilon, by_dot, low_dgamma, barrier
     dz = rstd * (g - tf.reduce_mean(g, -1, keepdims=True)
                  - xhat * tf.reduce_mean(g * xhat, -1, keepdims=True))
     low = parts[0].dtype
-    dbias = None if bias is None else _column_sum(dz, by_dot, low)
+    dbias = None if bias is None else _column_sum(dz, by_dot, low, apart)
     return ([tf.cast(dz, p.dtype) for p in parts], dbias,
-            _column_sum(dy * xhat, by_dot, low if low_dgamma else None),
-            _column_sum(dy, by_dot, low))
+            _column_sum(dy * xhat, by_dot, low if low_dgamma else None, apart),
+            _column_sum(dy, by_dot, low, apart))
 
 
 def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
@@ -274,7 +281,7 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
     """
     # The backward is traced after the model's call: what it needs is read now.
     n, by_dot, low_dgamma = len(parts), _xla_gpu, rewritten("ln_low_dgamma")
-    barrier = rewritten("ln_barrier")
+    barrier, apart = rewritten("ln_barrier"), rewritten("colsum_apart")
 
     @tf.custom_gradient
     def fn(*args):
@@ -283,7 +290,7 @@ def layer_norm(parts, gamma, beta, epsilon, out_dtype, bias=None):
 
         def grad(dy):
             dparts, dbias, dgamma, dbeta = _layer_norm_bwd(dy, parts, bias, gamma, epsilon,
-                                                           by_dot, low_dgamma, barrier)
+                                                           by_dot, low_dgamma, barrier, apart)
             return (*dparts, dgamma, dbeta) + (() if bias is None else (dbias,))
         return _layer_norm_fwd(parts, bias, gamma, beta, epsilon, out_dtype, barrier), grad
     return fn(*parts, gamma, beta, *(() if bias is None else (bias,)))
