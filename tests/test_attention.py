@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.modeling import attention, kernels
-from tests.conftest import TINY
+from tests.conftest import SMALL, TINY
 
 BATCH, SEQ, PREDS = 2, 16, 3
 BLOCK_CALLS = TINY["num_hidden_layers"] * TINY["inner_group_num"]
@@ -186,21 +186,25 @@ def test_xla_gpu_bias_gradients_are_products_with_ones():
             assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 10 * BLOCK_CALLS + 7
 
 
+def _xla_gpu_step(names, model, features):
+    """Loss and gradients of `model`'s XLA step on a GPU with the rewrites `names` only."""
+    with kernels.on_xla_gpu(), kernels.xla_gpu_rewrites(names):
+        return tf.function(lambda f: _loss_and_grads(model, f), jit_compile=True)(features)
+
+
+@pytest.fixture(scope="module")
+def small_step_without_rewrites():
+    model, features = _model("float32", **SMALL), _features()
+    return model, features, _xla_gpu_step([], model, features)
+
+
 @pytest.mark.parametrize("rewrite", kernels.XLA_GPU_REWRITES)
-def test_each_xla_gpu_rewrite_keeps_every_gradient(rewrite):
+def test_each_xla_gpu_rewrite_keeps_every_gradient(rewrite, small_step_without_rewrites):
     """Each rewrite of the XLA step on a GPU, alone, in float32: the loss and every variable's
     gradient as without any (the key bias's is zero with it, and nearly so without: softmax
     ignores it)."""
-    features = _features()
-    model = _model("float32")
-    step = tf.function(lambda f: _loss_and_grads(model, f), jit_compile=True)
-    results = {}
-    with kernels.on_xla_gpu():
-        for names in ([], [rewrite]):
-            with kernels.xla_gpu_rewrites(names):
-                step = tf.function(lambda f: _loss_and_grads(model, f), jit_compile=True)
-                results[bool(names)] = step(features)
-    (loss, grads), (loss_new, grads_new) = results[False], results[True]
+    model, features, (loss, grads) = small_step_without_rewrites
+    loss_new, grads_new = _xla_gpu_step([rewrite], model, features)
     assert float(loss_new) == pytest.approx(float(loss), rel=1e-6)
     scale = np.sqrt(np.mean([np.mean(tf.convert_to_tensor(g).numpy() ** 2) for g in grads]))
     for var, g, h in zip(model.trainable_variables, grads, grads_new):
