@@ -34,9 +34,22 @@ def run(main, required=(), argv=None):
     name = tool_name(argv[0])
     if required:
         flags.mark_flags_as_required(list(required))
+    _list_in_help(argv[0])
     ready()
     app.run(guarded(main, name), argv=argv,
             flags_parser=functools.partial(_parse_flags, name))
+
+
+def _list_in_help(main_module):
+    """--help and --helpshort list the flags the package defines (absl lists only those the
+    main module defines itself; most tools define theirs through albert_tf.tasks.flags)."""
+    key = flags.FLAGS.get_key_flags_for_module(main_module)
+    for module, defined in flags.FLAGS.flags_by_module_dict().items():
+        if module.startswith("albert_tf") and module != main_module:
+            for flag in defined:
+                if flag not in key:
+                    flags.FLAGS.register_key_flag_for_module(main_module, flag)
+                    key.append(flag)
 
 
 def guarded(main, name):

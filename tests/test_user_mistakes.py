@@ -10,6 +10,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -261,6 +262,16 @@ def test_a_required_flag_missing_is_one_line(capsys):
                     "(--helpshort lists the flags)",
                     "run_pretraining: error: --output_dir, --albert_config_file are required "
                     "(--helpshort lists the flags)"), last
+
+
+@pytest.mark.parametrize("tool,flag", [("run_classifier", "task_name"),
+                                       ("run_pretraining", "input_file")])
+def test_help_lists_the_flags_the_package_defines(tool, flag):
+    """absl's --help lists the main module's own flags; these tools define theirs elsewhere."""
+    shown = subprocess.run([sys.executable, "-m", f"albert_tf.{tool}", "--help"],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert f"  --{flag}:" in shown.stdout, shown.stdout[-2000:]
+    assert "  --learning_rate:" in shown.stdout
 
 
 def test_records_are_checked_in_every_file(world, tmp_path, capsys):
