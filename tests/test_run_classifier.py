@@ -165,6 +165,12 @@ def test_python_api_fine_tunes_without_the_script(assets, tmp_path):
     assert best["global_step"] == 90
     assert best["eval_accuracy"] > 0.8, best
     assert _read_kv(out / "eval_results.txt")["global_step"] == "90"
+    # Run again into the finished directory: nothing left to train, --do_eval still evaluates.
+    os.remove(out / "eval_results.txt")
+    again = run_finetuning(task, options)
+    assert again["global_step"] == 90
+    assert again["eval_accuracy"] == pytest.approx(best["eval_accuracy"])
+    assert _read_kv(out / "eval_results.txt")["global_step"] == "90"
     with pytest.raises(ValueError, match="unknown fine-tuning options: train_steps"):
         finetuning_options(train_steps=5)
 

@@ -255,6 +255,11 @@ class _Run:
         heads = tuple(self.task.head_names)  # a warm start's head may be another task's
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
                                            allow_reshaped=heads)
+        if self.trainer.step >= self.num_train_steps and f.do_eval:
+            logging.info("--output_dir holds a finished run (step %d of %d): --do_eval "
+                         "evaluates its checkpoints", self.trainer.step, self.num_train_steps)
+            self.evaluate_saved()
+            return
         logging.info("Training %d steps (%d warmup) on %d sequences", self.num_train_steps,
                      self.num_warmup_steps, num_examples(self.train_features))
         logging.info("Update: %s", self.update)
