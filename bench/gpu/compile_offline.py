@@ -13,7 +13,7 @@ here, so its GEMM choices (cuBLAS or Triton, and what a Triton GEMM fuses) diffe
 `largest`: the largest batch whose compiled pretraining step (dump_hlo.py `steps`, 20 masked
 positions, `--attention=auto`) fits USABLE_SHARE of the GPU's memory, by doubling then
 bisection; PYTHON is an interpreter with TensorFlow and albert_tf (the project's venv).
-Setup (its own venv, ~270 MB, no GPU needed; bench/gpu/README.md):
+Setup (its own venv: 270 MB download, 1.1 GB installed, no GPU needed; bench/gpu/README.md):
   python3 -m venv .venv-gpuaot && .venv-gpuaot/bin/pip install jax==0.10.2 jaxlib==0.10.2 \\
       jax-cuda12-plugin==0.10.2 jax-cuda12-pjrt==0.10.2
 """
@@ -96,9 +96,12 @@ def largest_batch(topo, gpu, tf_python, config, seq):
     def fits(batch):
         with tempfile.TemporaryDirectory() as d:
             name = f"lb_{config}_{batch}x{seq}"
-            subprocess.run([tf_python, os.path.join(HERE, "dump_hlo.py"), d, "steps",
-                            "--attention=auto", f"{name}={config}:{batch}:{seq}:20"],
-                           check=True, stdout=subprocess.DEVNULL)
+            dumped = subprocess.run(
+                [tf_python, os.path.join(HERE, "dump_hlo.py"), d, "steps", "--attention=auto",
+                 f"{name}={config}:{batch}:{seq}:20"], capture_output=True, text=True)
+            if dumped.returncode:
+                raise SystemExit(f"largest: dump_hlo.py failed for {config} at batch {batch}:\n"
+                                 + dumped.stderr[-3000:])
             exe = compile_for(topo, read_proto(os.path.join(d, name + "_auto")))
         peaks[batch] = memory_stats(exe)["peak_gib"]
         print(json.dumps(dict(config=config, seq=seq, batch=batch, peak_gib=peaks[batch],
@@ -123,22 +126,46 @@ def main():
     ap.add_argument("--gpu", default="h200", choices=sorted(COPY_GBS))
     ap.add_argument("--only", default="", help="modules: names (file stems) to compile")
     ap.add_argument("--dump", default="", help="modules: folder for the optimized HLO")
-    ap.add_argument("--tf_python", default="", help="largest: a Python with TensorFlow")
+    ap.add_argument("--tf_python", default="", help="largest (required): a Python with "
+                    "TensorFlow and albert_tf")
     a = ap.parse_args()
-    topo = topology(a.gpu)
     if a.what == "modules":
-        d = a.args[0]
-        names = a.only.split(",") if a.only else sorted(
-            f[:-len(".hlo.pb.gz")] for f in os.listdir(d) if f.endswith(".hlo.pb.gz"))
+        names = _modules(a.args, a.only)
+        topo = topology(a.gpu)
         for name in names:
-            compile_module(topo, os.path.join(d, name), a.gpu, a.dump)
+            compile_module(topo, name, a.gpu, a.dump)
         return
-    if not a.tf_python:
-        raise SystemExit("largest: --tf_python names the Python that has TensorFlow")
-    for spec in a.args:
-        config, seq = spec.split(":")
-        print(json.dumps(largest_batch(topo, a.gpu, a.tf_python, config, int(seq))),
-              flush=True)
+    specs = [_config_and_seq(spec) for spec in a.args]
+    if not a.tf_python or not os.path.isfile(a.tf_python):
+        raise SystemExit("largest: --tf_python is required: the path of a Python with "
+                         f"TensorFlow and albert_tf (got {a.tf_python!r})")
+    topo = topology(a.gpu)
+    for config, seq in specs:
+        print(json.dumps(largest_batch(topo, a.gpu, a.tf_python, config, seq)), flush=True)
+
+
+def _modules(args, only):
+    """The module stems to compile: HLO_DIR's (or `only`'s), each checked to exist."""
+    if len(args) != 1:
+        raise SystemExit(f"modules: one HLO_DIR, got {len(args)}: {' '.join(args)}")
+    d = args[0]
+    if not os.path.isdir(d):
+        raise SystemExit(f"modules: no folder {d} (write one with dump_hlo.py)")
+    names = only.split(",") if only else sorted(
+        f[:-len(".hlo.pb.gz")] for f in os.listdir(d) if f.endswith(".hlo.pb.gz"))
+    if not names:
+        raise SystemExit(f"modules: {d} holds no .hlo.pb.gz module (write them with dump_hlo.py)")
+    missing = [n for n in names if not os.path.exists(os.path.join(d, n + ".hlo.pb.gz"))]
+    if missing:
+        raise SystemExit(f"modules: not in {d}: {', '.join(missing)}")
+    return [os.path.join(d, n) for n in names]
+
+
+def _config_and_seq(spec):
+    config, _, seq = spec.partition(":")
+    if not seq.isdigit():
+        raise SystemExit(f"largest: {spec!r}: write config:seq, e.g. albert_base_v2:512")
+    return config, int(seq)
 
 
 if __name__ == "__main__":

@@ -155,8 +155,8 @@ MEMORY_BOUND = ("reduction fusions", "elementwise fusions", "transpose fusions")
 
 
 def static_report(hlo_text, bandwidth_gbs=None):
-    """Lines: kernels and GB moved by category, with `bandwidth_gbs` each at that bandwidth,
-    and the memory-bound kinds together; and {category: dict(kernels, gb)}."""
+    """Lines: kernels and GB moved by category, the memory-bound kinds together and, with
+    `bandwidth_gbs`, their time at that bandwidth; and {category: dict(kernels, gb)}."""
     by_cat = collections.defaultdict(lambda: dict(kernels=0, gb=0.0))
     for name, info in kernels(hlo_text).items():
         cat = by_cat[category(name, info)]
@@ -167,8 +167,10 @@ def static_report(hlo_text, bandwidth_gbs=None):
         ("memory-bound together", dict(kernels=sum(by_cat[c]["kernels"] for c in MEMORY_BOUND
                                                    if c in by_cat), gb=bound))]
     lines = []
-    for cat, v in rows:
-        at = " %8.3f ms" % (v["gb"] / bandwidth_gbs * 1e3) if bandwidth_gbs else ""
+    for cat, v in rows:  # the copy bandwidth bounds the memory-bound kinds only
+        bound = cat in MEMORY_BOUND or cat == "memory-bound together"
+        at = " %8.3f ms at the copy bandwidth" % (v["gb"] / bandwidth_gbs * 1e3) if (
+            bandwidth_gbs and bound) else ""
         lines.append("  %-22s %5d kernels %8.2f GB%s" % (cat, v["kernels"], v["gb"], at))
     return lines, dict(by_cat)
 
