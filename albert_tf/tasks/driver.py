@@ -256,6 +256,12 @@ class _Run:
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
                                            allow_reshaped=heads)
         if self.trainer.step >= self.num_train_steps and f.do_eval:
+            results = os.path.join(f.output_dir, "eval_results.txt")
+            if os.path.exists(results):
+                logging.info("--output_dir holds a finished run (step %d of %d), evaluated in "
+                             "%s: --do_eval without --do_train evaluates its checkpoints again",
+                             self.trainer.step, self.num_train_steps, results)
+                return
             logging.info("--output_dir holds a finished run (step %d of %d): --do_eval "
                          "evaluates its checkpoints", self.trainer.step, self.num_train_steps)
             self.evaluate_saved()
