@@ -68,14 +68,20 @@ def rewritten(name, training=True):
     return enabled(training) and _xla_gpu and name in _rewrites
 
 
+def check_rewrites(names):
+    """`names`, each one of XLA_GPU_REWRITES (else ValueError naming the unknown ones)."""
+    unknown = sorted(set(names) - set(XLA_GPU_REWRITES))
+    if unknown:
+        raise ValueError(f"unknown rewrites {', '.join(unknown)}: use none or some of "
+                         f"{','.join(XLA_GPU_REWRITES)}")
+    return names
+
+
 @contextlib.contextmanager
 def xla_gpu_rewrites(names):
     """Trace within this block with only the XLA-on-GPU rewrites `names`."""
     global _rewrites
-    unknown = set(names) - set(XLA_GPU_REWRITES)
-    if unknown:
-        raise ValueError(f"unknown rewrites {sorted(unknown)}: use {XLA_GPU_REWRITES}")
-    outer, _rewrites = _rewrites, frozenset(names)
+    outer, _rewrites = _rewrites, frozenset(check_rewrites(names))
     try:
         yield
     finally:

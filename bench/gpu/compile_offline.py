@@ -131,6 +131,8 @@ def main():
     a = ap.parse_args()
     if a.what == "modules":
         names = _modules(a.args, a.only)
+        if a.dump:
+            _check_dump(a.dump, names)
         topo = topology(a.gpu)
         for name in names:
             compile_module(topo, name, a.gpu, a.dump)
@@ -159,6 +161,17 @@ def _modules(args, only):
     if missing:
         raise SystemExit(f"modules: not in {d}: {', '.join(missing)}")
     return [os.path.join(d, n) for n in names]
+
+
+def _check_dump(dump_dir, stems):
+    """--dump writes only new files: an existing folder's optimized HLO is refused, not replaced."""
+    if not os.path.isdir(dump_dir):
+        raise SystemExit(f"--dump: no folder {dump_dir}")
+    there = [os.path.basename(s) + ".opt.hlo.gz" for s in stems
+             if os.path.exists(os.path.join(dump_dir, os.path.basename(s) + ".opt.hlo.gz"))]
+    if there:
+        raise SystemExit(f"--dump: {dump_dir} already holds {', '.join(there)}; "
+                         "move them or dump elsewhere")
 
 
 def _config_and_seq(spec):

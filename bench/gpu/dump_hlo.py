@@ -220,10 +220,10 @@ def main():
     rewrites = os.environ.get("XLA_GPU_REWRITES")  # a comma list, or "none": those only
     names = kernels.XLA_GPU_REWRITES if rewrites is None else (
         [] if rewrites == "none" else rewrites.split(","))
-    unknown = sorted(set(names) - set(kernels.XLA_GPU_REWRITES))
-    if unknown:
-        raise SystemExit(f"XLA_GPU_REWRITES: unknown {', '.join(unknown)}; use none or some of "
-                         f"{','.join(kernels.XLA_GPU_REWRITES)}")
+    try:
+        kernels.check_rewrites(names)
+    except ValueError as e:
+        raise SystemExit(f"XLA_GPU_REWRITES: {e}")
     with kernels.xla_gpu_rewrites(names):
         dump(*sys.argv[1:])
 
