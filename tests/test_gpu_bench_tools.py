@@ -1,5 +1,6 @@
 """bench/gpu/compile_offline.py and dump_hlo.py: a user's mistake is one line, and --dump
-never replaces a file. (The compiling itself needs jaxlib's CUDA plugin: bench/gpu/README.md.)"""
+never replaces a file (the compiling itself needs jaxlib's CUDA plugin: bench/gpu/README.md);
+hlo_costs.py's floor, and the GPU harness's batch bisection and peer step."""
 
 import gzip
 import os
@@ -12,6 +13,9 @@ from albert_tf.modeling import kernels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "bench", "gpu", "compile_offline.py")
+sys.path.insert(0, os.path.dirname(TOOL))
+import gpu_step_bench  # noqa: E402
+import hlo_costs  # noqa: E402
 
 
 def _run(*args):
@@ -47,3 +51,69 @@ def test_unknown_rewrites_are_named():
                                          "key_bias,value_bias"):
         kernels.check_rewrites(["gelu", "nonsense"])
     assert kernels.check_rewrites(["gelu"]) == ["gelu"]
+
+
+# One Triton GEMM fusion, one cuBLAS GEMM, cuDNN attention's forward and backward and one
+# elementwise fusion, as XLA's optimized HLO prints them.
+_HLO = """HloModule m
+
+%gemm_fusion_dot.1_computation (parameter_0.1: bf16[64,32], parameter_1.1: bf16[32,16]) -> bf16[64,16] {
+  %parameter_0.1 = bf16[64,32]{1,0} parameter(0)
+  %parameter_1.1 = bf16[32,16]{1,0} parameter(1)
+  ROOT %dot.1 = bf16[64,16]{1,0} dot(%parameter_0.1, %parameter_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%fused_add (param_0: bf16[64,16], param_1: bf16[64,16]) -> bf16[64,16] {
+  %param_0 = bf16[64,16]{1,0} parameter(0)
+  %param_1 = bf16[64,16]{1,0} parameter(1)
+  ROOT %add.1 = bf16[64,16]{1,0} add(%param_0, %param_1)
+}
+
+ENTRY %main (p0: bf16[64,32], p1: bf16[32,16], q: bf16[2,8,4,16]) -> bf16[64,16] {
+  %p0 = bf16[64,32]{1,0} parameter(0)
+  %p1 = bf16[32,16]{1,0} parameter(1)
+  %q = bf16[2,8,4,16]{3,2,1,0} parameter(2)
+  %gemm_fusion_dot.1 = bf16[64,16]{1,0} fusion(%p0, %p1), kind=kCustom, calls=%gemm_fusion_dot.1_computation, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
+  %custom-call.1 = (bf16[64,16]{1,0}, s8[1024]{0}) custom-call(%p0, %p1), custom_call_target="__cublas$lt$matmul", backend_config={"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}
+  %custom-call.2 = (bf16[2,4,8,16]{3,2,1,0}, f32[2,4,8]{2,1,0}) custom-call(%q, %q, %q), custom_call_target="__cudnn$fmhaSoftmax", backend_config={"cudnn_fmha_backend_config": {"intermediate_tensor_shape": {"element_type": "BF16", "dimensions": ["2", "4", "8", "8"]}}}
+  %custom-call.3 = (bf16[2,8,4,16]{3,2,1,0}, bf16[2,8,4,16]{3,2,1,0}, bf16[2,8,4,16]{3,2,1,0}) custom-call(%q, %q, %q), custom_call_target="__cudnn$fmhaSoftmaxBackward", backend_config={"cudnn_fmha_backend_config": {"intermediate_tensor_shape": {"element_type": "BF16", "dimensions": ["2", "4", "8", "8"]}}}
+  %get-tuple-element.1 = bf16[64,16]{1,0} get-tuple-element(%custom-call.1), index=0
+  ROOT %loop_add_fusion = bf16[64,16]{1,0} fusion(%gemm_fusion_dot.1, %get-tuple-element.1), kind=kLoop, calls=%fused_add
+}
+"""  # noqa: E501
+
+
+def test_floor_counts_gemm_and_attention_flops_and_memory_bound_bytes():
+    table = hlo_costs.kernels(_HLO)
+    flops = {name: (hlo_costs.category(name, info), info["flops"]) for name, info in table.items()}
+    assert flops == {"gemm_fusion_dot_1": ("matmul", 2 * 64 * 16 * 32),
+                     "custom_call_1": ("matmul", 2 * 64 * 16 * 32),
+                     # forward: Q.K and P.V over [2 batch, 4 heads, 8 x 8], head size 16
+                     "custom_call_2": ("attention (cuDNN)", 2 * 2 * 2 * 4 * 8 * 8 * 16),
+                     # backward: Q.K again, dV, dP, dQ, dK
+                     "custom_call_3": ("attention (cuDNN)", 2 * 5 * 2 * 4 * 8 * 8 * 16),
+                     "loop_add_fusion": ("elementwise fusions", 0)}
+    # 1e-6 TFLOP/s is 1e6 FLOP/s: 131072 FLOPs of GEMMs take 131.072 ms, 114688 of attention
+    # 114.688 ms; the elementwise fusion reads two and writes one 64 x 16 bf16 array (6144
+    # bytes) at 1e-6 GB/s.
+    assert hlo_costs.floor(_HLO, 1e-6, 1e-6) == dict(
+        matmul_ms=131.072, attention_ms=114.688, memory_ms=6144.0, floor_ms=6389.76)
+
+
+def test_largest_batch_doubles_then_bisects_to_a_multiple_of_eight():
+    tried = []
+
+    def fits(batch):
+        tried.append(batch)
+        return batch <= 203
+
+    assert gpu_step_bench.bisect_batch(fits) == (200, 208)
+    assert tried == [8, 16, 32, 64, 128, 256, 192, 224, 208, 200]
+    assert gpu_step_bench.bisect_batch(lambda batch: False) == (0, 8)
+
+
+def test_the_peer_step_of_the_gpu_harness_trains():
+    meta = dict(vocab=64, emb=8, hidden=16, layers=2, inter=32, batch=2, seq=16, preds=3)
+    _, step = gpu_step_bench.torch_pretraining(meta, batch=4, device="cpu")
+    losses = [float(step().detach()) for _ in range(5)]
+    assert losses[-1] < losses[0]

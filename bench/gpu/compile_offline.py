@@ -1,9 +1,11 @@
 """Compiles the modules of dump_hlo.py for a GPU on a machine without one: jaxlib's XLA with the
 CUDA plugin compiles for a described GPU (bench/gpu/targets/*.txtpb) without touching a device.
 What that gives, with no device time: XLA's compiled peak memory of a step, its optimized HLO,
-and the bytes each kind of kernel reads and writes (hlo_costs.static_report), which is the
-memory-bound half of the step that the GPU profiles show. Not the time: XLA skips autotuning
-here, so its GEMM choices (cuBLAS or Triton, and what a Triton GEMM fuses) differ from a GPU's.
+the bytes each kind of kernel reads and writes (hlo_costs.static_report), which is the
+memory-bound half of the step that the GPU profiles show, and the step's floor (hlo_costs.floor:
+its FLOPs at the measured matmul peak plus those bytes at the copy bandwidth). Not the time:
+XLA skips autotuning here, so its GEMM choices (cuBLAS or Triton, and what a Triton GEMM fuses)
+differ from a GPU's.
 
   python bench/gpu/compile_offline.py modules HLO_DIR [--gpu h100|h200] [--only a,b]
       [--dump DIR]
@@ -34,11 +36,13 @@ import time  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import hlo_costs  # noqa: E402
-from gpu_step_bench import read_proto, stablehlo_text  # noqa: E402
+from gpu_step_bench import USABLE_SHARE, bisect_batch, read_proto, stablehlo_text  # noqa: E402
 from run_gpu import memory_stats, optimized_hlo  # noqa: E402
 
-USABLE_SHARE = 0.9  # as albert_tf/training/step_memory.py: the rest for CUDA, cuDNN, fragments
 COPY_GBS = {"h100": 3352.0, "h200": 4287.0}  # H200: measured (docs/benchmarks.md); H100: spec
+# bf16 8192^3 matmul, measured on the H200 (2026-11-27); an H100 SXM has the same tensor cores
+# and clocks (not measured on one).
+MATMUL_TFLOPS = {"h100": 805.7, "h200": 805.7}
 
 
 def topology(gpu):
@@ -72,11 +76,15 @@ def compile_module(topo, stem, gpu, dump_dir=""):
     row["gb_by_kind"] = {k: round(v["gb"], 3) for k, v in cats.items()}
     row["memory_bound_gb"] = round(sum(cats[c]["gb"] for c in hlo_costs.MEMORY_BOUND
                                        if c in cats), 3)
+    row["floor"] = hlo_costs.floor(text, MATMUL_TFLOPS[gpu], COPY_GBS[gpu])
     if dump_dir:
         with gzip.open(os.path.join(dump_dir, row["name"] + ".opt.hlo.gz"), "wt") as f:
             f.write(text)
     print(json.dumps(row), flush=True)
     print("\n".join(lines), flush=True)
+    print("  floor %(floor_ms).2f ms: matmuls %(matmul_ms).2f + attention %(attention_ms).2f at "
+          % row["floor"] + "%.0f TFLOP/s, memory-bound %.2f at %.0f GB/s" % (
+              MATMUL_TFLOPS[gpu], row["floor"]["memory_ms"], COPY_GBS[gpu]), flush=True)
     return row
 
 
@@ -108,12 +116,7 @@ def largest_batch(topo, gpu, tf_python, config, seq):
                               limit_gib=limit)), flush=True)
         return peaks[batch] <= limit
 
-    low, high = 0, 8
-    while fits(high):
-        low, high = high, high * 2
-    while high - low > 8:
-        mid = (low + high) // 16 * 8
-        low, high = (mid, high) if fits(mid) else (low, mid)
+    low, high = bisect_batch(fits)
     return dict(what="largest batch, offline compile for %s" % gpu, config=config, seq=seq,
                 largest_batch=low, peak_gib=peaks.get(low), limit_gib=limit,
                 first_over=high, first_over_peak_gib=peaks[high])

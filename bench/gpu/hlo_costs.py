@@ -1,6 +1,8 @@
 """What each kernel of a compiled step reads and writes, from XLA's optimized HLO text: joins a
 profile's kernel times (summed by name) to the fusions they ran, so each kernel's bytes over its
-time says how far it is from the copy bandwidth, and the kinds sum to a floor for the step.
+time says how far it is from the copy bandwidth, and the kinds sum to a floor for the step: its
+matmuls' and attention's FLOPs at the measured matmul peak plus its memory-bound kernels' bytes
+at the measured copy bandwidth (`floor`).
 
   python3 bench/gpu/hlo_costs.py OPTIMIZED_HLO.txt[.gz] [PROFILE.json]
 
@@ -18,6 +20,9 @@ BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "
 _ARRAY = re.compile(r"\b(" + "|".join(BYTES) + r")\[([\d,]*)\]")
 _INSTR = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (.*?) ([\w\-]+)\((.*)$")
 _COMP = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$")
+_LHS_CONTRACTING = re.compile(r'lhs_contracting_dim(?:s=\{|ensions":\s*\[)([\d,"\s]*)')
+_BNTS = re.compile(
+    r'"intermediate_tensor_shape":\s*\{"element_type":\s*"\w+",\s*"dimensions":\s*\[([\d",\s]+)\]')
 
 
 def array_bytes(text):
@@ -82,12 +87,56 @@ def kernels(hlo_text):
             target = re.search(r'custom_call_target="([^"]+)"', rest)
             backend = re.search(r'"kind":"(__\w+)"', rest)
             calls = re.search(r"calls=%?([\w.\-]+)", rest)
+            body = comps.get(calls.group(1), []) if calls else []
             found[normalize(name)] = dict(
                 name=name, op=op, read=read, written=array_bytes(result),
                 kind=(target.group(1) if target else backend.group(1) if backend
                       else kind.group(1) if kind else op),
-                ops=_opcodes(comps.get(calls.group(1), [])) if calls else "")
+                ops=_opcodes(body), flops=_flops(result, rest, operands, body, shapes))
     return found
+
+
+def _dims(shape_text):
+    m = _ARRAY.search(shape_text)
+    return [int(d) for d in filter(None, m.group(2).split(","))] if m else []
+
+
+def _product(dims):
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _dot_flops(result, rest, lhs_shape):
+    """2 x the output's elements x the contracted size (a dot, or cuBLAS's custom call, whose
+    first result is the product)."""
+    m = _LHS_CONTRACTING.search(rest)
+    lhs = _dims(lhs_shape)
+    dims = m.group(1).replace('"', "").split(",") if m else []
+    contracted = [lhs[int(d)] for d in dims if d.strip()]
+    return 2 * _product(_dims(result)) * _product(contracted)
+
+
+def _flops(result, rest, operands, body, shapes):
+    """The multiply-adds a kernel runs, counted as 2 FLOPs each: a GEMM's (cuBLAS's custom call or
+    the dot inside a Triton GEMM fusion) or cuDNN flash attention's (forward: Q·K and P·V;
+    backward: Q·K again, then dV, dP, dQ and dK)."""
+    first = operands.split(",")[0].strip().lstrip("%")
+    if "__cublas" in rest:
+        return _dot_flops(result, rest, shapes.get(first, ""))
+    bnts = _BNTS.search(rest)
+    if "__cudnn$fmha" in rest and bnts:
+        b, n, t, s = (int(d) for d in bnts.group(1).replace('"', "").split(","))
+        passes = 5 if "Backward" in rest else 2
+        return 2 * passes * b * n * t * s * _dims(shapes.get(first, ""))[-1]
+    flops = 0
+    for line in body:
+        m = _INSTR.match(line)
+        if m and m.group(3) == "dot":
+            lhs = _operands(m.group(4)).split(",")[0].strip().lstrip("%")
+            flops += _dot_flops(m.group(2), m.group(4), shapes.get(lhs, ""))
+    return flops
 
 
 def _opcodes(lines):
@@ -173,6 +222,23 @@ def static_report(hlo_text, bandwidth_gbs=None):
             bandwidth_gbs and bound) else ""
         lines.append("  %-22s %5d kernels %8.2f GB%s" % (cat, v["kernels"], v["gb"], at))
     return lines, dict(by_cat)
+
+
+def floor(hlo_text, tflops, bandwidth_gbs):
+    """What the step cannot run faster than on a GPU with that matmul peak and copy bandwidth:
+    {matmul_ms, attention_ms (cuDNN's FLOPs at the matmul peak), memory_ms (the memory-bound
+    kernels' bytes at the copy bandwidth), floor_ms (their sum)}."""
+    flops, gb = collections.Counter(), 0.0
+    for name, info in kernels(hlo_text).items():
+        cat = category(name, info)
+        flops[cat] += info["flops"]
+        if cat in MEMORY_BOUND:
+            gb += (info["read"] + info["written"]) / 1e9
+    row = dict(matmul_ms=flops["matmul"] / tflops / 1e9,
+               attention_ms=flops["attention (cuDNN)"] / tflops / 1e9,
+               memory_ms=gb / bandwidth_gbs * 1e3)
+    row["floor_ms"] = sum(row.values())
+    return {k: round(v, 3) for k, v in row.items()}
 
 
 def main():

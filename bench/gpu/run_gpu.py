@@ -7,6 +7,13 @@
   python3 bench/gpu/run_gpu.py steps HLO_DIR [--only a,b] [--peers] [--profile NAME]
       whole pretraining steps (gpu_step_bench.py), torch.compile peers on the same shapes, and a
       per-kernel profile of one step.
+  python3 bench/gpu/run_gpu.py variants HLO_DIR --only a,b [--ceilings] [--peers] [--profile a]
+      each module's memory, one step against the first of its shape, its time and, with
+      --ceilings, its floor (bench/gpu/README.md).
+  python3 bench/gpu/run_gpu.py largest HLO_DIR --only a,b [--peers]
+      each module (our step dumped at the batch compile_offline.py `largest` found) compiled
+      and run; with --peers, the eager transformers step's largest batch at the same config
+      and sequence.
 """
 import argparse
 import collections
@@ -21,8 +28,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_step_bench  # noqa: E402
-from gpu_step_bench import (DT, compile_hlo, read_proto, run_hlo, stepper,  # noqa: E402
-                            torch_peer)
+import hlo_costs  # noqa: E402
+from gpu_step_bench import (DT, USABLE_SHARE, bisect_batch, compile_hlo,  # noqa: E402
+                            read_proto, run_hlo, stepper, torch_peak_gib, torch_peer)
 
 _random_arg = gpu_step_bench.make_arg
 
@@ -121,23 +129,24 @@ def optimized_hlo(exe):
         return ""
 
 
-def variants(d, names, iters, out, profile_names=(), dump_dir="", bandwidth_gbs=None):
+def variants(d, names, iters, out, profile_names=(), dump_dir="", ceilings=None):
     """Each module in `names` order: compiled memory, one step from the same state and batch as
     the first module of its shape (loss, relative difference of the update), the median step
     time, and for `profile_names` the kernels' times joined to the bytes they move; with
-    `dump_dir`, their optimized HLO and profile there."""
+    `dump_dir`, their optimized HLO and profile there. With the measured `ceilings` (matmul
+    TFLOP/s, copy GB/s), each step's floor (hlo_costs.floor) and the share of it the step
+    reaches (floor / step time)."""
     first = {}
     for name in names:
         try:
-            row = _variant(d, name, iters, first, name in profile_names, dump_dir,
-                           bandwidth_gbs)
+            row = _variant(d, name, iters, first, name in profile_names, dump_dir, ceilings)
             out.append(row)
             print(json.dumps(row), flush=True)
         except Exception as e:  # noqa: BLE001
             print("variant failed:", name, type(e).__name__, str(e)[:1500], flush=True)
 
 
-def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
+def _variant(d, name, iters, first, profiled, dump_dir, ceilings):
     import gzip
     import jax
     from gpu_step_bench import aliases, entry_params, step_flops
@@ -178,15 +187,40 @@ def _variant(d, name, iters, first, profiled, dump_dir, bandwidth_gbs):
     row.update(step_ms=med * 1e3, min_ms=min(times) * 1e3, flops=step_flops(meta),
                seq_per_s=meta["batch"] * (meta.get("choices") or 1) / med)
     row["tflops"] = row["flops"] / med / 1e12
+    if ceilings:
+        row["floor"] = hlo_costs.floor(optimized_hlo(exe), *ceilings)
+        row["of_floor"] = row["floor"]["floor_ms"] / row["step_ms"]
     if profiled:
-        kernel_report(exe, once, name, dump_dir, bandwidth_gbs)
+        kernel_report(exe, once, name, dump_dir, ceilings[1] if ceilings else None)
     return row
+
+
+def peer_largest(meta, out):
+    """The largest batch (a multiple of 8) whose eager transformers step at `meta`'s config and
+    sequence peaks within USABLE_SHARE of the GPU's memory, found as compile_offline.py finds
+    ours (doubling, then bisection)."""
+    import torch
+    limit = USABLE_SHARE * torch.cuda.get_device_properties(0).total_memory / 2 ** 30
+    peaks = {}
+
+    def fits(batch):
+        peaks[batch] = torch_peak_gib(meta, batch)
+        print(json.dumps(dict(peer=meta["config"], seq=meta["seq"], batch=batch,
+                              peak_gib=peaks[batch], limit_gib=limit)), flush=True)
+        return peaks[batch] is not None and peaks[batch] <= limit
+
+    low, high = bisect_batch(fits)
+    row = dict(what="largest batch: transformers AlbertForPreTraining, eager, bf16 autocast",
+               name=meta["config"], seq=meta["seq"], largest_batch=low,
+               peak_gib=peaks.get(low), first_over=high, first_over_peak_gib=peaks[high],
+               limit_gib=limit, tflops=0.0)
+    out.append(row)
+    print(json.dumps(row), flush=True)
 
 
 def kernel_report(exe, once, name, dump_dir, bandwidth_gbs):
     """The kernels' times of `once` by name, joined to what the optimized HLO says each moves."""
     import gzip
-    import hlo_costs
     text = optimized_hlo(exe)
     times_ns, counts, steps = kernel_times(once, name)
     lines, cats = hlo_costs.report(times_ns, counts, steps, text, bandwidth_gbs)
@@ -426,7 +460,8 @@ def profile(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["attention", "dropout", "steps", "compare", "variants"])
+    ap.add_argument("what", choices=["attention", "dropout", "steps", "compare", "variants",
+                                     "largest"])
     ap.add_argument("hlo_dir")
     ap.add_argument("--only", default="")
     ap.add_argument("--peers", action="store_true")
@@ -434,7 +469,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--dump", default="", help="variants: folder for optimized HLO, profiles")
     ap.add_argument("--ceilings", action="store_true",
-                    help="variants: the bf16 matmul and device-copy ceilings first")
+                    help="variants: the bf16 matmul and device-copy ceilings first, then each "
+                    "step's floor and the share of it the step reaches")
     a = ap.parse_args()
     if a.what == "attention":
         attention_checks(a.hlo_dir)
@@ -444,12 +480,11 @@ def main():
         return
     if a.what == "variants":
         out = []
-        bandwidth = None
+        ceilings = None
         if a.ceilings:
-            gpu_step_bench.matmul_ceiling(out)
-            bandwidth = copy_bandwidth(out)
+            ceilings = gpu_step_bench.matmul_ceiling(out), copy_bandwidth(out)
         names = a.only.split(",")
-        variants(a.hlo_dir, names, a.iters, out, a.profile.split(","), a.dump, bandwidth)
+        variants(a.hlo_dir, names, a.iters, out, a.profile.split(","), a.dump, ceilings)
         _table(out)
         if a.peers:
             shapes = {}
@@ -464,6 +499,17 @@ def main():
                     print("torch peer failed:", type(e).__name__, str(e)[:500], flush=True)
                 gpu_step_bench.free_cuda()
             _table(out)
+        return
+    if a.what == "largest":
+        out, shapes = [], {}
+        names = a.only.split(",")
+        variants(a.hlo_dir, names, 1, out)
+        for name in names:
+            m = json.load(open(os.path.join(a.hlo_dir, name + ".json")))
+            shapes.setdefault((m["config"], m["seq"]), m)
+        for m in shapes.values() if a.peers else ():
+            peer_largest(m, out)
+        _table(out)
         return
     if a.what == "compare":
         for pair in a.only.split(";"):
