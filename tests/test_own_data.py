@@ -164,6 +164,18 @@ def test_each_bad_input_is_one_line_naming_file_and_line(tmp_path):
                                         r"label\) \(a text holding the delimiter ',' must be "
                                         r"quoted\)"):
         read_table(str(ragged))
+    stray = tmp_path / "stray.csv"  # its quote swallows the rows after it into one field
+    stray.write_text('text,label\nok,pos\n"a stray quote,neg\nthird,pos\nfourth,neg\n')
+    with pytest.raises(DataError, match=r"stray.csv:3: 1 fields, the header has 2 \(text, "
+                                        r"label\); a quote opened here runs to line 5: is it "
+                                        r"closed\?$"):
+        read_table(str(stray))
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text('text,label\n"two\nlines",pos\nnext,neg\n')
+    table = read_table(str(quoted))
+    assert table.rows == [{"text": "two\nlines", "label": "pos"},
+                          {"text": "next", "label": "neg"}]
+    assert table.lines == [2, 4]
     with pytest.raises(DataError, match=r"train.xlsx: unknown file type '.xlsx'"):
         read_table(str(tmp_path / "train.xlsx"))
     (tmp_path / "bad.jsonl").write_text('{"text": "a", "label": "x"}\n["b", "y"]\n')

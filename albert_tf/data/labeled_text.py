@@ -224,18 +224,22 @@ def _read_delimited(path, text, delimiter, kind, problems):
         raise DataError(f"{path}: no header line; the first line must name the columns")
     header = [h.strip() for h in header]
     rows, lines = [], []
+    last = reader.line_num
     try:
         for row in reader:
+            first, last = last + 1, reader.line_num  # a quoted field may span lines
             if not row or not any(cell.strip() for cell in row):
                 continue
             if len(row) != len(header):
-                problems.add(path, reader.line_num, f"{len(row)} fields, the header has "
+                problems.add(path, first, f"{len(row)} fields, the header has "
                              f"{len(header)} ({', '.join(header)})"
                              + (f" (a text holding the delimiter {delimiter!r} must be quoted)"
-                                if len(row) > len(header) else ""))
+                                if len(row) > len(header) else "")
+                             + (f"; a quote opened here runs to line {last}: is it closed?"
+                                if last > first else ""))
                 continue
             rows.append(dict(zip(header, row)))
-            lines.append(reader.line_num)
+            lines.append(first)
     except csv.Error as e:  # the rest of the file cannot be read
         problems.add(path, reader.line_num, str(e))
     return Table(path, header, rows, lines, kind)
