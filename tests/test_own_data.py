@@ -4,7 +4,6 @@ bad input before anything is written."""
 
 import csv
 import json
-import os
 import random
 
 import numpy as np
