@@ -350,7 +350,8 @@ def runs(assets, tmp_path_factory):  # noqa: F811
     """One run per (kind, precision[, jit]): single-label CSV, multi-label JSON Lines and
     regression TSV, each under float32 and a reduced precision."""
     # Two concepts (two word groups) take the tiny model longer than one marker word.
-    steps = {kind: dict(train_step=150, save_checkpoints_steps=75) for kind in ("multi", "regression")}
+    steps = {kind: dict(train_step=150, save_checkpoints_steps=75)
+             for kind in ("multi", "regression")}
     return memoized_runs(tmp_path_factory.mktemp("own"), lambda out, kind, precision, jit:
                          _run(assets, out, precision, kind, jit,
                               export_dir=out / "export", export_tflite="ids",
