@@ -546,11 +546,14 @@ def main():
 
 
 def _table(out):
-    print("\n%-62s %-24s %9s %10s %8s" % ("what", "name", "step_ms", "seq/s", "TFLOP/s"))
+    print("\n%-62s %-24s %9s %10s %8s %9s %9s" % ("what", "name", "step_ms", "seq/s", "TFLOP/s",
+                                                   "floor_ms", "of_floor"))
     for r in out:
-        print("%-62s %-24s %9.2f %10.1f %8.1f" % (r["what"][:62], r.get("name", ""),
-                                                 r.get("step_ms", 0), r.get("seq_per_s", 0),
-                                                 r["tflops"]), flush=True)
+        floor = r.get("floor", {}).get("floor_ms")
+        print("%-62s %-24s %9.2f %10.1f %8.1f %9s %9s" % (
+            r["what"][:62], r.get("name", ""), r.get("step_ms", 0), r.get("seq_per_s", 0),
+            r["tflops"], "%.2f" % floor if floor else "", "%.0f%%" % (100 * r["of_floor"])
+            if floor else ""), flush=True)
 
 
 if __name__ == "__main__":
