@@ -728,14 +728,15 @@ def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # 
     out = tmp_path / "windows"
     windows = run_main(run_classifier, common, dict(
         output_dir=out, long_text="windows", do_predict=True, export_dir=out / "export",
-        export_tflite="ids", tflite_report=False))
+        export_tflite="both", tflite_report=False))
     # The marker is past the first 14 tokens in most texts: truncation cannot see it.
     assert windows["eval_accuracy"] > 0.85 > truncated["eval_accuracy"] + 0.1, (
         windows, truncated)
     saved = json.loads((out / "labels.json").read_text())
     assert (saved["window_stride"], saved["window_length"]) == (7, 16)
-    # predict (checkpoint and ids-level .tflite, windows in Python) and the serving export
-    # (windows in the graph) pool as evaluation did: the predictions file's probabilities.
+    # predict (checkpoint and ids-level .tflite, windows in Python), the serving export and the
+    # string-in .tflite (windows in the graph) pool as evaluation did: the predictions file's
+    # probabilities.
     predictions = list(csv.DictReader(open(out / "predictions.csv")))
     texts = [r["review"] for r in csv.DictReader(open(paths["dev"]))]
     expected = np.array([[float(p["p_bad"]), float(p["p_good"])] for p in predictions])
@@ -744,6 +745,7 @@ def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # 
     # The exports and predict run in float32; a bfloat16 run's file is as near as its rounding.
     atol = 1e-4 if precision == "none" else 3e-2
     np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=atol)
-    for model in (out, out / "export" / "classifier.tflite"):
+    for model in (out, out / "export" / "classifier.tflite",
+                  out / "export" / "classifier_text.tflite"):
         got = [r["probabilities"] for r in Classifier(str(model))(texts)]
         np.testing.assert_allclose(got, expected, atol=atol)

@@ -154,8 +154,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     (`lite.LiteOptions`); `labels` (class names) go beside them in labels.txt, one per line.
     `text_offsets`: the SavedModel and the string-in file also return `<last text key>_offsets`,
     the token-to-character map (`saved_model.pack_texts`'s `offsets`).
-    `windows`: see `export_text_serving` (the SavedModel only: a .tflite file reads one
-    window, the text's first `seq_length` tokens).
+    `windows`: see `export_text_serving` (the SavedModel and the string-in .tflite; the
+    ids-level .tflite takes one window, cut by its caller: `albert_tf.predict` cuts them).
     `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
     ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
     outputs and the Task Library's metadata (tokenizer and labels packed in).
@@ -183,7 +183,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
                    model, vocabulary, do_lower_case, seq_length, tuple(text_keys),
                    text_output_fn or tflite_output_fn, first_segment_length,
                    quantization=quantization, calibration=options.calibration,
-                   pad_to_seq_length=not pad_to_longest, offsets=text_offsets))}
+                   pad_to_seq_length=not pad_to_longest, offsets=text_offsets,
+                   windows=windows))}
     written = {}
     for kind in (("ids", "text") if options.files == "both" else (options.files,)):
         target, convert = writers[kind]

@@ -17,7 +17,8 @@ from tensorflow_text import tflite_registrar
 from albert_tf.data.tagging import check_window, default_stride, plan_windows, window_inputs
 from albert_tf.formats.litert import interpreter
 from albert_tf.serving.lite_files import QUANTIZATIONS
-from albert_tf.serving.saved_model import Trackable, float32_model, place_offsets, tf_variables
+from albert_tf.serving.saved_model import (Trackable, float32_model, place_offsets, tf_variables,
+                                          window_spans)
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
@@ -160,7 +161,7 @@ def pack_one(segments, seq_length, cls_id, sep_id, pad_id=0, first_segment_lengt
 
 def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, output_fn,
                          first_segment_length=None, quantization="none", calibration=None,
-                         pad_to_seq_length=True, offsets=False):
+                         pad_to_seq_length=True, offsets=False, windows=None):
     """TFLite bytes of a model that takes raw strings (inputs `keys`, each shape [1]) and returns
     `output_fn(model outputs)`; `model` None: the packed encoder inputs (a preprocessor).
     `calibration` (int8): as LiteOptions', ids turned back into text for the string inputs.
@@ -170,7 +171,13 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
     `offsets`: also `<last key>_offsets`, int32 [1, seq_length, 2]: for each position of the
     last text's pieces, the UTF-8 byte range [start, end) in that text of the whitespace-separated
     word the piece comes from (the token-to-character map of an answer span); (-1, -1) at the
-    other positions. That text is then tokenized word by word (the same ids)."""
+    other positions. That text is then tokenized word by word (the same ids).
+    `windows` (stride, pool), one text: read as the serving SavedModel reads it
+    (`saved_model.pack_windows`: windows of `seq_length` - 2 tokens every `stride` tokens, all in
+    one model call, padded to the longest), `pool(outputs, each window's text, 1)` giving the
+    text's outputs from its windows'."""
+    if windows and (len(keys) != 1 or offsets):
+        raise ValueError(f"windows read one text, without offsets: got {keys}")
     model = float32_model(model)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
     whitespace = tf_text.WhitespaceTokenizer()
@@ -187,6 +194,12 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
                                tf.gather(tf.cast(ends.flat_values, tf.int32), owner)], -1)
         else:
             last = tokenizer.tokenize(texts[keys[-1]])
+        if windows:
+            stride, pool = windows
+            example, start, end = window_spans(tf.size(last)[None], seq_length - 2, stride)
+            inputs = window_inputs(last, start, end - start, tokenizer.cls_id, tokenizer.sep_id,
+                                   tokenizer.pad_id)
+            return dict(output_fn(pool(model(inputs, training=False), example, 1)))
         inputs = pack_one(segments + [last], seq_length, tokenizer.cls_id, tokenizer.sep_id,
                           tokenizer.pad_id, first_segment_length, pad_to_seq_length)
         if model is None:

@@ -74,6 +74,17 @@ def pack_texts(tokenizer, texts, seq_length, pad_to_longest=False, first_segment
     return inputs, place_offsets(ranges.to_tensor(-1), inputs, len(texts) - 1)
 
 
+def window_spans(lengths, budget, stride):
+    """The windows of `budget` tokens over texts of `lengths` tokens (int32 [texts]), every
+    `stride` tokens until one reaches the end (`data.glue.window_starts`), in builtin ops: for
+    each window, int32 [windows], its text, its first token and its end."""
+    count = tf.maximum((lengths - budget + stride - 1) // stride, 0) + 1
+    example = tf.repeat(tf.range(tf.size(lengths)), count)
+    start = (tf.range(tf.size(example))
+             - tf.gather(tf.cumsum(count, exclusive=True), example)) * stride
+    return example, start, tf.minimum(start + budget, tf.gather(lengths, example))
+
+
 def pack_windows(tokenizer, texts, seq_length, stride):
     """One string tensor [batch] → (the encoder inputs of every text's windows, each window's
     text [windows]): a text longer than `seq_length` is read in windows of `seq_length` - 2
@@ -81,13 +92,9 @@ def pack_windows(tokenizer, texts, seq_length, stride):
     window."""
     ids = tokenizer.tokenize(texts)
     ids = ids.merge_dims(1, -1) if ids.ragged_rank > 1 else ids
-    budget = seq_length - 2
-    lengths = tf.cast(ids.row_lengths(), tf.int32)
-    count = tf.maximum((lengths - budget + stride - 1) // stride, 0) + 1
-    example = tf.repeat(tf.range(tf.shape(lengths)[0]), count)
+    example, start, end = window_spans(tf.cast(ids.row_lengths(), tf.int32), seq_length - 2,
+                                       stride)
     first = tf.cast(tf.gather(ids.row_starts(), example), tf.int32)
-    start = tf.ragged.range(count).flat_values * stride
-    end = tf.minimum(start + budget, tf.gather(lengths, example))
     pieces = tf.gather(ids.flat_values, tf.ragged.range(first + start, first + end).flat_values)
     windows = tf.RaggedTensor.from_row_lengths(pieces, end - start)
     length = tf.clip_by_value(tf.reduce_max(end - start) + 2, 1, seq_length)
