@@ -34,6 +34,8 @@ NOISE = (
     "INFO:__main__:Pipeline_options",
     # The tf.data service dispatcher's last words on its config (our own line says it).
     "It will not recover its state on restart.",
+    # TensorFlow's checkpoint writer, at every save (our own line names the checkpoint).
+    "Sharding callback duration:",
 )
 # Lines that open a multi-line dump, dropped with it up to its blank line: the tf.data service
 # servers' configuration protos (python -m albert_tf.data_service logs what they serve).
