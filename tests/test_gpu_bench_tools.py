@@ -117,3 +117,14 @@ def test_the_peer_step_of_the_gpu_harness_trains():
     _, step = gpu_step_bench.torch_pretraining(meta, batch=4, device="cpu")
     losses = [float(step().detach()) for _ in range(5)]
     assert losses[-1] < losses[0]
+
+
+def test_the_session_script_says_how_to_call_it():
+    script = os.path.join(ROOT, "bench", "gpu", "session.sh")
+    usage = "usage: bash bench/gpu/session.sh dump OUT [PYTHON]  (here) | run OUT 1|2|3  (there)"
+    for args, first in (([], None), (["frob", "x"], "session.sh: dump or run, not frob"),
+                        (["run", "x", "4"], "session.sh: part 1, 2 or 3, not '4'")):
+        done = subprocess.run(["bash", script, *args], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 2
+        assert done.stderr.splitlines() == ([first] if first else []) + [usage]

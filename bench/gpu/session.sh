@@ -15,8 +15,13 @@
 # 3 the dropout probe with cuDNN kept out of XLA's command buffers, the v1 step fused against
 # plain under that setting, and the largest batch, ours and the eager peer's.
 set -euo pipefail
-what=${1:?usage: session.sh dump OUT [PYTHON] | session.sh run OUT 1|2|3}
-out=${2:?usage: session.sh dump OUT [PYTHON] | session.sh run OUT 1|2|3}
+usage() {
+    echo "usage: bash bench/gpu/session.sh dump OUT [PYTHON]  (here) | run OUT 1|2|3  (there)" >&2
+    exit 2
+}
+[ $# -ge 2 ] || usage
+what=$1
+out=$2
 here=$(dirname "$0")
 steps="base128=albert_base_v2:256:128:20 base512=albert_base_v2:64:512:20
        large512=albert_large_v2:32:512:20 xxlarge512=albert_xxlarge_v2:16:512:20"
@@ -52,8 +57,9 @@ if [ "$what" = dump ]; then
     "$python" "$dump" "$out" steps --attention=auto $(for s in $largest; do echo "lb_$s"; done)
     exit 0
 fi
-[ "$what" = run ] || { echo "session.sh: dump or run, not $what" >&2; exit 2; }
-part=${3:?usage: session.sh run OUT 1|2|3}
+[ "$what" = run ] || { echo "session.sh: dump or run, not $what" >&2; usage; }
+part=${3:-}
+case $part in 1|2|3) ;; *) echo "session.sh: part 1, 2 or 3, not '$part'" >&2; usage ;; esac
 log=${OUT:-/tmp}/part$part.log
 dumps=${OUT:-/tmp}/dump$part
 mkdir -p "$dumps"
@@ -75,5 +81,4 @@ case $part in
             python3 "$here/run_gpu.py" largest "$out" --peers \
                 --only "lb_${kind}_base_auto,lb_${kind}_large_auto,lb_${kind}_xxlarge_auto"
         } 2>&1 | tee "$log" ;;
-    *) echo "session.sh: part 1, 2 or 3, not $part" >&2; exit 2 ;;
 esac
