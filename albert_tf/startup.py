@@ -23,6 +23,7 @@ NOISE = (
     "This TensorFlow binary is optimized to use available CPU instructions",
     "rebuild TensorFlow with the appropriate compiler flags",
     "oneDNN supports DT_INT64 only on platforms with AVX-512",
+    "oneDNN supports DT_INT32 only on platforms with AVX-512",
     "Unable to register cuDNN factory", "Unable to register cuFFT factory",
     "Unable to register cuBLAS factory", "computation placer already registered",
     # Apache Beam (create_pretraining_data --runner=...): its optional Google Cloud clients, and

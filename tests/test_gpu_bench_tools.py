@@ -128,3 +128,8 @@ def test_the_session_script_says_how_to_call_it():
                               timeout=60, check=False)
         assert done.returncode == 2
         assert done.stderr.splitlines() == ([first] if first else []) + [usage]
+    done = subprocess.run(["bash", script, "run", "/nowhere", "3"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (2, (
+        "session.sh: not in /nowhere: v1base512_plain v1base512_fused att_dropout_fused "
+        "lb_h100_base_auto (write them here with: session.sh dump /nowhere)\n"))

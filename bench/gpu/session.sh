@@ -3,7 +3,8 @@
 # module written here first (bench/gpu/README.md):
 #
 #   bash bench/gpu/session.sh dump OUT [PYTHON]   # here, ~5 minutes: OUT is what `run` carries
-#   bash bench/gpu/session.sh run OUT 1|2|3       # there; each part's output also in $OUT/partN.log
+#   bash bench/gpu/session.sh run OUT 1|2|3       # there; each part's log and profiles go to the
+#                                                 # run tool's $OUT (partN.log, dumpN/; else /tmp)
 #
 # dump writes the nine steps (four pretraining, five fine-tuning shapes) as the XLA step on a GPU
 # traces them now (NAME_after_auto) and without kernels.XLA_GPU_REWRITES (NAME_before_auto); the
@@ -60,6 +61,20 @@ fi
 [ "$what" = run ] || { echo "session.sh: dump or run, not $what" >&2; usage; }
 part=${3:-}
 case $part in 1|2|3) ;; *) echo "session.sh: part 1, 2 or 3, not '$part'" >&2; usage ;; esac
+# Before any device time goes to the ceilings: every module this part runs is there.
+case $part in
+    1) names=$(pairs "$steps") ;;
+    2) names=$(pairs "$finetuning") ;;
+    3) names="v1base512_plain,v1base512_fused,att_dropout_fused,lb_h100_base_auto" ;;
+esac
+missing=""
+for n in ${names//,/ }; do
+    [ -f "$out/$n.hlo.pb.gz" ] || missing="$missing $n"
+done
+if [ -n "$missing" ]; then
+    echo "session.sh: not in $out:$missing (write them here with: session.sh dump $out)" >&2
+    exit 2
+fi
 log=${OUT:-/tmp}/part$part.log
 dumps=${OUT:-/tmp}/dump$part
 mkdir -p "$dumps"
