@@ -119,7 +119,7 @@ def test_the_peer_step_of_the_gpu_harness_trains():
     assert losses[-1] < losses[0]
 
 
-def test_the_session_script_says_how_to_call_it():
+def test_the_session_script_says_how_to_call_it(tmp_path):
     script = os.path.join(ROOT, "bench", "gpu", "session.sh")
     usage = "usage: bash bench/gpu/session.sh dump OUT [PYTHON]  (here) | run OUT 1|2|3  (there)"
     for args, first in (([], None), (["frob", "x"], "session.sh: dump or run, not frob"),
@@ -132,4 +132,22 @@ def test_the_session_script_says_how_to_call_it():
                           text=True, timeout=60, check=False)
     assert (done.returncode, done.stderr) == (2, (
         "session.sh: not in /nowhere: v1base512_plain v1base512_fused att_dropout_fused "
-        "lb_h100_base_auto (write them here with: session.sh dump /nowhere)\n"))
+        + " ".join(f"lb_{gpu}_{size}_auto" for gpu in ("h100", "h200")
+                   for size in ("base", "large", "xxlarge"))
+        + " (write them here with: session.sh dump /nowhere)\n"))
+    modules = tmp_path / "hlo"
+    modules.mkdir()
+    for name in ("base128", "base512", "large512", "xxlarge512"):
+        for when in ("before", "after"):
+            (modules / f"{name}_{when}_auto.hlo.pb.gz").write_bytes(b"")
+    (tmp_path / "part1.log").write_text("the user's")
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    for out, message in ((None, "session.sh: set OUT to a folder for the logs (the run tool "
+                                "sets it)"),
+                         (tmp_path, f"session.sh: {tmp_path} already holds part1.log or dump1; "
+                                    f"give OUT a new folder")):
+        done = subprocess.run(["bash", script, "run", str(modules), "1"], capture_output=True,
+                              text=True, timeout=60, check=False,
+                              env=dict(env, OUT=str(out)) if out else env)
+        assert (done.returncode, done.stderr) == (2, message + "\n")
+    assert (tmp_path / "part1.log").read_text() == "the user's"

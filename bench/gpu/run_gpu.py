@@ -187,11 +187,12 @@ def _variant(d, name, iters, first, profiled, dump_dir, ceilings):
     row.update(step_ms=med * 1e3, min_ms=min(times) * 1e3, flops=step_flops(meta),
                seq_per_s=meta["batch"] * (meta.get("choices") or 1) / med)
     row["tflops"] = row["flops"] / med / 1e12
+    text = optimized_hlo(exe) if ceilings or profiled else ""
     if ceilings:
-        row["floor"] = hlo_costs.floor(optimized_hlo(exe), *ceilings)
+        row["floor"] = hlo_costs.floor(text, *ceilings)
         row["of_floor"] = row["floor"]["floor_ms"] / row["step_ms"]
     if profiled:
-        kernel_report(exe, once, name, dump_dir, ceilings[1] if ceilings else None)
+        kernel_report(text, once, name, dump_dir, ceilings[1] if ceilings else None)
     return row
 
 
@@ -218,10 +219,10 @@ def peer_largest(meta, out):
     print(json.dumps(row), flush=True)
 
 
-def kernel_report(exe, once, name, dump_dir, bandwidth_gbs):
-    """The kernels' times of `once` by name, joined to what the optimized HLO says each moves."""
+def kernel_report(text, once, name, dump_dir, bandwidth_gbs):
+    """The kernels' times of `once` by name, joined to what the optimized HLO `text` says each
+    moves."""
     import gzip
-    text = optimized_hlo(exe)
     times_ns, counts, steps = kernel_times(once, name)
     lines, cats = hlo_costs.report(times_ns, counts, steps, text, bandwidth_gbs)
     print(json.dumps({"profile": name, "gpu_ms_per_step": sum(times_ns.values()) / steps / 1e6,
@@ -455,7 +456,7 @@ def profile(path):
     once = stepper(exe, args, aliases(hlo))
     for _ in range(2):
         once()
-    kernel_report(exe, once, meta["name"], "", None)
+    kernel_report(optimized_hlo(exe), once, meta["name"], "", None)
 
 
 def main():

@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu/session.sh dump OUT [PYTHON]   # here, ~5 minutes: OUT is what `run` carries
 #   bash bench/gpu/session.sh run OUT 1|2|3       # there; each part's log and profiles go to the
-#                                                 # run tool's $OUT (partN.log, dumpN/; else /tmp)
+#                                                 # run tool's $OUT (partN.log, dumpN/, new only)
 #
 # dump writes the nine steps (four pretraining, five fine-tuning shapes) as the XLA step on a GPU
 # traces them now (NAME_after_auto) and without kernels.XLA_GPU_REWRITES (NAME_before_auto); the
@@ -65,7 +65,8 @@ case $part in 1|2|3) ;; *) echo "session.sh: part 1, 2 or 3, not '$part'" >&2; u
 case $part in
     1) names=$(pairs "$steps") ;;
     2) names=$(pairs "$finetuning") ;;
-    3) names="v1base512_plain,v1base512_fused,att_dropout_fused,lb_h100_base_auto" ;;
+    3) names="v1base512_plain,v1base512_fused,att_dropout_fused"
+       for s in $largest; do names="$names,lb_${s%%=*}_auto"; done ;;
 esac
 missing=""
 for n in ${names//,/ }; do
@@ -75,8 +76,13 @@ if [ -n "$missing" ]; then
     echo "session.sh: not in $out:$missing (write them here with: session.sh dump $out)" >&2
     exit 2
 fi
-log=${OUT:-/tmp}/part$part.log
-dumps=${OUT:-/tmp}/dump$part
+[ -n "${OUT:-}" ] || { echo "session.sh: set OUT to a folder for the logs (the run tool sets it)" >&2; exit 2; }
+log=$OUT/part$part.log
+dumps=$OUT/dump$part
+if [ -e "$log" ] || [ -e "$dumps" ]; then
+    echo "session.sh: $OUT already holds part$part.log or dump$part; give OUT a new folder" >&2
+    exit 2
+fi
 mkdir -p "$dumps"
 case $part in
     1|2)
