@@ -16,7 +16,7 @@ if __name__ == "__main__":
 import dataclasses
 
 import keras
-from absl import app, flags
+from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.config import AlbertConfig
@@ -159,6 +159,7 @@ def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lo
             steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
             keep_checkpoint_max=options.keep_checkpoint_max, run_kind="pretraining",
+            run_settings=options.settings(),
             tokenizer=tokenizer, run_lock=lock, excursions=options.excursions(),
             step_shape=StepShape(options.max_seq_length, options.max_predictions_per_seq,
                                  last_block_rows=options.max_predictions_per_seq + 1),
@@ -168,6 +169,8 @@ def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lo
 def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files):
     restored = trainer.restore_or_initialize(options.init_checkpoint, options.init_from_group0,
                                              allow_missing=("cls/",))
+    if trainer.step == 0 and not options.init_checkpoint:
+        logging.info("Pretraining from random weights (no --init_checkpoint)")
     eval_fn = _dataset_fn(options, eval_files, options.eval_batch_size, False,
                           "eval_input_file", vocab_size, mask_id)
 

@@ -293,8 +293,12 @@ def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_pat
     mine = (str(records / "train-*.tfrecord"), data[1], None)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "albert_tf.run_pretraining"]
-    run_ok(command + _flags(mine, out, num_train_steps=6))
+    assert "Pretraining from random weights (no --init_checkpoint)" in run_ok(
+        command + _flags(mine, out, num_train_steps=6))
     log = run_ok(command + _flags(mine, out, num_train_steps=12, train_batch_size=4))
+    assert "Pretraining from random weights" not in log
+    assert (f"Resuming the run in {out} with settings other than it started with (run.json): "
+            f"--num_train_steps (run: 6, now: 12), --train_batch_size (run: 8, now: 4)\n") in log
     assert ("The input position at step 6 is not restored: it was saved for other batches "
             "(--train_batch_size, --max_seq_length or the replicas changed)") in log
     write_pretraining_records(records / "train-3.tfrecord", 40, seed=3)  # users add data
@@ -302,3 +306,7 @@ def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_pat
     assert ("The input position at step 12 is not restored: the input files changed since "
             "(3 then, 4 now: 1 added, 0 gone)") in log
     assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-18")
+    run = json.load(open(out / "run.json"))  # the settings the run started with
+    assert run["kind"] == "pretraining"
+    assert (run["settings"]["num_train_steps"], run["settings"]["train_batch_size"]) == (6, 8)
+    assert run["settings"]["input_file"] == mine[0]

@@ -232,7 +232,8 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path, monkeypatch):
     trainer does (a field added without a use here fails the first assertion)."""
     checked = {"global_batch_size", "gradient_accumulation_steps", "steps_per_execution",
                "jit_compile", "save_checkpoints_steps", "log_steps", "keep_checkpoint_max",
-               "run_kind", "tokenizer", "run_lock", "excursions", "step_shape", "step_kernels"}
+               "run_kind", "run_settings", "tokenizer", "run_lock", "excursions", "step_shape",
+               "step_kernels"}
     assert {f.name for f in dataclasses.fields(TrainerOptions)} == checked
     model_fn = lambda: AlbertPretrainer(AlbertConfig(**TINY))  # noqa: E731
     optimizer_fn = lambda: create_optimizer(1e-3, 10, 1, "lamb")  # noqa: E731
@@ -252,6 +253,7 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path, monkeypatch):
     trainer = Trainer(strategy, model_fn, optimizer_fn, str(out), TrainerOptions(
         global_batch_size=4, gradient_accumulation_steps=2, steps_per_execution=4,
         save_checkpoints_steps=3, log_steps=5, keep_checkpoint_max=1, run_kind="a test",
+        run_settings={"learning_rate": 0.5},
         tokenizer=tokenizer, run_lock=lock, step_shape=StepShape(16, 4), step_kernels=kernels))
     calls, train_fn = [], trainer._train_fn
     trainer._train_fn = lambda iterator, n: calls.append(int(n)) or train_fn(iterator, n)
@@ -266,7 +268,8 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path, monkeypatch):
     assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
     assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
     assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]
-    assert json.load(open(out / "run.json")) == {"kind": "a test"}
+    assert json.load(open(out / "run.json")) == {"kind": "a test",
+                                                 "settings": {"learning_rate": 0.5}}
     assert (out / "vocab.txt").read_text() == vocab.read_text()
     guarded = Trainer(strategy, model_fn, optimizer_fn, str(tmp_path / "guarded"),
                       TrainerOptions(global_batch_size=4, jit_compile=True,

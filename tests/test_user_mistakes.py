@@ -524,7 +524,8 @@ def test_a_run_whose_checkpoints_are_all_unreadable_is_not_restarted(world, run_
 # ---- 4. interrupts stop every later stage -----------------------------------------------------
 
 def test_an_interrupted_fine_tuning_exits_130_and_runs_no_later_stage(world, tmp_path, capsys,
-                                                                      monkeypatch):
+                                                                      monkeypatch, caplog):
+    """(From random weights, which the run says: no --init_checkpoint.)"""
     from albert_tf.training import failures
     original = failures.StopRequest.__init__
 
@@ -536,10 +537,12 @@ def test_an_interrupted_fine_tuning_exits_130_and_runs_no_later_stage(world, tmp
     code, last, err = run_tool(
         run_classifier, capsys, "--do_train", "--do_eval", "--do_predict", task_name="sst-2",
         data_dir=world["glue"], output_dir=out, export_dir=export,
-        init_checkpoint=world["release"], spm_model_file=world["spm"], max_seq_length=16,
+        albert_config_file=world["config"], spm_model_file=world["spm"], max_seq_length=16,
         train_batch_size=4, train_step=8, save_checkpoints_steps=4, mixed_precision="none",
         jit_compile="false")
     assert code == 130, err[-2000:]
+    assert ("no --init_checkpoint or --albert_hub_module_handle: the encoder starts from random "
+            "weights, not a pretrained ALBERT") in caplog.messages
     assert last == (f"run_classifier: stopped at step 1 on SIGINT; nothing after training ran. "
                     f"Rerun the same command to resume from {out}/model.ckpt-1")
     assert (out / "model.ckpt-1.index").exists()

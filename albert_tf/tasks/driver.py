@@ -195,7 +195,8 @@ class _Run:
                 steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
                 save_checkpoints_steps=options.save_checkpoints_steps,
                 log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
-                run_kind=run_kind(task), tokenizer=task.tokenizer,
+                run_kind=run_kind(task), run_settings=options.settings(),
+                tokenizer=task.tokenizer,
                 run_lock=lock, excursions=options.excursions(),
                 step_shape=StepShape(options.max_seq_length,
                                      sequences_per_example=task.sequences_per_example,
@@ -255,6 +256,9 @@ class _Run:
         heads = tuple(self.task.head_names)  # a warm start's head may be another task's
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
                                            allow_reshaped=heads)
+        if self.trainer.step == 0 and not (f.init_checkpoint or f.albert_hub_module_handle):
+            logging.warning("no --init_checkpoint or --albert_hub_module_handle: the encoder "
+                            "starts from random weights, not a pretrained ALBERT")
         if self.trainer.step >= self.num_train_steps and f.do_eval:
             results = os.path.join(f.output_dir, "eval_results.txt")
             if os.path.exists(results):

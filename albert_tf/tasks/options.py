@@ -73,6 +73,10 @@ class LoopOptions:
         return cls(**{f.name: getattr(values, f.name) for f in dataclasses.fields(cls)
                       if hasattr(values, f.name)})
 
+    def settings(self):
+        """Every option by name: what run.json records of the run (checkpoint_files)."""
+        return dataclasses.asdict(self)
+
     # The classes built on this one hold the distribution and loss guard fields.
     def distribution(self):
         """training.distribution.setup's arguments."""

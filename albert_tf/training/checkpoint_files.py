@@ -14,7 +14,7 @@ from albert_tf.files import write_json
 from albert_tf.formats.checkpoints import write_checkpoint_index
 
 CHECKPOINT_NAME = "model.ckpt"
-RUN_FILE = "run.json"  # which kind of run the directory's checkpoints belong to
+RUN_FILE = "run.json"  # the kind of run the directory's checkpoints belong to, its settings
 
 # What reading a damaged checkpoint raises: missing or truncated files, failed checksums.
 UNREADABLE = (tf.errors.OpError, IndexError, OSError)
@@ -78,44 +78,64 @@ def prune_checkpoints(directory, keep_max, anchors):
     drop_checkpoints(directory, [s for s in steps if s not in keep])
 
 
-def check_run_config(output_dir, config):
+def check_run_config(output_dir, config, settings=None):
     """A run resumes only with the config it started with (the weights are shared across
-    layers, so another depth would load without complaint)."""
+    layers, so another depth would load without complaint), and says which of its `settings`
+    (options) differ from those it started with."""
     path = os.path.join(output_dir, "albert_config.json")
-    if not tf.io.gfile.exists(path):
-        return
-    ours, given = AlbertConfig.from_json_file(path).to_dict(), config.to_dict()
-    changed = [f"{k} (run: {ours.get(k)!r}, given: {given.get(k)!r})"
-               for k in sorted(set(ours) | set(given)) if ours.get(k) != given.get(k)]
+    if tf.io.gfile.exists(path):
+        ours, given = AlbertConfig.from_json_file(path).to_dict(), config.to_dict()
+        changed = [f"{k} (run: {ours.get(k)!r}, given: {given.get(k)!r})"
+                   for k in sorted(set(ours) | set(given)) if ours.get(k) != given.get(k)]
+        if changed:
+            raise ValueError(
+                f"the config differs from the one the run in --output_dir={output_dir} was "
+                f"started with, in {', '.join(changed)}. Resume with {path}, or give "
+                f"--output_dir a new directory to train another model")
+    changed = changed_settings(output_dir, settings)
     if changed:
-        raise ValueError(
-            f"the config differs from the one the run in --output_dir={output_dir} was "
-            f"started with, in {', '.join(changed)}. Resume with {path}, or give "
-            f"--output_dir a new directory to train another model")
+        logging.warning("Resuming the run in %s with settings other than it started with "
+                        "(run.json): %s", output_dir, ", ".join(changed))
 
 
 def check_run_kind(output_dir, kind):
     """A run's directory is resumed only by a run of its kind (`run.json`, written with the
     first checkpoint: "pretraining", "fine-tuning of sst-2", ...), refused before anything is
     written there."""
-    path = os.path.join(output_dir, RUN_FILE)
-    if not tf.io.gfile.exists(path):
-        return
-    try:
-        with tf.io.gfile.GFile(path) as f:
-            theirs = json.load(f).get("kind")
-    except (ValueError, AttributeError, tf.errors.OpError):
-        return
+    theirs = _read_run(output_dir).get("kind")
     if theirs and theirs != kind:
         raise ValueError(f"--output_dir={output_dir} holds the checkpoints of a {theirs} run, "
                          f"and this is {kind}: give --output_dir a new directory (to start "
                          f"from that run's weights, pass it as --init_checkpoint)")
 
 
-def record_run_kind(output_dir, kind):
+def _read_run(output_dir):
+    """run.json's contents; {} where there is none or it cannot be read."""
+    path = os.path.join(output_dir, RUN_FILE)
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            run = json.load(f)
+    except (ValueError, tf.errors.OpError):
+        return {}
+    return run if isinstance(run, dict) else {}
+
+
+def record_run(output_dir, kind, settings=None):
+    """run.json, written once, with the first checkpoint: the run's kind and the settings (its
+    options) it started with."""
     path = os.path.join(output_dir, RUN_FILE)
     if kind and not tf.io.gfile.exists(path):
-        write_json(path, {"kind": kind})
+        write_json(path, {"kind": kind, **({"settings": settings} if settings else {})})
+
+
+def changed_settings(output_dir, settings):
+    """`--name (run: then, now: now)` for each setting that differs from those the run in
+    `output_dir` started with (run.json; a run that recorded none: []). What to do (do_train,
+    do_eval, do_predict) is a rerun's own choice."""
+    theirs = _read_run(output_dir).get("settings") or {}
+    return [f"--{name} (run: {theirs[name]!r}, now: {settings[name]!r})"
+            for name in sorted(set(theirs) & set(settings or {}))
+            if not name.startswith("do_") and theirs[name] != settings[name]]
 
 
 def refuse_foreign_checkpoints(output_dir):

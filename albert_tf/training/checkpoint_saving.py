@@ -13,7 +13,7 @@ from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkp
 from albert_tf.formats.tokenizers import keep_vocabulary
 from albert_tf.training.checkpoint_files import (
     CHECKPOINT_NAME, UNREADABLE, checkpoints_on_disk, drop_checkpoints, prune_checkpoints,
-    random_state, record_run_kind, unreadable_reason)
+    random_state, record_run, unreadable_reason)
 
 
 class CheckpointSaver:
@@ -93,7 +93,7 @@ class CheckpointSaver:
             self.config.to_json_file(os.path.join(self.output_dir, "albert_config.json"))
             if self.options.tokenizer is not None:
                 keep_vocabulary(self.output_dir, self.options.tokenizer)
-            record_run_kind(self.output_dir, self.options.run_kind)
+            record_run(self.output_dir, self.options.run_kind, self.options.run_settings)
             self._config_written = True
 
     def restore(self, prefix):

@@ -104,7 +104,7 @@ class Trainer:
         """
         candidates = resumable_checkpoints(self.output_dir)
         if candidates:
-            check_run_config(self.output_dir, self.model.config)
+            check_run_config(self.output_dir, self.model.config, self.options.run_settings)
             resumed = self.saver.restore_newest_intact(candidates, self.restore)
             logging.info("Resumed from %s at step %d", resumed, self.step)
             return self.recovery.finish_interrupted(resumed)

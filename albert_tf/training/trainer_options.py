@@ -33,6 +33,9 @@ class TrainerOptions:
     # Recorded in run.json with the first checkpoint ("pretraining", "fine-tuning of sst-2"):
     # only a run of the same kind resumes the directory (checkpoint_files.check_run_kind).
     run_kind: str | None = None
+    # The run's options as JSON values, recorded beside its kind; a resume with others says
+    # which changed (checkpoint_files.changed_settings).
+    run_settings: dict | None = None
     # Its vocabulary is kept with the first checkpoint: output_dir is a load_tokenizer source.
     tokenizer: Any = None
     # The run's lock on output_dir, verified before each save (training.run_lock).
