@@ -19,6 +19,8 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from tool_runner import own_flags  # noqa: E402
+
 # triton before TensorFlow, in every test process (pytest imports this file before any test
 # module), where it is installed: the kernel compiler of PyTorch's CUDA builds, loaded by
 # torch._dynamo (as transformers' models load it). It and TensorFlow each carry LLVM, and
@@ -223,7 +225,9 @@ def write_pretraining_records(path, num, seq=16, preds=4, vocab=60, seed=0):
 
 def run_main(module, defaults, overrides):
     """Parses absl flags from keyword arguments (bools as --x/--nox) and runs `module.main` in
-    this process, logging INFO as the scripts do; returns what main returns."""
+    this process, logging INFO as the scripts do; returns what main returns. The module's own
+    flags only (tool_runner.own_flags): a flag another tool defines too (run_pretraining's
+    --do_train, on by default) keeps this tool's default whichever was imported first."""
     from absl import flags
     args = {"verbosity": 0, **defaults, **overrides}
     argv = [module.__name__]
@@ -232,12 +236,13 @@ def run_main(module, defaults, overrides):
             argv.append(f"--{key}" if value else f"--no{key}")
         elif value is not None:
             argv.append(f"--{key}={value}")
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(argv)
-    try:
-        return module.main(None)
-    finally:
-        flags.FLAGS.unparse_flags()
+    with own_flags():
+        module.define_flags()
+        flags.FLAGS(argv)
+        try:
+            return module.main(None)
+        finally:
+            flags.FLAGS.unparse_flags()
 
 
 # The accelerator paths pretraining is tested under: (--mixed_precision, --jit_compile).
