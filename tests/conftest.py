@@ -39,19 +39,18 @@ def pytest_configure(config):
                    "is the fast tier for the edit-test loop")
 
 
-# The files that take longest (measured with --durations), in that order. `-n auto --dist
+# The files that take longest (measured with --durations), in that order. `--dist
 # loadfile` hands each worker the next file in collection order when it is free: the longest
-# first, so that the suite does not end on one worker running a long file while the other idles.
-LONGEST_FILES = ("test_resume.py", "test_training.py", "test_resume_multi_worker.py",
-                 "test_run_squad.py", "test_chinese_release.py", "test_keras_fit.py",
-                 "test_export.py", "test_finetuning_update.py", "test_demo.py",
-                 "test_predict.py", "test_run_classifier.py", "test_own_data.py", "test_run_race.py",
-                 "test_export_finetuned.py", "test_run_ner.py", "test_original_commands.py",
-                 "test_classifier.py", "test_task_library.py", "test_attention.py",
-                 "test_data_service.py", "test_excursions.py", "test_brightmart.py", "test_clue.py",
-                 "test_run_lock.py",
-                 "test_interrupts.py", "test_notebook.py", "test_keras_hub.py",
-                 "test_user_mistakes.py", "test_disk_full.py")
+# first, so that the suite does not end on one worker running a long file while the others idle.
+LONGEST_FILES = ("test_training.py", "test_resume.py", "test_run_squad.py", "test_own_data.py",
+                 "test_keras_fit.py", "test_chinese_release.py", "test_excursions.py",
+                 "test_export.py", "test_attention.py", "test_run_classifier.py",
+                 "test_data_service.py", "test_resume_multi_worker.py", "test_predict.py",
+                 "test_run_race.py", "test_export_finetuned.py", "test_user_mistakes.py",
+                 "test_lite.py", "test_finetuning_update.py", "test_run_ner.py",
+                 "test_classifier.py", "test_demo.py", "test_clue.py", "test_original_commands.py",
+                 "test_brightmart.py", "test_notebook.py", "test_run_lock.py",
+                 "test_interrupts.py", "test_disk_full.py")
 
 
 @pytest.hookimpl(wrapper=True)

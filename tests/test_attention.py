@@ -152,9 +152,9 @@ def test_forced_fused_says_why_it_cannot_run():
 def test_xla_gpu_step_is_the_kernels_maths(policy, rtol):
     """On a GPU under XLA, bias + GELU is the plain formula for XLA to fuse and the bias
     gradients are products with a row of ones: the same loss and gradients as the kernels,
-    within the compute dtype's rounding."""
+    within the compute dtype's rounding (one shared block run twice: the maths is per block)."""
     features = _features()
-    model = _model(policy)
+    model = _model(policy, **SMALL)
     loss, grads = _loss_and_grads(model, features)
     with kernels.on_xla_gpu():
         step = tf.function(lambda f: _loss_and_grads(model, f), jit_compile=True)
@@ -174,16 +174,17 @@ def test_xla_gpu_bias_gradients_are_products_with_ones():
     beta and folded projection bias (8: the key bias is not added, the value bias joins the
     output projection's; without those rewrites 10, and 9 with attention dropout, where the
     value bias stays); the embedding projection, the pooler and the MLM dense layer, the
-    embedding's and the MLM head's LayerNorm gamma and beta (7)."""
-    model = _model("mixed_bfloat16")
+    embedding's and the MLM head's LayerNorm gamma and beta (7). SMALL's one block, called twice."""
+    model = _model("mixed_bfloat16", **SMALL)
+    calls = SMALL["num_hidden_layers"] * SMALL["inner_group_num"]
     ones_dot = re.compile(r"= f32\[1,\d+\]\{[\d,]*\} dot\(")
     assert not ones_dot.findall(_step_hlo(model, "plain"))
     with kernels.on_xla_gpu():
-        assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 8 * BLOCK_CALLS + 7
-        dropout = _model("mixed_bfloat16", attention_probs_dropout_prob=0.1)
-        assert len(ones_dot.findall(_step_hlo(dropout, "plain"))) == 9 * BLOCK_CALLS + 7
+        assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 8 * calls + 7
+        dropout = _model("mixed_bfloat16", **{**SMALL, "attention_probs_dropout_prob": 0.1})
+        assert len(ones_dot.findall(_step_hlo(dropout, "plain"))) == 9 * calls + 7
         with kernels.xla_gpu_rewrites([]):
-            assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 10 * BLOCK_CALLS + 7
+            assert len(ones_dot.findall(_step_hlo(model, "plain"))) == 10 * calls + 7
 
 
 def _xla_gpu_step(names, model, features):

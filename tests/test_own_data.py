@@ -348,7 +348,8 @@ def _run(assets, out, precision, kind, jit="false", **flags):  # noqa: F811
 @pytest.fixture(scope="module")
 def runs(assets, tmp_path_factory):  # noqa: F811
     """One run per (kind, precision[, jit]): single-label CSV, multi-label JSON Lines and
-    regression TSV, each under float32 and a reduced precision."""
+    regression TSV (single-label under float32 and bfloat16 with XLA, the others under a
+    reduced precision)."""
     # Two concepts (two word groups) take the tiny model longer than one marker word.
     steps = {kind: dict(train_step=150, save_checkpoints_steps=75)
              for kind in ("multi", "regression")}
@@ -469,9 +470,10 @@ def test_the_same_data_as_csv_and_in_the_glue_layout_learn_the_same(assets, tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["none", "float16"])
-def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs, precision):
-    out = runs("multi", precision, "false")
+# Under float16 only (float32's path: the single-label and windows tests): the thresholds and
+# what applies them do not depend on the precision, and the reduced one is the harder.
+def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs):
+    out = runs("multi", "float16", "false")
     results = _eval(out)
     assert set(results) == {"eval_loss", "micro_f1", "macro_f1", "f1_animal", "f1_place",
                             "global_step"}
@@ -516,11 +518,11 @@ def _scores(out, split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["none", "bfloat16"])
-def test_regression_tsv_beats_the_mean(runs, precision, tmp_path):
+def test_regression_tsv_beats_the_mean(runs, tmp_path):
     """Scores near 1811-1816: the head learns them standardized (from 0 it would need
-    thousands of steps to reach them)."""
-    out = runs("regression", precision, "false")
+    thousands of steps to reach them); under bfloat16, whose 8 bits of mantissa the
+    standardization must survive (float32's path: the single-label and windows tests)."""
+    out = runs("regression", "bfloat16", "false")
     results = _eval(out)
     assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(results)
     truth, train = _scores(out, "dev"), _scores(out, "train")
