@@ -127,6 +127,11 @@ def main(_):
         results = predictor(texts, texts_b)
     write_results(results, FLAGS.output_file, vectors, output_format=FLAGS.format,
                   columns=columns)
+    if FLAGS.task == "classify" and predictor.windows_read:
+        logging.info("Read the %d texts in %d windows of %d tokens, stride %d, as the model's "
+                     "run did (--long_text=windows): each text's logits averaged", len(texts),
+                     predictor.windows_read, predictor.max_seq_length,
+                     predictor.label_set.window_stride)
     if FLAGS.output_file:
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
 

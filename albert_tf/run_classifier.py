@@ -29,7 +29,8 @@ from albert_tf import cli
 from albert_tf.data import clue, labeled_text
 from albert_tf.outputs import OutputRefused
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
+from albert_tf.tasks.flags import (define_export_flags, define_if_missing, require_action,
+                                   script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.clue import ClueTask
@@ -116,7 +117,7 @@ def main(_):
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                          FLAGS.threshold_to_export)
-    return driver.run_finetuning(glue_task, options)
+    return driver.run_finetuning(glue_task, options, script_settings(FLAGS))
 
 
 def _own_data():
@@ -146,7 +147,7 @@ def _own_data():
         raise cli.usage_error(e) from None
     options = FinetuningOptions.from_flags(FLAGS)
     task.tokenizer = driver.prepare(options)
-    return driver.run_finetuning(task, options)
+    return driver.run_finetuning(task, options, script_settings(FLAGS))
 
 
 def _clue(task):
@@ -168,7 +169,7 @@ def _clue(task):
         raise cli.usage_error(e) from None
     options = FinetuningOptions.from_flags(FLAGS)
     clue_task.tokenizer = driver.prepare(options)
-    return driver.run_finetuning(clue_task, options)
+    return driver.run_finetuning(clue_task, options, script_settings(FLAGS))
 
 
 def run(argv=None):

@@ -24,7 +24,8 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
+from albert_tf.tasks.flags import (define_export_flags, define_if_missing, require_action,
+                                   script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.ner import NerTask, run_labels
@@ -59,7 +60,7 @@ def main(_):
     task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                    FLAGS.cached_dir or FLAGS.output_dir, labels, FLAGS.classifier_dropout,
                    FLAGS.window_stride)
-    return driver.run_finetuning(task, options)
+    return driver.run_finetuning(task, options, script_settings(FLAGS))
 
 
 def run(argv=None):

@@ -21,7 +21,7 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_if_missing, require_action
+from albert_tf.tasks.flags import define_if_missing, require_action, script_settings
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.c3 import C3Task
@@ -78,7 +78,7 @@ def main(_):
         task = RaceTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length, FLAGS.max_qa_length,
                         cache_dir, FLAGS.high_only, FLAGS.middle_only, FLAGS.dropout_prob,
                         feature_files=feature_files)
-    return driver.run_finetuning(task, options)
+    return driver.run_finetuning(task, options, script_settings(FLAGS))
 
 
 def run(argv=None):

@@ -21,7 +21,8 @@ from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_export_flags, define_if_missing, require_action
+from albert_tf.tasks.flags import (define_export_flags, define_if_missing, require_action,
+                                   script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.squad import SquadTask
@@ -110,7 +111,7 @@ def main(_):
         FLAGS.end_n_top, FLAGS.dropout_prob, FLAGS.null_score_diff_threshold,
         FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed,
         FLAGS.train_feature_file, FLAGS.predict_feature_file)
-    return driver.run_finetuning(task, options)
+    return driver.run_finetuning(task, options, script_settings(FLAGS))
 
 
 def run(argv=None, version_2=None):

@@ -12,4 +12,9 @@ $PY tests/side_envs.py
 # (2 cores: 11m34s with 3 or 4 workers, 12m48s with 2; docs/benchmarks.md).
 # -rs: each skip's reason (a package with no build for this Python: tests/side_envs.py, peers()
 # in tests/conftest.py).
-exec $PY -m pytest -q -rs -n "$($PY -c 'import os; print(os.cpu_count() + 1)')" --dist loadfile --no-loadscope-reorder tests "$@"
+# Test files or node ids among the arguments run instead of the whole suite.
+targets=(tests)
+for arg in "$@"; do
+    case $arg in tests|tests/*|*.py|*::*) targets=() ;; esac
+done
+exec $PY -m pytest -q -rs -n "$($PY -c 'import os; print(os.cpu_count() + 1)')" --dist loadfile --no-loadscope-reorder "${targets[@]}" "$@"

@@ -9,10 +9,11 @@ import pytest
 from absl import flags
 
 from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
-from albert_tf.tasks.flags import define_export_flags, define_flags
+from albert_tf.tasks.flags import define_export_flags, define_flags, script_settings
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
 from albert_tf.training import distribution
+from albert_tf.training.checkpoint_files import changed_settings, record_run
 from albert_tf.training.excursions import ExcursionSettings
 from albert_tf.modeling.optimizers import OPTIMIZER_NAMES
 from tool_runner import own_flags
@@ -126,3 +127,27 @@ def test_setup_takes_the_distribution_flags_and_the_options_hand_them_over():
     assert options.distribution() == dict(
         strategy="one_device", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None,
         master=None, mixed_precision="auto", jit_compile="false", attention="plain")
+
+
+def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_changed(tmp_path):
+    """run.json keeps the script's own flags (the data) beside the options: a resume with other
+    columns or files is named, one that leaves a flag unset (None) is not."""
+    with own_flags():
+        run_classifier.define_flags()
+        flags.FLAGS(["run_classifier", "--train_file=a.csv", "--text_column_names=title,body",
+                     "--long_text=windows", "--learning_rate=1e-4"])
+        try:
+            data = script_settings(flags.FLAGS)
+        finally:
+            flags.FLAGS.unparse_flags()
+    assert (data["train_file"], data["text_column_names"], data["long_text"]) == (
+        "a.csv", ["title", "body"], "windows")
+    assert data["task_name"] is None and data["label_column_name"] == "label"
+    fields = {f.name for f in dataclasses.fields(FinetuningOptions)}
+    assert not set(data) & (fields | {"verbosity", "v", "help", "flagfile"})
+    options = FinetuningOptions(learning_rate=1e-4).settings()
+    record_run(str(tmp_path), "fine-tuning of text", {**options, **data})
+    now = {**data, "train_file": "b.csv", "text_column_names": ("title", "body"),
+           "long_text": None, "do_eval": True}
+    assert changed_settings(str(tmp_path), {**options, **now, "learning_rate": 2e-5}) == [
+        "--learning_rate (run: 0.0001, now: 2e-05)", "--train_file (run: 'a.csv', now: 'b.csv')"]

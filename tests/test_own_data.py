@@ -13,6 +13,7 @@ import tensorflow as tf
 from albert_tf import predict, run_classifier
 from albert_tf.conversion import convert
 from albert_tf.data import labeled_text
+from albert_tf.data.glue import window_starts
 from albert_tf.data.labeled_text import Columns, DataError, read_splits, read_table
 from albert_tf.serving.classify import Classifier
 from albert_tf.serving.text_io import format_text
@@ -22,7 +23,7 @@ from albert_tf.tasks.labeled_text import (LabeledTextTask, capped_windows, class
 from albert_tf.tokenization.loader import open_vocabulary
 from conftest import assert_step_compiled, memoized_runs, peers, run_main
 from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
-from tool_runner import run_tool_captured
+from tool_runner import run_tool_captured, run_tool_logged
 
 ANIMALS, PLACES = ("cat", "dog"), ("house",)
 PLAIN = [w for w in ("the sat on a mat while ran far away and sang in near by old saw young "
@@ -708,7 +709,7 @@ def test_run_classifier_caps_training_windows_as_max_windows_per_text_says(tmp_p
     train = _write(tmp_path / "train.csv", [(i, r["review"], r["label"])
                                             for i, r in enumerate(rows)])
     monkeypatch.setattr(driver, "prepare", lambda options: tokenizer)
-    monkeypatch.setattr(driver, "run_finetuning", lambda task, options: task.train_features())
+    monkeypatch.setattr(driver, "run_finetuning", lambda task, options, data: task.train_features())
     common = dict(train_file=train, text_column_names="review", do_train=True, max_seq_length=8,
                   long_text="windows", output_dir=tmp_path / "out")
     windows = {cap: len(run_main(run_classifier, common, {"max_windows_per_text": cap})[
@@ -747,7 +748,16 @@ def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # 
     # The exports and predict run in float32; a bfloat16 run's file is as near as its rounding.
     atol = 1e-4 if precision == "none" else 3e-2
     np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=atol)
-    for model in (out, out / "export" / "classifier.tflite",
+    for model in (out / "export" / "classifier.tflite",
                   out / "export" / "classifier_text.tflite"):
         got = [r["probabilities"] for r in Classifier(str(model))(texts)]
         np.testing.assert_allclose(got, expected, atol=atol)
+    status, log = run_tool_logged(predict, "--task=classify", f"--model={out}",
+                                  f"--input_file={paths['dev']}", f"--output_file={out}/p.jsonl")
+    got = [json.loads(line)["probabilities"] for line in open(out / "p.jsonl")]
+    np.testing.assert_allclose(got, expected, atol=atol)
+    vocabulary = open_vocabulary(assets["spm"])
+    count = sum(len(window_starts(len(vocabulary.encode(t)), 14, 7)) for t in texts)
+    assert count > len(texts) and (
+        f"Read the {len(texts)} texts in {count} windows of 16 tokens, stride 7, as the model's "
+        f"run did (--long_text=windows): each text's logits averaged") in log, log

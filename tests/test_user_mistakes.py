@@ -488,6 +488,23 @@ def test_fine_tuning_export_into_its_own_output_dir_is_refused_before_training(w
     assert flags.FLAGS["max_seq_length"].default == default  # run_squad's 384 did not stay
 
 
+def test_fine_tuning_without_a_model_says_which_flags_give_one(world, tmp_path, capsys):
+    common = dict(task_name="sst-2", data_dir=world["glue"], spm_model_file=world["spm"])
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", output_dir=tmp_path / "a",
+                            **common),
+                   "no model given: --init_checkpoint (a pretrained ALBERT: a release directory, "
+                   "a checkpoint beside its albert_config.json, a model name) or "
+                   "--albert_hub_module_handle, or --albert_config_file to train one from random "
+                   "weights")
+    bare = tmp_path / "bare"
+    shutil.copytree(world["release"], bare)
+    os.remove(bare / "albert_config.json")
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", output_dir=tmp_path / "b",
+                            init_checkpoint=bare / "model.ckpt-best", **common),
+                   f"--init_checkpoint={bare}/model.ckpt-best has no albert_config.json or "
+                   f"config.json beside it: give its config as --albert_config_file")
+
+
 def test_run_race_usage_mistake_is_one_line(world, tmp_path, capsys):
     assert_refused(run_tool(run_race, capsys, "--high_only", "--middle_only",
                             data_dir=tmp_path, output_dir=tmp_path / "out"),
@@ -546,6 +563,9 @@ def test_an_interrupted_fine_tuning_exits_130_and_runs_no_later_stage(world, tmp
     assert last == (f"run_classifier: stopped at step 1 on SIGINT; nothing after training ran. "
                     f"Rerun the same command to resume from {out}/model.ckpt-1")
     assert (out / "model.ckpt-1.index").exists()
+    settings = json.load(open(out / "run.json"))["settings"]  # the data beside the options
+    assert (settings["task_name"], settings["data_dir"], settings["train_step"]) == (
+        "sst-2", str(world["glue"]), 8)
     for later in ("eval_results.txt", "test_results.tsv", "submit_results.tsv"):
         assert not (out / later).exists()
     assert not export.exists()

@@ -60,6 +60,7 @@ class Classifier(Predictor):
         names, regression = label_names(labels, task_name)
         kind = self.source.kind
         self.label_set = saved_labels(getattr(self.source, "directory", None))
+        self.windows_read = 0  # the long texts' windows read so far (a model trained on them)
         if self.label_set and self.label_set.window_stride and max_seq_length is None:
             self.max_seq_length = self.label_set.window_length  # the windows it was trained on
         if self.label_set and names is None and not regression:
@@ -156,6 +157,7 @@ class Classifier(Predictor):
             for start in window_starts(len(ids), budget, stride):
                 rows.append(self._encode_ids(ids[start:start + budget]))
                 texts.append(i)
+        self.windows_read += len(rows)
         return rows, np.asarray(texts)
 
     def _encode_ids(self, ids):

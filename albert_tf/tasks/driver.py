@@ -105,10 +105,14 @@ def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=Non
     if not config_file and output_dir:
         candidate = os.path.join(output_dir, "albert_config.json")
         config_file = candidate if tf.io.gfile.exists(candidate) else None
+    if not config_file and init_checkpoint:
+        raise ValueError(f"--init_checkpoint={init_checkpoint} has no albert_config.json or "
+                         f"config.json beside it: give its config as --albert_config_file")
     if not config_file:
-        raise ValueError("--albert_config_file is required when --init_checkpoint has no "
-                         "albert_config.json/config.json beside it and no "
-                         "--albert_hub_module_handle is given")
+        raise ValueError("no model given: --init_checkpoint (a pretrained ALBERT: a release "
+                         "directory, a checkpoint beside its albert_config.json, a model name) "
+                         "or --albert_hub_module_handle, or --albert_config_file to train one "
+                         "from random weights")
     return AlbertConfig.from_json_file(config_file)
 
 
@@ -156,7 +160,7 @@ def _restore_for_inference(trainer, task, options, doing):
 class _Run:
     """One fine-tuning run: the trainer, its datasets and the best eval result so far."""
 
-    def __init__(self, task, options, lock=None):
+    def __init__(self, task, options, lock=None, data_settings=None):
         from albert_tf.modeling.optimizers import describe_update, finetuning_optimizer
         from albert_tf.training.trainer import Trainer
         from albert_tf.training.trainer_options import TrainerOptions
@@ -195,7 +199,8 @@ class _Run:
                 steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
                 save_checkpoints_steps=options.save_checkpoints_steps,
                 log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
-                run_kind=run_kind(task), run_settings=options.settings(),
+                run_kind=run_kind(task),
+                run_settings={**options.settings(), **(data_settings or {})},
                 tokenizer=task.tokenizer,
                 run_lock=lock, excursions=options.excursions(),
                 step_shape=StepShape(options.max_seq_length,
@@ -380,10 +385,11 @@ def run_kind(task):
     return f"fine-tuning of {task.name}"
 
 
-def run_finetuning(task, options):
+def run_finetuning(task, options, data_settings=None):
     """Train, evaluate every checkpoint (keeping the best), predict and export, as the options
     (a FinetuningOptions) say, holding --output_dir (one run per directory); returns the best
-    eval results."""
+    eval results. `data_settings` ({name: value}, a script's own flags: flags.script_settings)
+    are recorded in run.json beside the options."""
     export_dir = options.export_dir
     if not (options.do_train or options.do_eval or options.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
@@ -397,13 +403,13 @@ def run_finetuning(task, options):
     tool = f"{tool_name()} ({task.name})"
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
         check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first
-        return _run(task, options, export_dir, lock)
+        return _run(task, options, export_dir, lock, data_settings)
 
 
-def _run(task, options, export_dir, lock):
+def _run(task, options, export_dir, lock, data_settings):
     from albert_tf.training.results import write_eval_results
 
-    run = _Run(task, options, lock)
+    run = _Run(task, options, lock, data_settings)
     try:
         if options.do_train:
             run.train()

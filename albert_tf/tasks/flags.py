@@ -52,6 +52,17 @@ def define_export_flags(what, flag_values=None):
         define_if_missing(define, name, *args, flag_values=flag_values, **kwargs)
 
 
+def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
+    """The parsed values of a script's own flags, those that are not FinetuningOptions' fields
+    (the data: task name, files, columns, windows...), by name: `run_finetuning` records them
+    in run.json beside the options."""
+    fields = {f.name for f in dataclasses.fields(FinetuningOptions)}
+    absl_own = {id(f) for module, defined in FLAGS.flags_by_module_dict().items()
+                if module.startswith("absl.") for f in defined}
+    return {name: FLAGS[name].value for name in sorted(FLAGS)
+            if name not in fields and id(FLAGS[name]) not in absl_own}
+
+
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
     """A usage error unless the flags ask for something: train, evaluate, predict (or export)."""
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict

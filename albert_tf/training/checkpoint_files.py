@@ -131,11 +131,13 @@ def record_run(output_dir, kind, settings=None):
 def changed_settings(output_dir, settings):
     """`--name (run: then, now: now)` for each setting that differs from those the run in
     `output_dir` started with (run.json; a run that recorded none: []). What to do (do_train,
-    do_eval, do_predict) is a rerun's own choice."""
+    do_eval, do_predict) is a rerun's own choice, and a setting it leaves unset (None: the
+    starting checkpoint, --long_text's "as the run did") is not a change."""
     theirs = _read_run(output_dir).get("settings") or {}
-    return [f"--{name} (run: {theirs[name]!r}, now: {settings[name]!r})"
-            for name in sorted(set(theirs) & set(settings or {}))
-            if not name.startswith("do_") and theirs[name] != settings[name]]
+    now = json.loads(json.dumps(settings or {}))  # as recorded: tuples are lists
+    return [f"--{name} (run: {theirs[name]!r}, now: {now[name]!r})"
+            for name in sorted(set(theirs) & set(now))
+            if not name.startswith("do_") and now[name] is not None and theirs[name] != now[name]]
 
 
 def refuse_foreign_checkpoints(output_dir):

@@ -226,7 +226,8 @@ class Trainer:
         """
         last_saved = self._last_checkpoint()
         if self.step >= num_train_steps:
-            logging.info("Step %d already reaches num_train_steps=%d", self.step, num_train_steps)
+            logging.info("Step %d already reaches the run's last step (%d): nothing to train",
+                         self.step, num_train_steps)
             return self.step
         iterator = self._open_input(dataset_fn)
         restarts = on_checkpoint if (evaluate_restarts and self.guard) else None
