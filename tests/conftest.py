@@ -282,7 +282,7 @@ def assert_step_compiled(out, jit):
     """The run in `out` trained its one-device step as one XLA computation (forward, backward,
     update) with --jit_compile=true, and without XLA otherwise."""
     expected = ("forward, backward and update compiled as one XLA computation" if jit == "true"
-                else "TensorFlow ops, no XLA")
+                else "TensorFlow ops, XLA only in each variable's optimizer update")
     lines = [line for line in (out / "log.txt").read_text().splitlines() if "Training steps" in line]
     assert lines and all(line.endswith(f": {expected}") for line in lines), lines
 

@@ -419,8 +419,9 @@ def test_whole_training_step_compiles_as_one_xla_computation(tmp_path):
 def test_log_says_what_xla_compiles_under_mirrored(tmp_path):
     """Mirrored: the update all-reduces outside XLA, the forward and backward pass is compiled;
     the log says so. (One device, with and without XLA: the scripts' matrix tests.)"""
-    for jit, expected in ((True, "forward and backward compiled with XLA, the update outside it"),
-                          (False, "TensorFlow ops, no XLA")):
+    for jit, expected in (
+            (True, "forward and backward compiled with XLA, the update outside it"),
+            (False, "TensorFlow ops, XLA only in each variable's optimizer update")):
         trainer = Trainer(tf.distribute.MirroredStrategy(["/cpu:0"]),
                           lambda: AlbertPretrainer(AlbertConfig(**TINY)),
                           lambda: create_optimizer(1e-3, 10, 1, "lamb"), str(tmp_path / str(jit)),

@@ -210,7 +210,7 @@ class Trainer:
             return "forward, backward and update compiled as one XLA computation"
         if self.gradients_jit:
             return "forward and backward compiled with XLA, the update outside it"
-        return "TensorFlow ops, no XLA"
+        return "TensorFlow ops, XLA only in each variable's optimizer update"
 
     def train(self, dataset_fn, num_train_steps, *, on_checkpoint=None, on_log=None,
               evaluate_restarts=False):
@@ -226,8 +226,7 @@ class Trainer:
         """
         last_saved = self._last_checkpoint()
         if self.step >= num_train_steps:
-            logging.info("Step %d already reaches the run's last step (%d): nothing to train",
-                         self.step, num_train_steps)
+            logging.info("Step %d already reaches the last step, %d", self.step, num_train_steps)
             return self.step
         iterator = self._open_input(dataset_fn)
         restarts = on_checkpoint if (evaluate_restarts and self.guard) else None
