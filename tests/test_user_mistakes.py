@@ -505,6 +505,18 @@ def test_fine_tuning_without_a_model_says_which_flags_give_one(world, tmp_path, 
                    f"config.json beside it: give its config as --albert_config_file")
 
 
+def test_evaluating_without_a_run_to_evaluate_is_refused_before_anything_is_written(
+        world, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert_refused(run_tool(run_classifier, capsys, "--do_eval", task_name="sst-2",
+                            data_dir=world["glue"], spm_model_file=world["spm"],
+                            init_checkpoint=world["release"], output_dir=out),
+                   f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run "
+                   f"in --output_dir, and --output_dir={out} holds none: give that run's "
+                   f"directory as --output_dir (--init_checkpoint is where training starts from)")
+    assert not out.exists()  # no feature cache
+
+
 def test_run_race_usage_mistake_is_one_line(world, tmp_path, capsys):
     assert_refused(run_tool(run_race, capsys, "--high_only", "--middle_only",
                             data_dir=tmp_path, output_dir=tmp_path / "out"),

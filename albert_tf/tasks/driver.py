@@ -78,9 +78,15 @@ def check_flags(options):
     """What the fine-tuning flags must satisfy before anything is written: with --do_train, an
     --output_dir that is a run's or new (a release's is refused before any feature cache lands
     in it; the trainer checks again), and an --export_dir that replaces nothing but an earlier
-    export (checked again when exporting)."""
+    export (checked again when exporting); without --do_train, --do_eval needs a run's
+    checkpoints there."""
     if options.do_train and not resumable_checkpoints(options.output_dir):
         refuse_foreign_checkpoints(options.output_dir)
+    if options.do_eval and not options.do_train and not _saved_checkpoints(options.output_dir):
+        raise ValueError(
+            f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run in "
+            f"--output_dir, and --output_dir={options.output_dir} holds none: give that run's "
+            f"directory as --output_dir (--init_checkpoint is where training starts from)")
     if options.export_dir:
         from albert_tf.serving.saved_model import check_export_dir  # only runs that export
 
@@ -285,11 +291,7 @@ class _Run:
                                step, metrics["loss"]))
 
     def evaluate_saved(self):
-        checkpoints = _saved_checkpoints(self.flags.output_dir)
-        if not checkpoints:
-            raise ValueError(f"--do_eval without --do_train needs checkpoints in "
-                             f"--output_dir={self.flags.output_dir}")
-        for path in checkpoints:
+        for path in _saved_checkpoints(self.flags.output_dir):  # (some: run_finetuning checks)
             self.trainer.restore(path)
             self.evaluate(path, self.trainer.step)
 
