@@ -119,10 +119,19 @@ def _parse_flags(name, argv):
             message = ", ".join(f"--{m}" for m in missing) + (
                 " is required" if len(missing) == 1 else " are required")
         else:
-            message = one_line(e)
+            message = _plain_value_error(one_line(e))
         if missing or isinstance(e, flags.UnrecognizedFlagError):
             message += " (--helpshort lists the flags)"
         _exit(name, f"error: {message}", USAGE)
+
+
+def _plain_value_error(message):
+    """absl's words for a bad boolean or number, as a sentence."""
+    message = re.sub(r"\('Non-boolean argument to boolean flag', '(.*)'\)$",
+                     r"'\1' is not a boolean (true, false, 1 or 0)", message)
+    message = re.sub(r"could not convert string to float: (.*)$", r"\1 is not a number", message)
+    return re.sub(r"invalid literal for int\(\) with base 10: (.*)$", r"\1 is not a whole number",
+                  message)
 
 
 def _exit(name, line, status):

@@ -1,4 +1,4 @@
-"""Builds ALBERT pretraining TFRecords (MLM + SOP) from text: the original flags, faster.
+r"""Builds ALBERT pretraining TFRecords (MLM + SOP) from text: the original flags, faster.
 
     python -m albert_tf.create_pretraining_data --input_file=corpus/*.txt \
         --output_file=out/train.tfrecord --spm_model_file=30k-clean.model \

@@ -1,4 +1,4 @@
-"""Starts a tf.data service dispatcher or worker, to read and mask pretraining batches away
+r"""Starts a tf.data service dispatcher or worker, to read and mask pretraining batches away
 from the trainer (run_pretraining --data_service_address).
 
     # one dispatcher, with the list of its workers (static sharding needs it)

@@ -1,4 +1,4 @@
-"""The original export_checkpoints.py command line: the checkpoint's model weights without the
+r"""The original export_checkpoints.py command line: the checkpoint's model weights without the
 optimizer's slots, as a TF1 checkpoint at --export_path.
 
   python -m albert_tf.export_checkpoints --albert_directory=out/pretrain \

@@ -1,4 +1,4 @@
-"""Exports TF-Hub SavedModels: the encoder, the encoder with pretraining heads, the preprocessor.
+r"""Exports TF-Hub SavedModels: the encoder, the encoder with pretraining heads, the preprocessor.
 
   python -m albert_tf.export_hub --export_type=encoder --init_checkpoint=albert_base \
       --export_path=hub/albert_base_encoder

@@ -1,4 +1,4 @@
-"""The original export_to_tfhub.py command line: a TF-Hub SavedModel of the encoder with its
+r"""The original export_to_tfhub.py command line: a TF-Hub SavedModel of the encoder with its
 MLM and SOP heads from a release or training directory.
 
   python -m albert_tf.export_to_tfhub --albert_directory=albert_base \

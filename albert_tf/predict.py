@@ -1,4 +1,4 @@
-"""Inference from any checkpoint or export: fill-mask, classification, embeddings and tags.
+r"""Inference from any checkpoint or export: fill-mask, classification, embeddings and tags.
 
   python -m albert_tf.predict --task=fill_mask --model=albert_base \
       --text="The capital of France is [MASK]." --top_k=5

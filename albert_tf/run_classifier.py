@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on a GLUE task with the original flags, or on your own CSV, TSV or JSON Lines
+r"""Fine-tune ALBERT on a GLUE task with the original flags, or on your own CSV, TSV or JSON Lines
 files with transformers' flag names.
 
   python -m albert_tf.run_classifier --task_name=cola --data_dir=glue --output_dir=out/cola \
@@ -133,6 +133,7 @@ def _own_data():
     files = {"train": FLAGS.train_file if FLAGS.do_train else None,
              "dev": FLAGS.validation_file if FLAGS.do_eval else None,
              "test": FLAGS.test_file if FLAGS.do_predict else None}
+    driver.check_flags(FinetuningOptions.from_flags(FLAGS))  # before the files are read
     try:
         LabeledTextTask.check_files(files, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
         label_set, splits = labeled_text.read_splits(files, columns, FLAGS.problem_type,
@@ -155,6 +156,7 @@ def _clue(task):
     require_action(FLAGS)
     splits = [split for split, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval),
                                           ("test", FLAGS.do_predict)) if wanted]
+    driver.check_flags(FinetuningOptions.from_flags(FLAGS))  # before the files are read
     try:
         label_set, examples = clue.read_splits(FLAGS.data_dir, task, splits, FLAGS.output_dir)
         clue_task = ClueTask(task, label_set, examples, None, FLAGS.max_seq_length,

@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT for token classification (NER, POS, chunking) on CoNLL files.
+r"""Fine-tune ALBERT for token classification (NER, POS, chunking) on CoNLL files.
 
   python -m albert_tf.run_ner --data_dir=conll2003 --output_dir=out/conll \
       --init_checkpoint=albert_base --spm_model_file=albert_base/30k-clean.model \

@@ -1,8 +1,9 @@
-"""ALBERT pretraining (MLM + sentence-order prediction) with the original flags.
+r"""ALBERT pretraining (MLM + sentence-order prediction) with the original flags.
 
   python -m albert_tf.run_pretraining --albert_config_file=configs/albert_base_v2.json \
-      --input_file='data/train-*.tfrecord' --output_dir=out --train_batch_size=4096 \
-      --num_train_steps=125000 --num_warmup_steps=3125 --learning_rate=0.00176
+      --input_file='data/train-*.tfrecord' --spm_model_file=vocab/30k-clean.model \
+      --output_dir=out --train_batch_size=4096 --num_train_steps=125000 \
+      --num_warmup_steps=3125 --learning_rate=0.00176
 
 Rerunning the same command after a crash resumes from the last checkpoint in --output_dir.
 The library behind it: `albert_tf.training.trainer.Trainer`, `albert_tf.data.pipeline`.
@@ -106,6 +107,10 @@ def _tokenizer_and_mask_id(options, config, mask_token_given):
             raise app.UsageError(f"--mask_token_id={options.mask_token_id} but [MASK] is "
                                  f"{mask_id} in {tokenizer.asset_file}")
         return tokenizer, mask_id
+    logging.warning("no --spm_model_file or --vocab_file: the checkpoints in %s will carry no "
+                    "vocabulary, so predict and the fine-tuning scripts will need it given; pass "
+                    "the one the records were made with to keep it beside them",
+                    options.output_dir)
     return None, options.mask_token_id
 
 

@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on RACE (4-way multiple-choice reading comprehension), original flags.
+r"""Fine-tune ALBERT on RACE (4-way multiple-choice reading comprehension), original flags.
 
   python -m albert_tf.run_race --data_dir=data --output_dir=out/race \
       --init_checkpoint=albert_base --spm_model_file=albert_base/30k-clean.model \

@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on SQuAD v1.1 or (with --version_2_with_negative) v2.0.
+r"""Fine-tune ALBERT on SQuAD v1.1 or (with --version_2_with_negative) v2.0.
 
   python -m albert_tf.run_squad --train_file=train-v2.0.json --predict_file=dev-v2.0.json \
       --version_2_with_negative --init_checkpoint=albert_base --output_dir=out/squad2 \

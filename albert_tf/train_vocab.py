@@ -1,4 +1,4 @@
-"""Trains a vocabulary in the original ALBERT layouts: SentencePiece (the English releases) or
+r"""Trains a vocabulary in the original ALBERT layouts: SentencePiece (the English releases) or
 WordPiece (the Chinese releases, BERT-style).
 
     python -m albert_tf.train_vocab --input_file=corpus/*.txt --model_prefix=30k-clean \

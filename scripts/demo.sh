@@ -66,7 +66,8 @@ SEED=${DEMO_SEED:-12345}
 stage "3/6 Pretraining: $STEPS steps of 32 sequences, held-out evaluation every $((STEPS / 8))"
 run $PY -m albert_tf.run_pretraining --albert_config_file=configs/albert_demo.json \
     --input_file="$OUT/pretrain/train.tfrecord*" --eval_input_file="$OUT/pretrain/eval.tfrecord" \
-    --output_dir="$OUT/pretrained" --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS \
+    --spm_model_file="$OUT/spm.model" --output_dir="$OUT/pretrained" --max_seq_length=$SEQ \
+    --max_predictions_per_seq=$PREDS \
     --train_batch_size=32 --num_train_steps="$STEPS" --num_warmup_steps=$((STEPS / 10)) \
     --learning_rate=5e-3 --dynamic_masking --ngram=1 --save_checkpoints_steps=$((STEPS / 8)) \
     --log_steps=$((STEPS / 10)) --do_eval --eval_batch_size=64 --max_eval_steps=10 \

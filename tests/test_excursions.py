@@ -44,6 +44,15 @@ def test_a_spike_is_reported_once_and_kept_out_of_the_smoothed_loss():
     assert guard.observe(204, guard.state["ema"] + 0.25, 4).kind == "spike"
 
 
+def test_a_run_too_short_to_check_says_so():
+    guard = LossGuard(SETTINGS)
+    _feed(guard, [3.0, 2.9, 3.1] * 3)
+    assert guard.headroom() == ("9 steps: too few to check for spikes and rises (it smooths "
+                                "over --loss_smoothing_steps=10 first); 0 recoveries")
+    _feed(guard, [3.0, 2.9], 10)
+    assert guard.headroom().startswith("the largest step loss was ")
+
+
 def test_a_level_shift_is_one_spike_then_a_rise():
     losses = [3.0 + 0.02 * (-1) ** i for i in range(30)] + [3.5] * 40
     found = _feed(LossGuard(SETTINGS), losses)

@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 
 from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
+from albert_tf.tasks import driver
 from albert_tf.tasks.flags import define_export_flags, define_flags, script_settings
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
@@ -134,6 +135,7 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
     columns or files is named, one that leaves a flag unset (None) is not."""
     with own_flags():
         run_classifier.define_flags()
+        flags.DEFINE_integer("hbm_oom_exit", 1, "TensorFlow's own", module_name="tensorflow.x")
         flags.FLAGS(["run_classifier", "--train_file=a.csv", "--text_column_names=title,body",
                      "--long_text=windows", "--learning_rate=1e-4"])
         try:
@@ -144,10 +146,21 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
         "a.csv", ["title", "body"], "windows")
     assert data["task_name"] is None and data["label_column_name"] == "label"
     fields = {f.name for f in dataclasses.fields(FinetuningOptions)}
-    assert not set(data) & (fields | {"verbosity", "v", "help", "flagfile"})
+    assert not set(data) & (fields | {"verbosity", "v", "help", "flagfile", "hbm_oom_exit"})
     options = FinetuningOptions(learning_rate=1e-4).settings()
     record_run(str(tmp_path), "fine-tuning of text", {**options, **data})
     now = {**data, "train_file": "b.csv", "text_column_names": ("title", "body"),
            "long_text": None, "do_eval": True}
     assert changed_settings(str(tmp_path), {**options, **now, "learning_rate": 2e-5}) == [
         "--learning_rate (run: 0.0001, now: 2e-05)", "--train_file (run: 'a.csv', now: 'b.csv')"]
+
+
+def test_an_inference_only_rerun_at_another_length_is_warned(tmp_path, caplog):
+    record_run(str(tmp_path), "fine-tuning of text", FinetuningOptions(max_seq_length=32).settings())
+    caplog.set_level("WARNING")
+    driver._check_inference_length(FinetuningOptions(output_dir=str(tmp_path), max_seq_length=32))
+    assert not caplog.messages
+    driver._check_inference_length(FinetuningOptions(output_dir=str(tmp_path)))
+    assert caplog.messages == [
+        f"--max_seq_length=512, but the run in {tmp_path} trained at 32 (run.json): its examples "
+        f"are read at 512 tokens now; give --max_seq_length=32 to read them as it did"]

@@ -370,8 +370,8 @@ def test_input_files_are_read_by_column_as_training_reads_them(assets, tmp_path,
     with open(table, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([("id", "body"), *zip(ids, texts)])
     json_lines = tmp_path / "new.jsonl"
-    json_lines.write_text("".join(json.dumps({"n": i, "body": t, "lang": "en"}) + "\n"
-                                  for i, t in enumerate(texts)), encoding="utf-8")
+    json_lines.write_text("".join(json.dumps({"n": i, "body": t, "lang": "en", "label": "pos"})
+                                  + "\n" for i, t in enumerate(texts)), encoding="utf-8")
     plain = tmp_path / "new.txt"
     plain.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     model = ("--task=classify", f"--model={run}", f"--spm_model_file={assets['spm']}")
@@ -385,7 +385,9 @@ def test_input_files_are_read_by_column_as_training_reads_them(assets, tmp_path,
     assert expected[0]["labels"] == ["neg", "pos"]  # the run's labels.json
     assert written[".csv"] == [{"id": i, **r} for i, r in zip(ids, expected)]
     assert list(written[".csv"][0])[:2] == ["id", "text"]
-    assert written[".jsonl"] == [{"n": i, "lang": "en", **r} for i, r in enumerate(expected)]
+    # A gold label beside the predicted one.
+    assert written[".jsonl"] == [{"n": i, "lang": "en", "input_label": "pos", **r}
+                                 for i, r in enumerate(expected)]
     assert written[".txt"] == expected
 
     # Pairs from two named columns, a ;-separated .csv, as readable text after the id.

@@ -293,8 +293,10 @@ def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_pat
     mine = (str(records / "train-*.tfrecord"), data[1], None)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "albert_tf.run_pretraining"]
-    assert "Pretraining from random weights (no --init_checkpoint)" in run_ok(
-        command + _flags(mine, out, num_train_steps=6))
+    log = run_ok(command + _flags(mine, out, num_train_steps=6))
+    assert "Pretraining from random weights (no --init_checkpoint)" in log
+    assert (f"no --spm_model_file or --vocab_file: the checkpoints in {out} will carry no "
+            f"vocabulary") in log
     log = run_ok(command + _flags(mine, out, num_train_steps=12, train_batch_size=4))
     assert "Pretraining from random weights" not in log
     assert (f"Resuming the run in {out} with settings other than it started with (run.json): "

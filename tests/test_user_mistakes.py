@@ -255,6 +255,14 @@ def test_flag_mistakes_stop_the_pretraining_before_it_writes(world, tmp_path, ca
     assert not out.exists() or not os.listdir(out)
 
 
+@pytest.mark.parametrize("given,said", [
+    ("--do_train=yes", "flag --do_train=yes: 'yes' is not a boolean (true, false, 1 or 0)"),
+    ("--train_step=ten", "flag --train_step=ten: 'ten' is not a whole number"),
+    ("--learning_rate=fast", "flag --learning_rate=fast: 'fast' is not a number")])
+def test_a_value_of_the_wrong_kind_is_said_in_words(capsys, given, said):
+    assert_refused(run_tool(run_classifier, capsys, given), said)
+
+
 def test_a_required_flag_missing_is_one_line(capsys):
     code, last, _ = run_tool(run_pretraining, capsys, "--input_file=x")
     assert code == 2
@@ -272,6 +280,8 @@ def test_help_lists_the_flags_the_package_defines(tool, flag):
                            capture_output=True, text=True, timeout=300, check=False)
     assert f"  --{flag}:" in shown.stdout, shown.stdout[-2000:]
     assert "  --learning_rate:" in shown.stdout
+    # The usage examples keep their lines (the docstrings are raw: a non-raw one joined them).
+    assert f"  python -m albert_tf.{tool} --" in shown.stdout and " \\\n      --" in shown.stdout
 
 
 def test_records_are_checked_in_every_file(world, tmp_path, capsys):
@@ -515,6 +525,14 @@ def test_evaluating_without_a_run_to_evaluate_is_refused_before_anything_is_writ
                    f"in --output_dir, and --output_dir={out} holds none: give that run's "
                    f"directory as --output_dir (--init_checkpoint is where training starts from)")
     assert not out.exists()  # no feature cache
+    dev = tmp_path / "dev.csv"  # your own data: the same line, not one about its files
+    dev.write_text("text,label\na b,x\nc d,y\n")
+    assert_refused(run_tool(run_classifier, capsys, "--do_eval", train_file=dev,
+                            validation_file=dev, spm_model_file=world["spm"],
+                            init_checkpoint=world["release"], output_dir=out),
+                   f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run "
+                   f"in --output_dir, and --output_dir={out} holds none")
+    assert not out.exists()
 
 
 def test_run_race_usage_mistake_is_one_line(world, tmp_path, capsys):

@@ -92,8 +92,9 @@ def format_text(result):
 
 
 def _carried(result, columns):
-    """`result` after the input's other `columns` (one named as a result's field gives way)."""
-    return {**{k: v for k, v in columns.items() if k not in result}, **result}
+    """`result` after the input's other `columns`, one named as a result's field (a gold
+    `label`) as input_<name>."""
+    return {**{f"input_{k}" if k in result else k: v for k, v in columns.items()}, **result}
 
 
 def _render(result, columns, output_format):

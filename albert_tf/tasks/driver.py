@@ -22,7 +22,7 @@ from albert_tf.startup import tool_name
 from albert_tf.tasks.flags import update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
-                                                 resumable_checkpoints)
+                                                 resumable_checkpoints, started_settings)
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.stuck import StuckWatch
@@ -405,7 +405,20 @@ def run_finetuning(task, options, data_settings=None):
     tool = f"{tool_name()} ({task.name})"
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
         check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first
+        if not options.do_train:
+            _check_inference_length(options)
         return _run(task, options, export_dir, lock, data_settings)
+
+
+def _check_inference_length(options):
+    """A rerun that only evaluates, predicts or exports is warned when it reads examples at
+    another --max_seq_length than the run in --output_dir trained at."""
+    trained = started_settings(options.output_dir).get("max_seq_length")
+    if trained and trained != options.max_seq_length:
+        logging.warning("--max_seq_length=%d, but the run in %s trained at %d (run.json): its "
+                        "examples are read at %d tokens now; give --max_seq_length=%d to read "
+                        "them as it did", options.max_seq_length, options.output_dir, trained,
+                        options.max_seq_length, trained)
 
 
 def _run(task, options, export_dir, lock, data_settings):

@@ -2,6 +2,7 @@
 `FinetuningOptions` (tasks/options.py) with the original's defaults per script."""
 
 import dataclasses
+import sys
 
 from absl import app, flags
 
@@ -57,10 +58,11 @@ def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
     (the data: task name, files, columns, windows...), by name: `run_finetuning` records them
     in run.json beside the options."""
     fields = {f.name for f in dataclasses.fields(FinetuningOptions)}
-    absl_own = {id(f) for module, defined in FLAGS.flags_by_module_dict().items()
-                if module.startswith("absl.") for f in defined}
+    main = getattr(sys.modules.get("__main__"), "__file__", None)  # absl's name for a main's
+    ours = {id(f) for module, defined in FLAGS.flags_by_module_dict().items()
+            if module.startswith("albert_tf.") or module == main for f in defined}
     return {name: FLAGS[name].value for name in sorted(FLAGS)
-            if name not in fields and id(FLAGS[name]) not in absl_own}
+            if name not in fields and id(FLAGS[name]) in ours}
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)

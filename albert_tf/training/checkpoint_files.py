@@ -128,12 +128,18 @@ def record_run(output_dir, kind, settings=None):
         write_json(path, {"kind": kind, **({"settings": settings} if settings else {})})
 
 
+def started_settings(output_dir):
+    """The settings the run in `output_dir` started with (run.json), by flag name; {} when it
+    recorded none."""
+    return _read_run(output_dir).get("settings") or {}
+
+
 def changed_settings(output_dir, settings):
     """`--name (run: then, now: now)` for each setting that differs from those the run in
     `output_dir` started with (run.json; a run that recorded none: []). What to do (do_train,
     do_eval, do_predict) is a rerun's own choice, and a setting it leaves unset (None: the
     starting checkpoint, --long_text's "as the run did") is not a change."""
-    theirs = _read_run(output_dir).get("settings") or {}
+    theirs = started_settings(output_dir)
     now = json.loads(json.dumps(settings or {}))  # as recorded: tuples are lists
     return [f"--{name} (run: {theirs[name]!r}, now: {now[name]!r})"
             for name in sorted(set(theirs) & set(now))

@@ -177,6 +177,10 @@ class LossGuard(tf.train.experimental.PythonState):
         largest step loss above the smoothed loss (in standard deviations, spikes aside) and
         the largest rise of the smoothed loss above its best so far."""
         s, cfg = self.state, self.settings
+        if s["steps"] <= cfg.smoothing_steps:  # no step was checked against the smoothed loss
+            return (f"{s['steps']} steps: too few to check for spikes and rises (it smooths "
+                    f"over --loss_smoothing_steps={cfg.smoothing_steps} first); "
+                    f"{s['recoveries']} recoveries")
         return (f"the largest step loss was {s['max_sigmas']:.1f} standard deviations above the "
                 f"smoothed loss (a spike: {cfg.spike_sigmas:g}), the smoothed loss at most "
                 f"{100 * s['max_rise']:.1f}% above its best (a rise: "
