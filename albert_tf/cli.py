@@ -109,9 +109,18 @@ def usage_error(error):
     return usage
 
 
+HELP_FLAGS = {"help", "?", "helpshort", "helpfull", "helpxml"}
+
+
 def _parse_flags(name, argv):
     try:
         return flags.FLAGS(argv)
+    except SystemExit:
+        asked = {a.lstrip("-").split("=")[0] for a in argv[1:] if a.startswith("-")}
+        if asked & HELP_FLAGS:  # absl exits 1 after printing the help that was asked for
+            sys.stdout.flush()
+            sys.exit(0)
+        raise
     except flags.Error as e:
         missing = list(dict.fromkeys(  # (a tool run twice in one process lists them twice)
             re.findall(r"Flag --(\w+) must have a value other than None", str(e))))

@@ -284,7 +284,8 @@ def test_missing_file_and_long_max_seq_length(assets, tmp_path):
         run(task_name="cola", data_dir=assets["data_dir"], output_dir=tmp_path,
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
             max_seq_length=128)
-    with pytest.raises(ValueError, match="--do_eval without --do_train needs checkpoints"):
+    with pytest.raises(ValueError, match="--do_eval without --do_train evaluates the checkpoints "
+                                         "of a fine-tuning run in --output_dir, and "):
         run(task_name="cola", data_dir=assets["data_dir"], output_dir=tmp_path / "empty",
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_eval=True)
 

@@ -397,11 +397,11 @@ def run_finetuning(task, options, data_settings=None):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
     if export_dir and not task.exportable:
         raise ValueError(f"--export_dir: {task.name} has no export")
-    check_flags(options)
     # A mistyped file stops the run now, not after training.
     task.check_inputs([split for split, wanted in (
         ("train", options.do_train), ("dev", options.do_eval), ("test", options.do_predict))
         if wanted])
+    check_flags(options)
     tool = f"{tool_name()} ({task.name})"
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
         check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first
