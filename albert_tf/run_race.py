@@ -7,7 +7,8 @@ r"""Fine-tune ALBERT on RACE (4-way multiple-choice reading comprehension), orig
 
 data_dir holds RACE/{train,dev,test}/{middle,high}/ as released (one JSON file per article) or
 with the original's all.txt; with --task_name=c3, CLUE's C3 (the unpacked c3_public.zip:
-d-/m-{train,dev}.json, test1.1.json), which also writes CLUE's c311_predict.json. Every checkpoint is evaluated on dev (accuracy on middle, high and
+d-/m-{train,dev}.json, test1.1.json), which also writes CLUE's c311_predict.json.
+Every checkpoint is evaluated on dev (accuracy on middle, high and
 all); the best becomes model.ckpt-best, which --do_predict scores on test (no TPU needed).
 The library behind it: `albert_tf.tasks.RaceTask` and `albert_tf.tasks.run_finetuning`.
 """
@@ -21,7 +22,8 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_if_missing, require_action, script_settings
+from albert_tf.tasks.flags import (define_if_missing, keep_the_run_s_length, require_action,
+                                   script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.c3 import C3Task
@@ -58,6 +60,7 @@ def define_flags():
 
 
 def main(_):
+    keep_the_run_s_length(FLAGS)
     task_name = (FLAGS.task_name or "race").lower()
     if task_name not in ("race", "c3"):
         raise app.UsageError(f"--task_name={FLAGS.task_name!r}: run_race runs race or c3")

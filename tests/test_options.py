@@ -10,7 +10,8 @@ from absl import flags
 
 from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import define_export_flags, define_flags, script_settings
+from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_the_run_s_length,
+                                   script_settings)
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
 from albert_tf.training import distribution
@@ -164,3 +165,16 @@ def test_an_inference_only_rerun_at_another_length_is_warned(tmp_path, caplog):
     assert caplog.messages == [
         f"--max_seq_length=512, but the run in {tmp_path} trained at 32 (run.json): its examples "
         f"are read at 512 tokens now; give --max_seq_length=32 to read them as it did"]
+
+
+@pytest.mark.parametrize("given,expected", [((), 32), (("--max_seq_length=64",), 64)])
+def test_a_rerun_without_max_seq_length_takes_the_run_s(tmp_path, given, expected):
+    record_run(str(tmp_path), "fine-tuning of text", FinetuningOptions(max_seq_length=32).settings())
+    with own_flags():
+        run_squad.define_flags()
+        flags.FLAGS(["run_squad", f"--output_dir={tmp_path}", *given])
+        try:
+            keep_the_run_s_length(flags.FLAGS)
+            assert flags.FLAGS.max_seq_length == expected
+        finally:
+            flags.FLAGS.unparse_flags()

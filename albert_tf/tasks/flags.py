@@ -4,10 +4,11 @@
 import dataclasses
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from albert_tf.tasks.options import EXPORT_FIELDS, FinetuningOptions, flag_definition
 from albert_tf.training import distribution, excursions
+from albert_tf.training.checkpoint_files import started_settings
 
 # The fine-tuning update's settings (modeling.optimizers.FINETUNING_UPDATE) by flag name.
 UPDATE_FLAGS = {"bias_correction": "bias_correction", "decay_after_warmup": "decay_after_warmup",
@@ -63,6 +64,18 @@ def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
             if module.startswith("albert_tf.") or module == main for f in defined}
     return {name: FLAGS[name].value for name in sorted(FLAGS)
             if name not in fields and id(FLAGS[name]) in ours}
+
+
+def keep_the_run_s_length(FLAGS):  # noqa: N803 (absl's FLAGS object)
+    """--max_seq_length not given: the one the run in --output_dir started with (run.json), so
+    that a rerun (resuming, evaluating, predicting, exporting) reads examples as it trained."""
+    if FLAGS["max_seq_length"].present or not FLAGS.output_dir:
+        return
+    trained = started_settings(FLAGS.output_dir).get("max_seq_length")
+    if trained and trained != FLAGS.max_seq_length:
+        FLAGS.max_seq_length = trained
+        logging.info("--max_seq_length=%d, as the run in %s started (run.json)", trained,
+                     FLAGS.output_dir)
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
