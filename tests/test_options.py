@@ -10,7 +10,7 @@ from absl import flags
 
 from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_the_run_s_length,
+from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_the_run_s_lengths,
                                    script_settings)
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
@@ -167,14 +167,17 @@ def test_an_inference_only_rerun_at_another_length_is_warned(tmp_path, caplog):
         f"are read at 512 tokens now; give --max_seq_length=32 to read them as it did"]
 
 
-@pytest.mark.parametrize("given,expected", [((), 32), (("--max_seq_length=64",), 64)])
-def test_a_rerun_without_max_seq_length_takes_the_run_s(tmp_path, given, expected):
-    record_run(str(tmp_path), "fine-tuning of text", FinetuningOptions(max_seq_length=32).settings())
+@pytest.mark.parametrize("given,expected", [((), (32, 12)), (("--max_seq_length=64",), (64, 12)),
+                                            (("--doc_stride=20",), (32, 20))])
+def test_a_rerun_without_its_lengths_takes_the_run_s(tmp_path, given, expected):
+    record_run(str(tmp_path), "fine-tuning of squad",
+               {**FinetuningOptions(max_seq_length=32).settings(), "doc_stride": 12})
     with own_flags():
         run_squad.define_flags()
         flags.FLAGS(["run_squad", f"--output_dir={tmp_path}", *given])
         try:
-            keep_the_run_s_length(flags.FLAGS)
-            assert flags.FLAGS.max_seq_length == expected
+            keep_the_run_s_lengths(flags.FLAGS)
+            assert (flags.FLAGS.max_seq_length, flags.FLAGS.doc_stride) == expected
+            assert flags.FLAGS.max_query_length == 64  # the run recorded none: the default
         finally:
             flags.FLAGS.unparse_flags()

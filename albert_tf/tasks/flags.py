@@ -66,16 +66,23 @@ def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
             if name not in fields and id(FLAGS[name]) in ours}
 
 
-def keep_the_run_s_length(FLAGS):  # noqa: N803 (absl's FLAGS object)
-    """--max_seq_length not given: the one the run in --output_dir started with (run.json), so
-    that a rerun (resuming, evaluating, predicting, exporting) reads examples as it trained."""
-    if FLAGS["max_seq_length"].present or not FLAGS.output_dir:
+# How a script cuts its examples: a rerun that leaves one out takes the run's.
+LENGTH_FLAGS = ("max_seq_length", "doc_stride", "max_query_length", "max_qa_length")
+
+
+def keep_the_run_s_lengths(FLAGS):  # noqa: N803 (absl's FLAGS object)
+    """Each of LENGTH_FLAGS the script has and was not given: the value the run in --output_dir
+    started with (run.json), so that a rerun (resuming, evaluating, predicting, exporting)
+    reads examples as the run trained on them."""
+    if not FLAGS.output_dir:
         return
-    trained = started_settings(FLAGS.output_dir).get("max_seq_length")
-    if trained and trained != FLAGS.max_seq_length:
-        FLAGS.max_seq_length = trained
-        logging.info("--max_seq_length=%d, as the run in %s started (run.json)", trained,
-                     FLAGS.output_dir)
+    started = started_settings(FLAGS.output_dir)
+    for name in LENGTH_FLAGS:
+        if name in FLAGS and not FLAGS[name].present and started.get(name) and \
+                started[name] != FLAGS[name].value:
+            setattr(FLAGS, name, started[name])
+            logging.info("--%s=%d, as the run in %s started (run.json)", name, started[name],
+                         FLAGS.output_dir)
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
