@@ -157,7 +157,8 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
 
 
 def test_an_inference_only_rerun_at_another_length_is_warned(tmp_path, caplog):
-    record_run(str(tmp_path), "fine-tuning of text", FinetuningOptions(max_seq_length=32).settings())
+    record_run(str(tmp_path), "fine-tuning of text",
+               FinetuningOptions(max_seq_length=32).settings())
     caplog.set_level("WARNING")
     driver._check_inference_length(FinetuningOptions(output_dir=str(tmp_path), max_seq_length=32))
     assert not caplog.messages
