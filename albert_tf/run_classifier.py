@@ -134,7 +134,8 @@ def _own_data():
     files = {"train": FLAGS.train_file if FLAGS.do_train else None,
              "dev": FLAGS.validation_file if FLAGS.do_eval else None,
              "test": FLAGS.test_file if FLAGS.do_predict else None}
-    driver.check_flags(FinetuningOptions.from_flags(FLAGS))  # before the files are read
+    options = FinetuningOptions.from_flags(FLAGS)
+    driver.check_flags(options)  # before the files are read
     try:
         LabeledTextTask.check_files(files, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
         label_set, splits = labeled_text.read_splits(files, columns, FLAGS.problem_type,
@@ -147,7 +148,6 @@ def _own_data():
         task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise cli.usage_error(e) from None
-    options = FinetuningOptions.from_flags(FLAGS)
     task.tokenizer = driver.prepare(options)
     return driver.run_finetuning(task, options, script_settings(FLAGS))
 
@@ -157,7 +157,8 @@ def _clue(task):
     require_action(FLAGS)
     splits = [split for split, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval),
                                           ("test", FLAGS.do_predict)) if wanted]
-    driver.check_flags(FinetuningOptions.from_flags(FLAGS))  # before the files are read
+    options = FinetuningOptions.from_flags(FLAGS)
+    driver.check_flags(options)  # before the files are read
     try:
         label_set, examples = clue.read_splits(FLAGS.data_dir, task, splits, FLAGS.output_dir)
         clue_task = ClueTask(task, label_set, examples, None, FLAGS.max_seq_length,
@@ -170,7 +171,6 @@ def _clue(task):
         clue_task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise cli.usage_error(e) from None
-    options = FinetuningOptions.from_flags(FLAGS)
     clue_task.tokenizer = driver.prepare(options)
     return driver.run_finetuning(clue_task, options, script_settings(FLAGS))
 

@@ -156,16 +156,20 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
         "--learning_rate (run: 0.0001, now: 2e-05)", "--train_file (run: 'a.csv', now: 'b.csv')"]
 
 
-def test_an_inference_only_rerun_at_another_length_is_warned(tmp_path, caplog):
-    record_run(str(tmp_path), "fine-tuning of text",
-               FinetuningOptions(max_seq_length=32).settings())
+def test_an_inference_only_rerun_at_other_lengths_is_warned(tmp_path, caplog):
+    record_run(str(tmp_path), "fine-tuning of squad",
+               {**FinetuningOptions(max_seq_length=32).settings(), "doc_stride": 12,
+                "train_file": "a.json"})
     caplog.set_level("WARNING")
-    driver._check_inference_length(FinetuningOptions(output_dir=str(tmp_path), max_seq_length=32))
+    same = FinetuningOptions(output_dir=str(tmp_path), max_seq_length=32)
+    driver._check_inference_lengths(same, {"doc_stride": 12, "train_file": None})
     assert not caplog.messages
-    driver._check_inference_length(FinetuningOptions(output_dir=str(tmp_path)))
+    driver._check_inference_lengths(FinetuningOptions(output_dir=str(tmp_path)),
+                                    {"doc_stride": 20})
     assert caplog.messages == [
-        f"--max_seq_length=512, but the run in {tmp_path} trained at 32 (run.json): its examples "
-        f"are read at 512 tokens now; give --max_seq_length=32 to read them as it did"]
+        f"Reading the examples with other lengths than the run in {tmp_path} trained with "
+        f"(run.json): --doc_stride (run: 12, now: 20), --max_seq_length (run: 32, now: 512); "
+        f"give the run's to read them as it did"]
 
 
 @pytest.mark.parametrize("given,expected", [((), (32, 12)), (("--max_seq_length=64",), (64, 12)),

@@ -19,10 +19,11 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
 from albert_tf.files import make_output_dir
 from albert_tf.startup import tool_name
-from albert_tf.tasks.flags import update_settings
+from albert_tf.tasks.flags import LENGTH_FLAGS, update_settings
 from albert_tf.training import distribution
-from albert_tf.training.checkpoint_files import (check_run_kind, refuse_foreign_checkpoints,
-                                                 resumable_checkpoints, started_settings)
+from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
+                                                 refuse_foreign_checkpoints,
+                                                 resumable_checkpoints)
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.stuck import StuckWatch
@@ -406,19 +407,21 @@ def run_finetuning(task, options, data_settings=None):
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
         check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first
         if not options.do_train:
-            _check_inference_length(options)
+            _check_inference_lengths(options, data_settings)
         return _run(task, options, export_dir, lock, data_settings)
 
 
-def _check_inference_length(options):
-    """A rerun that only evaluates, predicts or exports is warned when it reads examples at
-    another --max_seq_length than the run in --output_dir trained at."""
-    trained = started_settings(options.output_dir).get("max_seq_length")
-    if trained and trained != options.max_seq_length:
-        logging.warning("--max_seq_length=%d, but the run in %s trained at %d (run.json): its "
-                        "examples are read at %d tokens now; give --max_seq_length=%d to read "
-                        "them as it did", options.max_seq_length, options.output_dir, trained,
-                        options.max_seq_length, trained)
+def _check_inference_lengths(options, data_settings=None):
+    """A rerun that only evaluates, predicts or exports is warned when it cuts examples with
+    other lengths (flags.LENGTH_FLAGS) than the run in --output_dir trained with. (A resume
+    names every changed setting: Trainer.)"""
+    now = {**options.settings(), **(data_settings or {})}
+    changed = changed_settings(options.output_dir,
+                               {name: now[name] for name in LENGTH_FLAGS if name in now})
+    if changed:
+        logging.warning("Reading the examples with other lengths than the run in %s trained "
+                        "with (run.json): %s; give the run's to read them as it did",
+                        options.output_dir, ", ".join(changed))
 
 
 def _run(task, options, export_dir, lock, data_settings):
