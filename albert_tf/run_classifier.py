@@ -30,7 +30,7 @@ from albert_tf.data import clue, labeled_text
 from albert_tf.outputs import OutputRefused
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
-                                   keep_the_run_s_lengths, require_action, script_settings)
+                                   keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.clue import ClueTask
@@ -95,7 +95,7 @@ define_flags()
 
 def main(_):
     from albert_tf.data import glue
-    keep_the_run_s_lengths(FLAGS)
+    keep_how_the_run_read(FLAGS)
 
     if FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file:
         return _own_data()

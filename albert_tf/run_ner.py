@@ -25,7 +25,7 @@ from absl import app, flags
 from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
-                                   keep_the_run_s_lengths, require_action, script_settings)
+                                   keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.ner import NerTask, run_labels
@@ -51,7 +51,7 @@ def define_flags():
 
 def main(_):
     require_action(FLAGS)
-    keep_the_run_s_lengths(FLAGS)
+    keep_how_the_run_read(FLAGS)
     if FLAGS.export_dir and FLAGS.tflite_quantization == "int8":
         raise app.UsageError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 "
                              "or dynamic_int8")

@@ -22,7 +22,7 @@ from absl import app, flags
 
 from albert_tf import cli
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (define_if_missing, keep_the_run_s_lengths, require_action,
+from albert_tf.tasks.flags import (define_if_missing, keep_how_the_run_read, require_action,
                                    script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
@@ -60,7 +60,7 @@ def define_flags():
 
 
 def main(_):
-    keep_the_run_s_lengths(FLAGS)
+    keep_how_the_run_read(FLAGS)
     task_name = (FLAGS.task_name or "race").lower()
     if task_name not in ("race", "c3"):
         raise app.UsageError(f"--task_name={FLAGS.task_name!r}: run_race runs race or c3")

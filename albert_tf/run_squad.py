@@ -22,7 +22,7 @@ from absl import app, flags, logging
 from albert_tf import cli
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
-                                   keep_the_run_s_lengths, require_action, script_settings)
+                                   keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.squad import SquadTask
@@ -86,7 +86,7 @@ define_flags()
 
 def main(_):
     require_action(FLAGS)
-    keep_the_run_s_lengths(FLAGS)
+    keep_how_the_run_read(FLAGS)
     if FLAGS.do_train and not FLAGS.train_file:
         raise app.UsageError("--do_train needs --train_file")
     if (FLAGS.do_eval or FLAGS.do_predict) and not FLAGS.predict_file:

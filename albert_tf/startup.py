@@ -37,6 +37,11 @@ NOISE = (
     "It will not recover its state on restart.",
     # TensorFlow's checkpoint writer, at every save (our own line names the checkpoint).
     "Sharding callback duration:",
+    # TensorFlow's persistent XLA cache (TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR),
+    # at each program it loads: a text-format attempt on its binary entries, and XLA:CPU's
+    # tuning hints (prefer-no-gather/scatter, not instruction sets) named as missing features.
+    "Error parsing text-format tensorflow.XlaSerializedCacheEntry",
+    "Target machine feature +prefer-no-",
 )
 # Lines that open a multi-line dump, dropped with it up to its blank line: the tf.data service
 # servers' configuration protos (python -m albert_tf.data_service logs what they serve).
@@ -74,8 +79,8 @@ def tool_name(program=None):
 def _stopped_while_starting(signum, frame):
     """Ctrl-C during the imports (seconds, mostly TensorFlow's): before cli.run hands SIGINT
     back to Python, no flag is parsed and nothing written, so the tool just ends."""
-    os.write(2, f"{tool_name()}: stopped: {signal.Signals(signum).name} while starting; nothing was "
-                f"written\n".encode())
+    os.write(2, f"{tool_name()}: stopped: {signal.Signals(signum).name} while starting; nothing "
+                f"was written\n".encode())
     os._exit(128 + signum)
 
 

@@ -150,13 +150,17 @@ def test_demo_script_uses_flags_its_tools_define():
 
 
 def test_quiet_stderr_drops_only_the_known_noise_and_survives_a_crash():
-    """The known lines, and a tf.data service server's configuration dump up to its blank
-    line."""
+    """The known lines (TensorFlow's at startup, its persistent XLA cache's at each load), and
+    a tf.data service server's configuration dump up to its blank line."""
     code = ("from albert_tf.startup import quiet_stderr\n"
             "quiet_stderr()\n"
             "import os\n"
             "os.write(2, b'E0000 cuda_platform.cc:52] failed call to cuInit: INTERNAL\\n')\n"
             "os.write(2, b'a real warning\\n')\n"
+            "os.write(2, b'E0000 text_format.cc:378] Error parsing text-format tensorflow."
+            "XlaSerializedCacheEntry: 2:1: Expected identifier, got: 6\\n')\n"
+            "os.write(2, b'E0000 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. Target "
+            "machine feature +prefer-no-scatter is not  supported on the host machine.\\n')\n"
             "print('stdout line', flush=True)\n"
             "os.write(2, b'I0000 port.cc:153] oneDNN custom operations are on.\\n')\n"
             "os.write(2, b'I0000 worker_impl.cc:190] Worker registered with dispatcher running "

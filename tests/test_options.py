@@ -10,7 +10,7 @@ from absl import flags
 
 from albert_tf import run_classifier, run_ner, run_pretraining, run_race, run_squad
 from albert_tf.tasks import driver
-from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_the_run_s_lengths,
+from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_how_the_run_read,
                                    script_settings)
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
@@ -181,7 +181,7 @@ def test_a_rerun_without_its_lengths_takes_the_run_s(tmp_path, given, expected):
         run_squad.define_flags()
         flags.FLAGS(["run_squad", f"--output_dir={tmp_path}", *given])
         try:
-            keep_the_run_s_lengths(flags.FLAGS)
+            keep_how_the_run_read(flags.FLAGS)
             assert (flags.FLAGS.max_seq_length, flags.FLAGS.doc_stride) == expected
             assert flags.FLAGS.max_query_length == 64  # the run recorded none: the default
         finally:

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import app
 
 from albert_tf import predict, run_classifier
 from albert_tf.conversion import convert
@@ -21,6 +22,7 @@ from albert_tf.tasks import driver, reports
 from albert_tf.tasks.labeled_text import (LabeledTextTask, capped_windows, class_weights,
                                           parse_class_weights)
 from albert_tf.tokenization.loader import open_vocabulary
+from albert_tf.training.checkpoint_files import record_run
 from conftest import assert_step_compiled, memoized_runs, peers, run_main
 from test_run_classifier import _sentence, assets, write_cola  # noqa: F401 (a fixture)
 from tool_runner import run_tool_captured, run_tool_logged
@@ -570,7 +572,6 @@ def test_class_weights_move_the_decision_toward_the_rare_class(assets, tmp_path)
      "out/predictions.csv is the input --test_file="),
 ])
 def test_a_bad_input_stops_the_script_before_anything_is_written(tmp_path, flags, message):
-    from absl import app
     train = _write(tmp_path / "train.csv", [("1", "good day", "pos"), ("2", "bad", "neg")])
     out = tmp_path / "out"
     if "test_file" in flags:  # the user's file where the predictions would go: kept
@@ -715,6 +716,36 @@ def test_run_classifier_caps_training_windows_as_max_windows_per_text_says(tmp_p
     windows = {cap: len(run_main(run_classifier, common, {"max_windows_per_text": cap})[
         "lengths"]) for cap in (None, 3, 0)}
     assert windows == {None: 20 + 8, 3: 20 + 3, 0: 40}
+
+
+def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_path, monkeypatch,
+                                                                          caplog):
+    """Resuming a run on its own data without --text_column_names, --label_column_name and
+    --fold_label_case: run.json's, so the training file's review and sentiment columns (names
+    no default finds) are read again, Good and good one label; one given is the rerun's own."""
+    tokenizer, rows, _ = _one_long_text(tmp_path)
+    train = _write(tmp_path / "train.csv", [(i, r["review"], r["label"].title() if i % 2 else
+                                             r["label"]) for i, r in enumerate(rows)],
+                   header=("id", "review", "sentiment"))
+    out = tmp_path / "out"
+    out.mkdir()
+    record_run(str(out), "fine-tuning of text_classification", {
+        "max_seq_length": 8, "text_column_names": ["review"], "label_column_name": "sentiment",
+        "fold_label_case": True})
+    monkeypatch.setattr(driver, "prepare", lambda options: tokenizer)
+    monkeypatch.setattr(driver, "run_finetuning",
+                        lambda task, options, data: (task.label_set, data))
+    common = dict(train_file=train, do_train=True, output_dir=out)
+    with caplog.at_level("INFO", logger="absl"):
+        label_set, settings = run_main(run_classifier, common, {})
+    assert (label_set.labels, label_set.text_columns) == (("bad", "good"), ("review",))
+    assert {k: settings[k] for k in ("text_column_names", "label_column_name",
+                                     "fold_label_case")} == {
+        "text_column_names": ["review"], "label_column_name": "sentiment", "fold_label_case": True}
+    assert f"--text_column_names=review, as the run in {out} started (run.json)" in caplog.messages
+    assert f"--fold_label_case=True, as the run in {out} started (run.json)" in caplog.messages
+    with pytest.raises(app.UsageError, match=r"has no column .label. \(--label_column_name\)"):
+        run_main(run_classifier, common, {"label_column_name": "label"})
 
 
 @pytest.mark.slow

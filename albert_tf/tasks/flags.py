@@ -66,23 +66,28 @@ def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
             if name not in fields and id(FLAGS[name]) in ours}
 
 
-# How a script cuts its examples: a rerun that leaves one out takes the run's.
+# How a script cuts its examples, and where run_classifier's and run_ner's files hold them: a
+# rerun that leaves one out takes the run's.
 LENGTH_FLAGS = ("max_seq_length", "doc_stride", "max_query_length", "max_qa_length")
+READING_FLAGS = LENGTH_FLAGS + ("window_stride", "text_column_names", "label_column_name",
+                                "id_column_name", "label_delimiter", "delimiter",
+                                "fold_label_case")
 
 
-def keep_the_run_s_lengths(FLAGS):  # noqa: N803 (absl's FLAGS object)
-    """Each of LENGTH_FLAGS the script has and was not given: the value the run in --output_dir
-    started with (run.json), so that a rerun (resuming, evaluating, predicting, exporting)
-    reads examples as the run trained on them."""
+def keep_how_the_run_read(FLAGS):  # noqa: N803 (absl's FLAGS object)
+    """Each of READING_FLAGS the script has and was not given: the value the run in
+    --output_dir started with (run.json), so that a rerun (resuming, evaluating, predicting,
+    exporting) reads examples as the run trained on them."""
     if not FLAGS.output_dir:
         return
     started = started_settings(FLAGS.output_dir)
-    for name in LENGTH_FLAGS:
+    for name in READING_FLAGS:
         if name in FLAGS and not FLAGS[name].present and started.get(name) and \
                 started[name] != FLAGS[name].value:
             setattr(FLAGS, name, started[name])
-            logging.info("--%s=%d, as the run in %s started (run.json)", name, started[name],
-                         FLAGS.output_dir)
+            value = started[name]
+            logging.info("--%s=%s, as the run in %s started (run.json)", name,
+                         ",".join(value) if isinstance(value, list) else value, FLAGS.output_dir)
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
