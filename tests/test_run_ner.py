@@ -221,9 +221,20 @@ def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path):
     run(data_dir=data, output_dir=out, spm_model_file=assets["spm"], do_train=False,
         do_eval=False, do_predict=True, predict_batch_size=5)
     assert _read_kv(out / "test_results.txt") == scores
+    best = _read_kv(out / "best_checkpoint.txt")
     run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
         init_checkpoint=assets["init"], train_step=70, save_checkpoints_steps=10)
-    assert _read_kv(out / "eval_results.txt")["global_step"] == "70"
+    # eval_results.txt ends with the run's best, whichever process evaluated it (the resumed
+    # one or an evaluate-only rerun: their first evaluation is not the best unless it beats it).
+    for rerun in (None, dict(do_train=False, do_eval=True)):
+        if rerun:
+            run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+                **rerun)
+        now = _read_kv(out / "best_checkpoint.txt")
+        assert float(now["value"]) >= float(best["value"])
+        results = _read_kv(out / "eval_results.txt")
+        assert (results["global_step"], float(results["eval_f1"])) == (
+            now["global_step"], float(now["value"])), (results, now)
     # Resumed at step 60: no checkpoints 10 to 50, as a run from the start would write.
     assert sorted(p.name for p in out.glob("model.ckpt-*.index")) == [
         "model.ckpt-30.index", "model.ckpt-60.index", "model.ckpt-70.index",

@@ -24,6 +24,7 @@ from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
                                                  refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
+from albert_tf.training.results import best_results, write_eval_results
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.stuck import StuckWatch
@@ -249,10 +250,12 @@ class _Run:
             results.update({prefix + k: float(v) for k, v in metrics.items()})
         results["global_step"] = step
         if self.trainer.record_eval(results, path, self.task.best_metric,
-                                    self.task.higher_is_better) or not self.best:
+                                    self.task.higher_is_better):
             self.best = results
             if distribution.is_chief_task():
                 self.report(evaluated, step)
+        elif not self.best:  # a resumed or evaluate-only run: the best is an earlier process's
+            self.best = best_results(self.flags.output_dir) or results
 
     def report(self, evaluated, step):
         """The new best evaluation's thresholds (picked first: the reports, predictions and
@@ -425,8 +428,6 @@ def _check_inference_lengths(options, data_settings=None):
 
 
 def _run(task, options, export_dir, lock, data_settings):
-    from albert_tf.training.results import write_eval_results
-
     run = _Run(task, options, lock, data_settings)
     try:
         if options.do_train:

@@ -12,6 +12,8 @@ from albert_tf.files import atomic_write_text
 from albert_tf.formats.checkpoints import publish_checkpoint
 from albert_tf.formats.resolve import BEST_NAME, BEST_RECORD, read_best_record
 
+RESULT = "result."  # best_checkpoint.txt's lines of the best evaluation's results
+
 
 def write_eval_results(path, result):
     """The original eval_results.txt format: `key = value` lines, sorted."""
@@ -46,9 +48,21 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
         tf.io.gfile.remove(best_file)
     copy_checkpoint(checkpoint_path, os.path.join(output_dir, BEST_NAME))
     atomic_write_text(best_file, f"global_step = {step}\nmetric = {best_metric}\n"
-                                 f"value = {value}\ncheckpoint = {checkpoint_path}\n")
+                                 f"value = {value}\ncheckpoint = {checkpoint_path}\n" + "".join(
+                                     f"{RESULT}{k} = {v}\n" for k, v in sorted(result.items())
+                                     if k != "global_step"))
     logging.info("New best %s %.4g at step %d: %s", best_metric, value, step, BEST_NAME)
     return True
+
+
+def best_results(output_dir):
+    """The evaluation results of the run's best checkpoint (best_checkpoint.txt; a record
+    written before it kept them all: its metric alone), or None without one."""
+    record = read_best_record(output_dir)
+    if record is None:
+        return None
+    results = {k[len(RESULT):]: float(v) for k, v in record.items() if k.startswith(RESULT)}
+    return {record["metric"]: record["value"], **results, "global_step": record["global_step"]}
 
 
 def read_scalars(run_dir):
