@@ -159,17 +159,17 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
 def test_an_inference_only_rerun_at_other_lengths_is_warned(tmp_path, caplog):
     record_run(str(tmp_path), "fine-tuning of squad",
                {**FinetuningOptions(max_seq_length=32).settings(), "doc_stride": 12,
-                "train_file": "a.json"})
+                "window_stride": 4, "train_file": "a.json"})
     caplog.set_level("WARNING")
     same = FinetuningOptions(output_dir=str(tmp_path), max_seq_length=32)
     driver._check_inference_lengths(same, {"doc_stride": 12, "train_file": None})
     assert not caplog.messages
     driver._check_inference_lengths(FinetuningOptions(output_dir=str(tmp_path)),
-                                    {"doc_stride": 20})
+                                    {"doc_stride": 20, "window_stride": 6})
     assert caplog.messages == [
         f"Reading the examples with other lengths than the run in {tmp_path} trained with "
-        f"(run.json): --doc_stride (run: 12, now: 20), --max_seq_length (run: 32, now: 512); "
-        f"give the run's to read them as it did"]
+        f"(run.json): --doc_stride (run: 12, now: 20), --max_seq_length (run: 32, now: 512), "
+        f"--window_stride (run: 4, now: 6); give the run's to read them as it did"]
 
 
 @pytest.mark.parametrize("given,expected", [((), (32, 12)), (("--max_seq_length=64",), (64, 12)),

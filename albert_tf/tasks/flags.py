@@ -68,10 +68,10 @@ def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
 
 # How a script cuts its examples, and where run_classifier's and run_ner's files hold them: a
 # rerun that leaves one out takes the run's.
-LENGTH_FLAGS = ("max_seq_length", "doc_stride", "max_query_length", "max_qa_length")
-READING_FLAGS = LENGTH_FLAGS + ("window_stride", "text_column_names", "label_column_name",
-                                "id_column_name", "label_delimiter", "delimiter",
-                                "fold_label_case")
+LENGTH_FLAGS = ("max_seq_length", "doc_stride", "max_query_length", "max_qa_length",
+                "window_stride")
+READING_FLAGS = LENGTH_FLAGS + ("text_column_names", "label_column_name", "id_column_name",
+                                "label_delimiter", "delimiter", "fold_label_case")
 
 
 def keep_how_the_run_read(FLAGS):  # noqa: N803 (absl's FLAGS object)
