@@ -718,6 +718,12 @@ def test_run_classifier_caps_training_windows_as_max_windows_per_text_says(tmp_p
     assert windows == {None: 20 + 8, 3: 20 + 3, 0: 40}
 
 
+def test_a_training_file_with_only_a_header_says_so(tmp_path):
+    path = _write(tmp_path / "train.csv", [])
+    with pytest.raises(DataError, match=r"train.csv: no examples \(only a header line\)$"):
+        read_splits({"train": str(path)})
+
+
 def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_path, monkeypatch,
                                                                           caplog):
     """Resuming a run on its own data without --text_column_names, --label_column_name and

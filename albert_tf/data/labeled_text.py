@@ -478,6 +478,8 @@ def discover_labels(table, column, problem_type="auto", delimiter=None, fold_cas
     raised together at the end (with `problems`, added there)."""
     if column not in table.columns:
         raise _missing_column(table, column, "label_column_name")
+    if not table.rows:
+        raise DataError(f"{table.path}: no examples (only a header line)")
     with _collecting(problems) as problems:
         values = {}
         for i, row in enumerate(table.rows):
