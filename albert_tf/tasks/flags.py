@@ -82,10 +82,9 @@ def keep_how_the_run_read(FLAGS):  # noqa: N803 (absl's FLAGS object)
         return
     started = started_settings(FLAGS.output_dir)
     for name in READING_FLAGS:
-        if name in FLAGS and not FLAGS[name].present and started.get(name) and \
-                started[name] != FLAGS[name].value:
-            setattr(FLAGS, name, started[name])
-            value = started[name]
+        value = started.get(name)
+        if name in FLAGS and not FLAGS[name].present and value and value != FLAGS[name].value:
+            setattr(FLAGS, name, value)
             logging.info("--%s=%s, as the run in %s started (run.json)", name,
                          ",".join(value) if isinstance(value, list) else value, FLAGS.output_dir)
 
