@@ -35,10 +35,12 @@ from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.clue import ClueTask
 from albert_tf.tasks.glue import GlueTask
-from albert_tf.tasks.labeled_text import (MAX_WINDOWS_PER_TEXT, LabeledTextTask,
-                                          parse_class_weights)
+from albert_tf.tasks.labeled_text import (ACTIONS, MAX_WINDOWS_PER_TEXT, SPLIT_FLAGS,
+                                          LabeledTextTask, parse_class_weights)
 
 FLAGS = flags.FLAGS
+# Where the examples are: a rerun that gives none of these takes the run's (run.json).
+DATA_FLAGS = ("task_name", "data_dir", "train_file", "validation_file", "test_file")
 
 
 def define_flags():
@@ -95,9 +97,9 @@ define_flags()
 
 def main(_):
     from albert_tf.data import glue
-    keep_how_the_run_read(FLAGS)
-
-    if FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file:
+    keep_how_the_run_read(FLAGS, DATA_FLAGS)
+    if FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file or not (
+            FLAGS.task_name or FLAGS.data_dir) and labeled_text.saved_labels(FLAGS.output_dir):
         return _own_data()
     if not (FLAGS.task_name and FLAGS.data_dir):
         raise app.UsageError("give --task_name and --data_dir (a GLUE or CLUE task), or "
@@ -131,9 +133,11 @@ def _own_data():
     columns = labeled_text.Columns(tuple(FLAGS.text_column_names or ()), FLAGS.label_column_name,
                                    FLAGS.id_column_name, FLAGS.label_delimiter, FLAGS.delimiter,
                                    FLAGS.fold_label_case)
-    files = {"train": FLAGS.train_file if FLAGS.do_train else None,
-             "dev": FLAGS.validation_file if FLAGS.do_eval else None,
-             "test": FLAGS.test_file if FLAGS.do_predict else None}
+    # Each action's file; an export reads those given too (int8 calibrates on training
+    # examples, the LiteRT report scores on dev).
+    files = {split: FLAGS[flag].value if FLAGS[f"do_{ACTIONS[split]}"].value
+             or FLAGS.export_dir and FLAGS[flag].present else None
+             for split, flag in SPLIT_FLAGS.items()}
     options = FinetuningOptions.from_flags(FLAGS)
     driver.check_flags(options)  # before the files are read
     try:

@@ -51,7 +51,10 @@ def define_flags():
 
 def main(_):
     require_action(FLAGS)
-    keep_how_the_run_read(FLAGS)
+    keep_how_the_run_read(FLAGS, data_flags=("data_dir",))
+    if not FLAGS.data_dir and (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise app.UsageError("--data_dir is required (the CoNLL files; --export_dir alone "
+                             "exports the run in --output_dir without them)")
     if FLAGS.export_dir and FLAGS.tflite_quantization == "int8":
         raise app.UsageError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 "
                              "or dynamic_int8")
@@ -68,7 +71,7 @@ def run(argv=None):
     define_flags()
     for name, value in NER_DEFAULTS.items():
         FLAGS.set_default(name, value)
-    cli.run(main, ["data_dir", "output_dir"], argv)
+    cli.run(main, ["output_dir"], argv)
 
 
 if __name__ == "__main__":

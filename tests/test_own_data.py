@@ -754,6 +754,47 @@ def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_pat
         run_main(run_classifier, common, {"label_column_name": "label"})
 
 
+def test_a_run_on_its_own_data_exports_from_its_directory_alone(assets, tmp_path,  # noqa: F811
+                                                                caplog):
+    """`--output_dir=RUN --export_dir=DIR` exports RUN with no data flag (its labels.json and
+    run.json say what it is); a --validation_file given scores the LiteRT report on it; with
+    --do_predict on a --test_file the run predicts, then exports, without a dev set to score."""
+    out = tmp_path / "run"
+    _run(assets, out, "none", "single", train_step=10, save_checkpoints_steps=10,
+         do_predict=False)
+    data = tmp_path / "data-single"
+    texts = ["the zebra sat", "the cat sat", "a cat ran home"]
+    run_rows = Classifier(str(out))(texts)
+
+    def export(name, **flags):
+        run_main(run_classifier, {}, {"output_dir": out, "export_dir": tmp_path / name,
+                                      "export_tflite": "ids", **flags})
+        return tmp_path / name
+
+    with caplog.at_level("INFO", logger="absl"):
+        alone = export("alone")
+    assert (alone / "labels.txt").read_text() == "bad\ngood\n"
+    for model in (alone, alone / "classifier.tflite"):
+        rows = Classifier(str(model))(texts)
+        assert [r["label"] for r in rows] == [r["label"] for r in run_rows], model
+        np.testing.assert_allclose([r["probabilities"] for r in rows],
+                                   [r["probabilities"] for r in run_rows], atol=1e-4)
+    assert f"--train_file={data / 'train.csv'}, as the run in {out} started (run.json)" \
+        in caplog.messages
+    assert "no dev set to score the .tflite files on: no --validation_file" in caplog.messages
+    assert not (alone / "tflite_report.json").exists()
+
+    scored = export("scored", validation_file=data / "dev.csv")
+    report = json.loads((scored / "tflite_report.json").read_text())
+    assert report["ids_model"]["dev"]["eval_accuracy"] == pytest.approx(
+        _eval(out)["eval_accuracy"], abs=1.5 / 96)
+
+    assert not (out / "predictions.csv").exists()
+    export("predicted", test_file=data / "test.csv", do_predict=True)
+    assert len(list(csv.DictReader(open(out / "predictions.csv")))) == 40
+    assert (tmp_path / "predicted" / "labels.txt").read_text() == "bad\ngood\n"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["none", "bfloat16"])
 def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # noqa: F811

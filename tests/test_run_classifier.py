@@ -4,6 +4,7 @@ import json
 import os
 import random
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -413,11 +414,24 @@ def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
         assert float32["eval_loss"] == pytest.approx(float(results["eval_loss"]), abs=1e-5)
 
 
+def test_an_export_alone_takes_the_run_s_task(assets, matrix_runs, tmp_path):
+    """--output_dir and --export_dir only: the run's --task_name and --data_dir (run.json), its
+    test probabilities served from raw strings."""
+    out = tmp_path / "run"
+    shutil.copytree(matrix_runs("bfloat16", "true"), out)  # a run that did not export
+    run(output_dir=out, export_dir=tmp_path / "export", export_tflite="none")
+    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+    with open(os.path.join(assets["data_dir"], "CoLA", "test.tsv")) as f:
+        sentences = [line.rstrip("\n").split("\t")[1] for line in f][1:]
+    serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+    np.testing.assert_allclose(serve(text_a=tf.constant(sentences))["probabilities"].numpy(),
+                               np.loadtxt(out / "test_results.tsv", delimiter="\t"), atol=2e-2)
+
+
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):
     """96 dev and 40 test examples in batches of 7 (the last batch filled with weight-0
     copies), padded to max_seq_length as on a TPU: the same metrics and predictions as
     batches of 1."""
-    import shutil
     outputs = {}
     for batch, padding in ((1, "bucket"), (7, "max_length")):
         out = tmp_path / f"b{batch}"

@@ -209,10 +209,17 @@ def from_export_tags(out, text):
 
 
 def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path):
-    """A longer --train_step continues the run from its last checkpoint with its labels.txt;
-    --do_predict alone (no train.txt read) gives the same test scores from model.ckpt-best."""
+    """--export_dir alone exports the run as it was exported (its labels.txt, run.json's
+    --data_dir); a longer --train_step continues the run from its last checkpoint with its
+    labels.txt; --do_predict alone (no train.txt read) gives the same test scores from
+    model.ckpt-best."""
     out = tmp_path / "run"
     shutil.copytree(matrix_runs("none", "false") / "run", out)
+    run(output_dir=out, do_train=False, do_eval=False, export_dir=tmp_path / "export",
+        export_tflite="none")
+    text = "anna smith said in paris"
+    assert from_export_tags(tmp_path, text) == from_export_tags(matrix_runs("none", "false"),
+                                                                text)
     scores = _read_kv(out / "test_results.txt")
     os.remove(out / "test_results.txt")
     data = tmp_path / "data"
@@ -278,6 +285,10 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
                    f"no train.txt in --data_dir={empty}")
     assert_refused(run_tool(run_ner, capsys, output_dir=tmp_path / "c", **common),
                    "at least one of --do_train, --do_eval, --do_predict")
+    assert_refused(run_tool(run_ner, capsys, "--do_eval", output_dir=tmp_path / "c",
+                            **{k: v for k, v in common.items() if k != "data_dir"}),
+                   "--data_dir is required (the CoNLL files; --export_dir alone exports the run "
+                   "in --output_dir without them)")
     before = digests(assets["data_dir"])
     assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "d",
                             export_dir=assets["data_dir"], **common),

@@ -27,6 +27,8 @@ Sentence = collections.namedtuple("Sentence", ["tokens", "tags", "lines"])
 def split_file(data_dir, split):
     """The file of `split` (train, dev, test) in `data_dir`; a missing one is a clear error."""
     names = SPLIT_FILES[split]
+    if not data_dir:
+        raise FileNotFoundError(f"no --data_dir (the directory of {' or '.join(names)})")
     for name in names:
         path = os.path.join(data_dir, name)
         if tf.io.gfile.exists(path):

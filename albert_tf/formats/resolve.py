@@ -52,8 +52,10 @@ def run_checkpoint(directory):
         if latest:
             why += f"; its newest is {os.path.basename(latest)}"
         return best, why
-    if latest:
+    if latest and re.search(r"-\d+$", latest):
         return latest, "the run's newest checkpoint (it kept no best: no evaluation ran)"
+    if latest:  # a saved model (save_pretrained's model.ckpt), not a run's step
+        return latest, None
     for name in ("variables/variables", "model.ckpt"):
         if _exists(os.path.join(directory, name + ".index")):
             return os.path.join(directory, name), None

@@ -74,16 +74,21 @@ READING_FLAGS = LENGTH_FLAGS + ("text_column_names", "label_column_name", "id_co
                                 "label_delimiter", "delimiter", "fold_label_case")
 
 
-def keep_how_the_run_read(FLAGS):  # noqa: N803 (absl's FLAGS object)
+def keep_how_the_run_read(FLAGS, data_flags=()):  # noqa: N803 (absl's FLAGS object)
     """Each of READING_FLAGS the script has and was not given: the value the run in
     --output_dir started with (run.json), so that a rerun (resuming, evaluating, predicting,
-    exporting) reads examples as the run trained on them."""
+    exporting) reads examples as the run trained on them. A rerun that names none of
+    `data_flags` (where the examples are: --task_name, --data_dir, the files) takes the run's
+    too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task."""
     if not FLAGS.output_dir:
         return
     started = started_settings(FLAGS.output_dir)
-    for name in READING_FLAGS:
+    names = [name for name in READING_FLAGS if name in FLAGS]
+    if not any(FLAGS[name].present for name in data_flags):
+        names += data_flags
+    for name in names:
         value = started.get(name)
-        if name in FLAGS and not FLAGS[name].present and value and value != FLAGS[name].value:
+        if not FLAGS[name].present and value and value != FLAGS[name].value:
             setattr(FLAGS, name, value)
             logging.info("--%s=%s, as the run in %s started (run.json)", name,
                          ",".join(value) if isinstance(value, list) else value, FLAGS.output_dir)

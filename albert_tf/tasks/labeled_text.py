@@ -219,10 +219,18 @@ class LabeledTextTask(ClassificationTask):
 
     @property
     def text_keys(self):
-        first = next(iter(self.splits.values()))
-        return ("text_a",) if len(first.text_columns) == 1 else ("text_a", "text_b")
+        """The serving inputs: one text or a pair, as the files (or the run's labels.json)
+        have."""
+        columns = next((s.text_columns for s in self.splits.values()),
+                       self.label_set.text_columns)
+        if not columns:
+            raise labeled_text.DataError("name the text column(s) with --text_column_names (the "
+                                         "run's labels.json names none)")
+        return ("text_a",) if len(columns) == 1 else ("text_a", "text_b")
 
     def features(self, split):
+        if split not in self.splits:
+            raise labeled_text.DataError(f"no --{SPLIT_FLAGS[split]}")
         data = self.splits[split]
         stride = self.label_set.window_stride
         settings = dict(task=self.name, split=split, examples=_digest(data.examples),
