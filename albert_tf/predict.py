@@ -72,8 +72,11 @@ def define_flags():
     define(flags.DEFINE_string, "output_file", None,
            "Write JSON lines here instead of printing them (embed: *.npy writes an array).")
     define(flags.DEFINE_integer, "max_seq_length", DEFAULT_MAX_SEQ_LENGTH,
-           "Tokens per sequence, special included (default: 128, or the model's "
-           "max_position_embeddings when smaller).")
+           "Tokens per sequence, special included (default: a fine-tuning run's (run.json), "
+           "else 128, or the model's max_position_embeddings when smaller).")
+    define(flags.DEFINE_integer, "window_stride", None,
+           "ner, from a checkpoint: tokens between the starts of a long sentence's windows; "
+           "default: the run's (run.json), else half a window.", lower_bound=1)
     define(flags.DEFINE_integer, "batch_size", 32, "Texts per model call.")
     define(flags.DEFINE_integer, "top_k", 5, "fill_mask: candidates per [MASK].")
     define(flags.DEFINE_string, "task_name", None,
@@ -95,6 +98,8 @@ def main(_):
         raise app.UsageError("--text_b goes with --text; pairs in --input_file are two "
                              "tab-separated columns (.csv, .tsv, .jsonl: two "
                              "--text_column_names)")
+    if FLAGS.window_stride is not None and FLAGS.task != "ner":
+        raise app.UsageError("--window_stride goes with --task=ner")
     table = FLAGS.input_file and labeled_text.is_table(FLAGS.input_file)
     for name in ("text_column_names", "delimiter"):
         if FLAGS[name].value and not table:
@@ -116,7 +121,8 @@ def main(_):
         predictor = Classifier(FLAGS.model, labels=FLAGS.labels, task_name=FLAGS.task_name,
                                **common)
     elif FLAGS.task == "ner":
-        predictor = Tagger(FLAGS.model, labels=FLAGS.labels, **common)
+        predictor = Tagger(FLAGS.model, labels=FLAGS.labels, window_stride=FLAGS.window_stride,
+                           **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
     texts, texts_b, columns = _inputs(predictor.text_columns)
@@ -142,7 +148,8 @@ def _inputs(remembered):
     if not FLAGS.input_file:
         return [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b], None
     return read_input_file(FLAGS.input_file, FLAGS.text_column_names or remembered,
-                           FLAGS.delimiter)
+                           FLAGS.delimiter, "" if FLAGS.text_column_names else
+                           "the model's run read them")
 
 
 def run(argv=None):

@@ -37,6 +37,11 @@ NOISE = (
     "It will not recover its state on restart.",
     # TensorFlow's checkpoint writer, at every save (our own line names the checkpoint).
     "Sharding callback duration:",
+    # XLA's first compilation on the CPU (our own line says where XLA runs), and TensorFlow's
+    # allocator note at its first large allocation.
+    "initialized for platform Host (this does not guarantee that XLA will be used)",
+    "StreamExecutor [0]: Host, Default Version", "Compiled cluster using XLA!",
+    "disabling MLIR crash reproducer", "Memory patch applied: M_TRIM_THRESHOLD",
     # TensorFlow's persistent XLA cache (TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR),
     # at each program it loads: a text-format attempt on its binary entries, and XLA:CPU's
     # tuning hints (prefer-no-gather/scatter, not instruction sets) named as missing features.

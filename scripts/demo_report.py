@@ -108,8 +108,11 @@ def finetune_summary(results_file, train_tsv):
     label, count = counts.most_common(1)[0]
     baseline = count / len(labels)
     accuracy = results["eval_accuracy"]
+    verdict = (f": {accuracy - baseline:+.3f}, it learned the task" if accuracy >= baseline + 0.02
+               else ": no better, so it learned nothing of the task yet; a longer run learns it "
+                    "(more DEMO_MINUTES, or DEMO_STEPS)")
     return (f"  dev accuracy {accuracy:.3f} against {baseline:.3f} for always answering the most "
-            f"frequent training label ({label!r})"), accuracy, baseline
+            f"frequent training label ({label!r}){verdict}"), accuracy, baseline
 
 
 def read_results(path):

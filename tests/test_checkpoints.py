@@ -11,6 +11,7 @@ from albert_tf.conversion import convert
 from albert_tf.formats.checkpoints import read_checkpoint
 from albert_tf.formats.sources import ModelSource
 from albert_tf.modeling.optimizers import create_optimizer
+from albert_tf.training import results
 from albert_tf.training.trainer import Trainer
 from albert_tf.training.trainer_options import TrainerOptions
 from conftest import SMALL, TINY, peers, torch_outputs
@@ -335,3 +336,28 @@ def test_a_run_directory_means_its_best_checkpoint_for_every_reader(tmp_path, ca
     caplog.clear()
     assert read_checkpoint(weights[4])[0][dense][0, 0] == 4.0  # a prefix: as given
     assert f"Reading the albert_tf checkpoint {weights[4]}\n" in caplog.text + "\n"
+
+
+def test_a_tie_on_the_metric_goes_to_the_lower_eval_loss(tmp_path, caplog):
+    """model.ckpt-best moves to a checkpoint that beats the best, or ties it with a lower
+    eval_loss (a small dev set's accuracy ties often); a tie at a higher loss, or a worse
+    metric, leaves it."""
+    variable = tf.Variable(0.0)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=variable), str(tmp_path), 9,
+                                         checkpoint_name="model.ckpt")
+    caplog.set_level("INFO")
+    kept = []
+    for step, accuracy, loss in ((1, 0.5, 0.7), (2, 0.5, 0.6), (3, 0.5, 0.65), (4, 0.4, 0.1),
+                                 (5, 0.75, 0.9)):
+        variable.assign(float(step))
+        path = manager.save(checkpoint_number=step)
+        if results.record_eval(str(tmp_path), {"global_step": step, "eval_accuracy": accuracy,
+                                               "eval_loss": loss}, path, "eval_accuracy"):
+            kept.append(step)
+        if step == 3:
+            assert results.best_results(str(tmp_path))["global_step"] == 2
+    assert kept == [1, 2, 5]
+    assert "New best eval_accuracy 0.5 at step 2 (a tie with step 1, at a lower eval_loss " \
+           "0.6): model.ckpt-best" in caplog.messages
+    assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "v/.ATTRIBUTES/"
+                                  "VARIABLE_VALUE") == 5.0

@@ -132,6 +132,12 @@ def test_finetune_against_its_majority_baseline(tmp_path):
     text, accuracy, baseline = report.finetune_summary(str(results), str(tsv))
     assert (accuracy, baseline) == (0.75, 0.75)
     assert "'1'" in text and "0.750 against 0.750" in text
+    assert text.endswith("no better, so it learned nothing of the task yet; a longer run learns "
+                         "it (more DEMO_MINUTES, or DEMO_STEPS)")
+    results.write_text("eval_accuracy = 0.875\nglobal_step = 10\n")
+    assert report.finetune_summary(str(results), str(tsv))[0].endswith(
+        "0.875 against 0.750 for always answering the most frequent training label ('1'): "
+        "+0.125, it learned the task")
 
 
 def test_demo_script_uses_flags_its_tools_define():
@@ -163,6 +169,10 @@ def test_quiet_stderr_drops_only_the_known_noise_and_survives_a_crash():
             "machine feature +prefer-no-scatter is not  supported on the host machine.\\n')\n"
             "print('stdout line', flush=True)\n"
             "os.write(2, b'I0000 port.cc:153] oneDNN custom operations are on.\\n')\n"
+            "os.write(2, b'I0000 service.cc:153] XLA service 0x55 initialized for platform Host "
+            "(this does not guarantee that XLA will be used). Devices:\\n')\n"
+            "os.write(2, b'I0000 service.cc:161]   StreamExecutor [0]: Host, Default Version "
+            "(Driver: 0.0.0)\\n')\n"
             "os.write(2, b'I0000 worker_impl.cc:190] Worker registered with dispatcher running "
             "at h:1. Worker config: goo.gle/debugstr \\nport: 2\\nprotocol: grpc\\n\\n')\n"
             "os.write(2, b'the last words\\n')\n"

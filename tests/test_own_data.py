@@ -5,6 +5,8 @@ bad input before anything is written."""
 import csv
 import json
 import random
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -75,6 +77,11 @@ def test_a_run_remembers_its_text_columns_for_later_files(tmp_path):
     saved, splits = read_splits({"test": str(test)}, run_dir=str(run))
     assert saved.text_columns == ("body",) and splits["test"].text_columns == ("body",)
     assert [e.text_a for e in splits["test"].examples] == ["a new text"]
+    other = _write(tmp_path / "other.csv", [("t1", "a new text")], ("id", "review"))
+    with pytest.raises(DataError, match=r"other.csv has no column 'body' \(--text_column_names, "
+                                        r"as the run's labels.json names them\); its columns: "
+                                        r"id, review$"):
+        read_splits({"test": str(other)}, run_dir=str(run))
     (run / "labels.json").write_text('{"problem_type": "single_label", "labels": ["neg", "pos"]}')
     with pytest.raises(DataError, match=r"test.jsonl: name the text column\(s\) with "
                                         r"--text_column_names; its columns: id, body"):
@@ -491,6 +498,12 @@ def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs):
     report = (out / "classification_report.txt").read_text()
     assert "thresholds (picked on this set for each label's best F1)" in report
     assert "micro avg" in report
+    # The report's F1 at the picked thresholds, beside eval_results.txt's at 0.5 (the best's).
+    picked, at_half = re.search(r"micro_f1 at these thresholds: ([\d.]+) \(at 0.5, as "
+                                r"eval_results.txt scores every checkpoint: ([\d.]+)\)",
+                                report).groups()
+    assert float(at_half) == pytest.approx(results["micro_f1"], abs=1e-4)
+    assert float(picked) > all_positive + 0.1
     predictions = [json.loads(line) for line in open(out / "predictions.jsonl")]
     assert set(predictions[0]) == {"id", "prediction", "p_animal", "p_place"}
     truth = [json.loads(line)["label"] for line in
@@ -754,15 +767,14 @@ def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_pat
         run_main(run_classifier, common, {"label_column_name": "label"})
 
 
-def test_a_run_on_its_own_data_exports_from_its_directory_alone(assets, tmp_path,  # noqa: F811
-                                                                caplog):
+def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, caplog):
     """`--output_dir=RUN --export_dir=DIR` exports RUN with no data flag (its labels.json and
     run.json say what it is); a --validation_file given scores the LiteRT report on it; with
     --do_predict on a --test_file the run predicts, then exports, without a dev set to score."""
+    trained = runs("single", "none", "false")
     out = tmp_path / "run"
-    _run(assets, out, "none", "single", train_step=10, save_checkpoints_steps=10,
-         do_predict=False)
-    data = tmp_path / "data-single"
+    shutil.copytree(trained, out, ignore=shutil.ignore_patterns("export", "predictions.csv"))
+    data = trained.parent / "data-single"
     texts = ["the zebra sat", "the cat sat", "a cat ran home"]
     run_rows = Classifier(str(out))(texts)
 

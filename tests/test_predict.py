@@ -415,8 +415,8 @@ def test_input_file_column_mistakes_are_one_line(assets, tmp_path, capsys):
          f"{tmp_path / 'a.csv'} has no column 'review' (--text_column_names); its columns: id, "
          f"body"),
         ((f"--input_file={tmp_path / 'b.csv'}",),  # the run's column
-         f"{tmp_path / 'b.csv'} has no column 'body' (--text_column_names); its columns: id, "
-         f"text"),
+         f"{tmp_path / 'b.csv'} has no column 'body' (--text_column_names, as the model's run "
+         f"read them); its columns: id, text"),
         ((f"--input_file={tmp_path / 'a.csv'}",),
          f"{tmp_path / 'a.csv'}:3: empty text in column 'body'"),
         ((f"--input_file={tmp_path / 'c.txt'}", "--text_column_names=body"),

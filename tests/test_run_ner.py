@@ -178,8 +178,9 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
     for a, b in zip(on_litert, Tagger(str(out / "export"))(some)):
         assert (a["words"], a["tags"], a["entities"]) == (b["words"], b["tags"], b["entities"])
         np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-5)
-    from_checkpoint = Tagger(str(out / "run"), spm_model_file=assets["spm"],
-                             max_seq_length=32)(texts[:12])  # the run's windows
+    tagger = Tagger(str(out / "run"), spm_model_file=assets["spm"])
+    assert (tagger.max_seq_length, tagger.window_stride) == (32, 15)  # the run's windows
+    from_checkpoint = tagger(texts[:12])
     for a, b in zip(from_export, from_checkpoint):
         assert a["tags"] == b["tags"] and a["entities"] == b["entities"]
         np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-5)
@@ -201,6 +202,26 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
             "words": [0, 2]} in row["entities"]  # learnt: a name before "said"
 
 
+def test_a_run_s_checkpoint_tags_in_the_run_s_windows(assets, matrix_runs, tmp_path, capsys):
+    """Tagging from a run's directory cuts the windows its run.json names (max_seq_length,
+    window_stride) unless told otherwise; a stride for an export is refused."""
+    out = tmp_path / "run"
+    shutil.copytree(matrix_runs("none", "false") / "run", out)
+    run_json = json.loads((out / "run.json").read_text())
+    run_json["settings"]["window_stride"] = 7
+    (out / "run.json").write_text(json.dumps(run_json))
+    common = dict(spm_model_file=assets["spm"])
+    assert Tagger(str(out), **common).window_stride == 7
+    assert Tagger(str(out), window_stride=9, **common).window_stride == 9
+    other = Tagger(str(out), max_seq_length=24, **common)  # not the run's windows
+    assert (other.max_seq_length, other.window_stride) == (24, 11)
+    assert_refused(run_tool(predict, capsys, task="ner", text="anna said",
+                            model=matrix_runs("none", "false") / "export", window_stride=5),
+                   "--window_stride is for checkpoints; an export cuts the windows its run did")
+    assert_refused(run_tool(predict, capsys, task="classify", text="anna said", model=out,
+                            window_stride=5), "--window_stride goes with --task=ner")
+
+
 def from_export_tags(out, text):
     loaded = tf.saved_model.load(str(out / "export"))
     served = loaded.signatures["serving_default"](sentences=tf.constant([text]))
@@ -208,7 +229,7 @@ def from_export_tags(out, text):
 
 
 
-def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path):
+def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path, caplog):
     """--export_dir alone exports the run as it was exported (its labels.txt, run.json's
     --data_dir); a longer --train_step continues the run from its last checkpoint with its
     labels.txt; --do_predict alone (no train.txt read) gives the same test scores from
@@ -229,8 +250,16 @@ def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path):
         do_eval=False, do_predict=True, predict_batch_size=5)
     assert _read_kv(out / "test_results.txt") == scores
     best = _read_kv(out / "best_checkpoint.txt")
-    run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
-        init_checkpoint=assets["init"], train_step=70, save_checkpoints_steps=10)
+    # The predictions' dev scores, of the best checkpoint's step
+    assert _read_kv(out / "eval_results.txt")["global_step"] == best["global_step"]
+    with caplog.at_level("WARNING", logger="absl"):
+        run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
+            init_checkpoint=assets["init"], train_step=70, save_checkpoints_steps=10,
+            export_dir=tmp_path / "export_70", export_tflite="none")
+    # What the resume exports is its own choice, not a setting that changed.
+    [changed] = [m for m in caplog.messages if m.startswith(f"Resuming the run in {out} with "
+                                                           f"settings other than")]
+    assert "--train_step (run: 60, now: 70)" in changed and "export" not in changed, changed
     # eval_results.txt ends with the run's best, whichever process evaluated it (the resumed
     # one or an evaluate-only rerun: their first evaluation is not the best unless it beats it).
     for rerun in (None, dict(do_train=False, do_eval=True)):

@@ -285,9 +285,9 @@ def _missing_column(table, column, flag):
                      f"{', '.join(table.columns) or 'none'}{hint}")
 
 
-def text_columns(table, names=None):
-    """The one or two text columns: `names`, or the first of DEFAULT_TEXT_COLUMNS the file
-    has."""
+def text_columns(table, names=None, named_by=""):
+    """The one or two text columns: `names` (what `named_by` says, for errors: "the run's
+    labels.json names them"), or the first of DEFAULT_TEXT_COLUMNS the file has."""
     if names:
         names = tuple(names)
         if len(names) > 2:
@@ -295,7 +295,8 @@ def text_columns(table, names=None):
                             f"a text pair")
         for name in names:
             if name not in table.columns:
-                raise _missing_column(table, name, "text_column_names")
+                raise _missing_column(table, name, "text_column_names" + (
+                    f", as {named_by}" if named_by else ""))
         return names
     for candidate in DEFAULT_TEXT_COLUMNS:
         if all(c in table.columns for c in candidate):
@@ -592,6 +593,7 @@ class Columns:
     label_delimiter: str = None
     delimiter: str = None
     fold_label_case: bool = False
+    text_from: str = ""  # where `text` came from when no flag named it, for the errors
 
 
 @dataclasses.dataclass
@@ -615,7 +617,7 @@ def read_examples(table, label_set, columns=Columns(), labeled=True, optional=Fa
     with `labeled` a label the LabelSet knows (with `optional`, or none: a test file's blank
     cells). Bad rows are left out and raised together at the end (with `problems`, added
     there)."""
-    text = text_columns(table, columns.text)
+    text = text_columns(table, columns.text, columns.text_from)
     if labeled and columns.label not in table.columns:
         raise _missing_column(table, columns.label, "label_column_name")
     if columns.id and columns.id not in table.columns:
@@ -662,14 +664,15 @@ def _row_label(row, label_set, columns, labeled, optional):
     return None
 
 
-def read_unlabeled(source, text_columns=(), delimiter=None):
+def read_unlabeled(source, text_columns=(), delimiter=None, text_from=""):
     """LabeledText of a file without labels (what predict reads): `text_columns` (one, or two
-    for pairs), else the first of DEFAULT_TEXT_COLUMNS it has; every bad row found in one pass,
-    then all raised together."""
+    for pairs; `text_from` says where they came from), else the first of DEFAULT_TEXT_COLUMNS
+    it has; every bad row found in one pass, then all raised together."""
     with _collecting(None) as problems:
         table = read_table(source, delimiter=delimiter, problems=problems)
         problems.start(table.path)
-        data = read_examples(table, None, Columns(tuple(text_columns or ()), label=None),
+        data = read_examples(table, None, Columns(tuple(text_columns or ()), label=None,
+                                                  text_from=text_from),
                              labeled=False, problems=problems)
     return data
 
@@ -690,7 +693,9 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
                 tables[split] = read_table(source, f"{split} rows", columns.delimiter, problems)
                 problems.start(tables[split].path)
         label_set = _label_set(tables, columns, problem_type, run_dir, labels, problems)
-        columns = dataclasses.replace(columns, text=columns.text or label_set.text_columns)
+        if not columns.text and label_set.text_columns:
+            columns = dataclasses.replace(columns, text=label_set.text_columns,
+                                          text_from="the run's labels.json names them")
         splits = {}
         for split, table in tables.items():
             labeled = split != "test" or columns.label in table.columns  # a test file's are checked

@@ -2,10 +2,12 @@
 and packing texts into encoder inputs the way the original classifier did."""
 
 import numpy as np
+from absl import logging
 
 from albert_tf.formats.resolve import SourceError
 from albert_tf.formats.sources import ModelSource
 from albert_tf.formats.tokenizers import load_tokenizer
+from albert_tf.training.checkpoint_files import started_kind, started_settings
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 # One error for a bad model, tokenizer, text or labels: the CLI prints its message.
@@ -73,6 +75,15 @@ class Predictor:
         self.source = model if isinstance(model, ModelSource) else ModelSource(
             model, albert_config_file)
         config = self.source.config
+        # A fine-tuning run's settings (run.json), where the model is its checkpoint: it reads
+        # texts as the run did (a pretraining run's length is no guide to a text's).
+        fine_tuned = self.source.kind == "checkpoint" and started_kind(
+            self.source.directory).startswith("fine-tuning")
+        self.run_settings = started_settings(self.source.directory) if fine_tuned else {}
+        if max_seq_length is None and self.run_settings.get("max_seq_length"):
+            max_seq_length = self.run_settings["max_seq_length"]
+            logging.info("max_seq_length %d, as the run in %s trained (run.json)",
+                         max_seq_length, self.source.directory)
         if max_seq_length is None:  # 128, or less when the model has fewer positions
             max_seq_length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
                                  if config is not None else DEFAULT_MAX_SEQ_LENGTH)

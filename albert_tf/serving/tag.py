@@ -91,9 +91,11 @@ def entities(sentence, words, tags):
 class Tagger(Predictor):
     """Tags per word and the entities they form, from a run_ner output_dir (its
     model.ckpt-best, albert_config.json and labels.txt; or `labels`), its serving export or the
-    export's tagger_text.tflite (LiteRT, one sentence per call)."""
+    export's tagger_text.tflite (LiteRT, one sentence per call). A run's checkpoint reads long
+    sentences in the run's windows (run.json's max_seq_length and window_stride) unless
+    `max_seq_length` or `window_stride` says otherwise."""
 
-    def __init__(self, model, labels=None, **kwargs):
+    def __init__(self, model, labels=None, window_stride=None, **kwargs):
         super().__init__(model, **kwargs)
         kind = self.source.kind
         if kind == "checkpoint":
@@ -105,7 +107,13 @@ class Tagger(Predictor):
             self.labels = self._checkpoint_labels(labels, int(head.shape[0]))
             model = self.source.build(AlbertTokenClassifier, num_labels=len(self.labels))
             tokenizer = in_graph_tokenizer(self.tokenizer.asset_file, self.tokenizer.do_lower_case)
-            self._tag = tagging_function(model, tokenizer, self.max_seq_length, self.labels)
+            self.window_stride = (window_stride or self._run_stride()
+                                  or default_stride(self.max_seq_length))
+            self._tag = tagging_function(model, tokenizer, self.max_seq_length, self.labels,
+                                         self.window_stride)
+        elif window_stride is not None:
+            raise PredictError("--window_stride is for checkpoints; an export cuts the windows "
+                               "its run did")
         elif kind == "text_tagger":
             if labels is not None:
                 raise PredictError("--labels is for checkpoints; the export has its own tags")
@@ -117,6 +125,13 @@ class Tagger(Predictor):
         else:
             raise PredictError(f"{self.source.path} is a {kind} export, which has no token "
                                f"classification head: give a run_ner output_dir or export")
+
+    def _run_stride(self):
+        """The run's --window_stride where it fits these windows (the run's length)."""
+        stride = self.run_settings.get("window_stride")
+        if stride and self.max_seq_length == self.run_settings.get("max_seq_length"):
+            return stride
+        return None
 
     def _tag_on_litert(self, sentences):
         """tagger_text.tflite one sentence at a time, as the SavedModel's batch outputs."""

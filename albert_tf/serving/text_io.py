@@ -13,14 +13,14 @@ from albert_tf.data import labeled_text
 from albert_tf.serving.predictor import PredictError
 
 
-def read_input_file(path, text_columns=None, delimiter=None):
+def read_input_file(path, text_columns=None, delimiter=None, text_from=""):
     """(texts, texts_b or None, each row's other columns or None). A .csv, .tsv or JSON Lines
     file is read as run_classifier reads a test file: `text_columns` (one, or two for pairs),
-    else the first of labeled_text.DEFAULT_TEXT_COLUMNS it has; a .csv's `delimiter`, else
-    detected. Any other file is one text per line, or two tab-separated texts."""
+    else the first of labeled_text.DEFAULT_TEXT_COLUMNS it has (`text_from`: where
+    `text_columns` came from, for errors); a .csv's `delimiter`, else detected. Any other file is one text per line, or two tab-separated texts."""
     if not labeled_text.is_table(path):
         return (*_read_lines(path), None)
-    data = labeled_text.read_unlabeled(path, text_columns, delimiter)
+    data = labeled_text.read_unlabeled(path, text_columns, delimiter, text_from)
     texts_b = [ex.text_b for ex in data.examples] if len(data.text_columns) > 1 else None
     return [ex.text_a for ex in data.examples], texts_b, data.extras
 

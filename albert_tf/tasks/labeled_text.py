@@ -344,7 +344,9 @@ class LabeledTextTask(ClassificationTask):
             text = reports.multi_label_report(labels, predicted, names)
             text += "thresholds (picked on this set for each label's best F1): " + ", ".join(
                 f"{n} {t:.2f}" for n, t in zip(names, thresholds)) + "\n"
-            text += "".join(f"{k} at these thresholds: {v:.4f}\n" for k, v in
+            at_half = reports.multi_label_f1(labels, outputs["probabilities"] >= 0.5)
+            text += "".join(f"{k} at these thresholds: {v:.4f} (at 0.5, as eval_results.txt "
+                            f"scores every checkpoint: {at_half[k]:.4f})\n" for k, v in
                             reports.multi_label_f1(labels, predicted).items())
             reports.write_report(output_dir, name, text, step)
         elif not self.label_set.is_regression:

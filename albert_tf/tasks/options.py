@@ -74,8 +74,9 @@ class LoopOptions:
                       if hasattr(values, f.name)})
 
     def settings(self):
-        """Every option by name: what run.json records of the run (checkpoint_files)."""
-        return dataclasses.asdict(self)
+        """Every option by name but the export's (what a run exports, like what it does, is
+        each rerun's own choice): what run.json records of the run (checkpoint_files)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in EXPORT_FIELDS}
 
     # The classes built on this one hold the distribution and loss guard fields.
     def distribution(self):

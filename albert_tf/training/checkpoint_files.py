@@ -128,6 +128,12 @@ def record_run(output_dir, kind, settings=None):
         write_json(path, {"kind": kind, **({"settings": settings} if settings else {})})
 
 
+def started_kind(output_dir):
+    """The kind of the run in `output_dir` (run.json: "pretraining", "fine-tuning of sst-2",
+    ...); "" without one."""
+    return _read_run(output_dir).get("kind") or ""
+
+
 def started_settings(output_dir):
     """The settings the run in `output_dir` started with (run.json), by flag name; {} when it
     recorded none."""

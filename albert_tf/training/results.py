@@ -30,8 +30,9 @@ def copy_checkpoint(prefix, target_prefix):
 
 
 def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_better=True):
-    """Writes output_dir/eval_results.txt; when `result[best_metric]` beats the best so far,
-    copies the checkpoint to model.ckpt-best and returns True."""
+    """Writes output_dir/eval_results.txt; when `result[best_metric]` beats the best so far
+    (or ties it with a lower eval_loss), copies the checkpoint to model.ckpt-best and returns
+    True."""
     step = result["global_step"]
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
     logging.info("Eval at step %d: %s", step, "  ".join(
@@ -39,9 +40,9 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
     best_file = os.path.join(output_dir, BEST_RECORD)
     value = result[best_metric]
     previous = read_best_record(output_dir)
-    if previous is not None:
-        if (value <= previous["value"]) if higher_is_better else (value >= previous["value"]):
-            return False
+    if previous is not None and not (_beats(value, previous["value"], higher_is_better) or
+                                     value == previous["value"] and _lower_loss(result, previous)):
+        return False
     # Until the new best_checkpoint.txt is written, none: a kill in between leaves the best
     # checkpoint without a record of its value rather than with the value of another.
     if tf.io.gfile.exists(best_file):
@@ -51,8 +52,22 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
                                  f"value = {value}\ncheckpoint = {checkpoint_path}\n" + "".join(
                                      f"{RESULT}{k} = {v}\n" for k, v in sorted(result.items())
                                      if k != "global_step"))
-    logging.info("New best %s %.4g at step %d: %s", best_metric, value, step, BEST_NAME)
+    tie = previous is not None and value == previous["value"]
+    logging.info("New best %s %.4g at step %d%s: %s", best_metric, value, step,
+                 f" (a tie with step {previous['global_step']}, at a lower eval_loss "
+                 f"{result['eval_loss']:.4g})" if tie else "", BEST_NAME)
     return True
+
+
+def _beats(value, best, higher_is_better):
+    return value > best if higher_is_better else value < best
+
+
+def _lower_loss(result, record):
+    """Whether `result` has a lower eval_loss than the best `record` kept (a tie on the
+    metric, common on a small dev set, goes to the better fit)."""
+    kept = record.get(RESULT + "eval_loss")
+    return "eval_loss" in result and kept is not None and result["eval_loss"] < float(kept)
 
 
 def best_results(output_dir):
