@@ -17,7 +17,8 @@ def read_input_file(path, text_columns=None, delimiter=None, text_from=""):
     """(texts, texts_b or None, each row's other columns or None). A .csv, .tsv or JSON Lines
     file is read as run_classifier reads a test file: `text_columns` (one, or two for pairs),
     else the first of labeled_text.DEFAULT_TEXT_COLUMNS it has (`text_from`: where
-    `text_columns` came from, for errors); a .csv's `delimiter`, else detected. Any other file is one text per line, or two tab-separated texts."""
+    `text_columns` came from, for errors); a .csv's `delimiter`, else detected. Any other file
+    is one text per line, or two tab-separated texts."""
     if not labeled_text.is_table(path):
         return (*_read_lines(path), None)
     data = labeled_text.read_unlabeled(path, text_columns, delimiter, text_from)
