@@ -767,6 +767,7 @@ def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_pat
         run_main(run_classifier, common, {"label_column_name": "label"})
 
 
+@pytest.mark.slow
 def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, caplog):
     """`--output_dir=RUN --export_dir=DIR` exports RUN with no data flag (its labels.json and
     run.json say what it is); a --validation_file given scores the LiteRT report on it; with

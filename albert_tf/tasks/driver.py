@@ -312,7 +312,7 @@ class _Run:
                 self.flags.output_dir)
             if scores and not self.flags.do_eval:
                 path = os.path.join(self.flags.output_dir, "eval_results.txt")
-                write_eval_results(path, {**scores, "global_step": self.trainer.step})
+                write_eval_results(path, scores)
                 logging.info("Scored the predictions against %s: %s", name, "  ".join(
                     f"{k} {v:.4g}" for k, v in sorted(scores.items())))
 

@@ -142,8 +142,8 @@ class NerTask(FinetuningTask):
     def write_predictions(self, name, features, outputs, output_dir):
         """<name>_predictions.txt: every token line of the input with the predicted tag added as
         the last column (conlleval's input), a blank line after each sentence; the scores in
-        <name>_results.txt. Returns the dev scores (the driver's eval_results.txt without
-        --do_eval)."""
+        <name>_results.txt (eval_results.txt stays the evaluations': their best checkpoint's,
+        with its step)."""
         predicted = self.predicted_tags(features, outputs)
         lines = []
         for sentence, tags in zip(self.sentences(name), predicted):
@@ -155,7 +155,7 @@ class NerTask(FinetuningTask):
         write_eval_results(os.path.join(output_dir, f"{name}_results.txt"), result)
         logging.info("NER %s: %s; predictions in %s", name, "  ".join(
             f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
-        return result if name == "dev" else None
+        return None
 
     def export(self, model, export_dir, lite_options=None):
         """The raw-sentence serving SavedModel (serving.tag), and unless `lite_options.files`
