@@ -229,7 +229,8 @@ def from_export_tags(out, text):
 
 
 
-def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path, caplog):
+def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path, caplog,
+                                            monkeypatch):
     """--export_dir alone exports the run as it was exported (its labels.txt, run.json's
     --data_dir); a longer --train_step continues the run from its last checkpoint with its
     labels.txt; --do_predict alone (no train.txt read) gives the same test scores from
@@ -263,9 +264,9 @@ def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path, capl
     # eval_results.txt ends with the run's best, whichever process evaluated it (the resumed
     # one or an evaluate-only rerun: their first evaluation is not the best unless it beats it).
     for rerun in (None, dict(do_train=False, do_eval=True)):
-        if rerun:
-            run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
-                **rerun)
+        if rerun:  # from the run's parent, --output_dir relative
+            monkeypatch.chdir(tmp_path)
+            run(output_dir="run", spm_model_file=assets["spm"], **rerun)
         now = _read_kv(out / "best_checkpoint.txt")
         assert float(now["value"]) >= float(best["value"])
         results = _read_kv(out / "eval_results.txt")
@@ -307,6 +308,7 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
     assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "a",
                             window_stride=31, **common),
                    "--window_stride=31 must be between 1 and --max_seq_length - 2 = 30")
+    assert not (tmp_path / "a" / "labels.txt").exists()  # a corrected rerun is not refused
     empty = tmp_path / "empty"
     empty.mkdir()
     assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "b",

@@ -146,7 +146,8 @@ def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_ha
 def _saved_checkpoints(output_dir):
     state = tf.train.get_checkpoint_state(output_dir)
     paths = list(state.all_model_checkpoint_paths) if state else []
-    return [p if os.path.isabs(p) else os.path.join(output_dir, p) for p in paths]
+    # (TensorFlow has joined a relative --output_dir to each already)
+    return [os.path.join(output_dir, os.path.basename(p)) for p in paths]
 
 
 def _restore_for_inference(trainer, task, options, doing):

@@ -27,8 +27,9 @@ def is_chunk_scheme(labels):
 
 def run_labels(output_dir, data_dir, needed):
     """The label list of a run: output_dir/labels.txt when an earlier run wrote it (checked
-    against train.txt when that is read), else train.txt's tags, written there for later runs
-    (eval, predict, export and resume see the same ids). `needed`: whether train.txt is read."""
+    against train.txt when that is read), else train.txt's tags (NerTask.write_labels keeps
+    them there when training starts, for later runs: eval, predict, export and resume see the
+    same ids). `needed`: whether train.txt is read."""
     path = os.path.join(output_dir, conll.LABELS_FILE)
     saved = conll.read_labels(output_dir)
     if not needed and saved:
@@ -39,9 +40,6 @@ def run_labels(output_dir, data_dir, needed):
         raise ValueError(f"{train} has the tags {', '.join(labels)} but {path} (from an earlier "
                          f"run in this --output_dir) has {', '.join(saved)}: use a new "
                          f"--output_dir for other data")
-    if saved is None:
-        os.makedirs(output_dir, exist_ok=True)
-        conll.write_labels(output_dir, labels)
     return labels
 
 
@@ -75,6 +73,9 @@ class NerTask(FinetuningTask):
         self.best_metric = "eval_f1" if self.chunked else "eval_accuracy"
         self.classifier_dropout = classifier_dropout
         self._sentences = {}
+
+    def write_labels(self, output_dir):
+        conll.write_labels(output_dir, self.labels)
 
     def build_model(self, encoder):
         return AlbertTokenClassifier(encoder, len(self.labels), self.classifier_dropout)
