@@ -23,7 +23,8 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
-from absl import app, flags
+import tensorflow as tf
+from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.data import clue, labeled_text
@@ -103,7 +104,8 @@ def main(_):
         return _own_data()
     if not (FLAGS.task_name and FLAGS.data_dir):
         raise app.UsageError("give --task_name and --data_dir (a GLUE or CLUE task), or "
-                             "--train_file, --validation_file and --test_file (your own data)")
+                             "--train_file, --validation_file and --test_file (your own data)"
+                             + _no_run(FLAGS.output_dir))
     if clue.get_task(FLAGS.task_name):
         return _clue(clue.get_task(FLAGS.task_name))
     try:
@@ -123,6 +125,15 @@ def main(_):
     return driver.run_finetuning(glue_task, options, script_settings(FLAGS))
 
 
+def _no_run(output_dir):
+    """What a rerun that names no data is missing: a run in --output_dir to take it from."""
+    if FLAGS.task_name or FLAGS.data_dir or not output_dir:
+        return ""
+    if not tf.io.gfile.isdir(output_dir):
+        return f"; --output_dir={output_dir} does not exist, so there is no run to take them from"
+    return f"; --output_dir={output_dir} holds no run (run.json, labels.json) to take them from"
+
+
 def _own_data():
     """Fine-tuning on --train_file / --validation_file / --test_file: every input checked before
     anything is written."""
@@ -133,11 +144,7 @@ def _own_data():
     columns = labeled_text.Columns(tuple(FLAGS.text_column_names or ()), FLAGS.label_column_name,
                                    FLAGS.id_column_name, FLAGS.label_delimiter, FLAGS.delimiter,
                                    FLAGS.fold_label_case)
-    # Each action's file; an export reads those given too (int8 calibrates on training
-    # examples, the LiteRT report scores on dev).
-    files = {split: FLAGS[flag].value if FLAGS[f"do_{ACTIONS[split]}"].value
-             or FLAGS.export_dir and FLAGS[flag].present else None
-             for split, flag in SPLIT_FLAGS.items()}
+    files = {split: _file_to_read(split, flag) for split, flag in SPLIT_FLAGS.items()}
     options = FinetuningOptions.from_flags(FLAGS)
     driver.check_flags(options)  # before the files are read
     try:
@@ -154,6 +161,21 @@ def _own_data():
         raise cli.usage_error(e) from None
     task.tokenizer = driver.prepare(options)
     return driver.run_finetuning(task, options, script_settings(FLAGS))
+
+
+def _file_to_read(split, flag):
+    """The file of `split` when its action is asked; for an export alone, the dev file (the
+    LiteRT report scores on it) and with int8 the training file (calibration), given or the
+    run's where it still is."""
+    path = FLAGS[flag].value
+    if FLAGS[f"do_{ACTIONS[split]}"].value or not (path and FLAGS.export_dir):
+        return path
+    if split == "test" or split == "train" and FLAGS.tflite_quantization != "int8":
+        return None
+    if not FLAGS[flag].present and not tf.io.gfile.exists(path):
+        logging.info("--%s=%s (the run's) is not there: exporting without it", flag, path)
+        return None
+    return path
 
 
 def _clue(task):

@@ -4,6 +4,7 @@ run_pretraining, and PretrainingOptions' fields its flags the same way; distribu
 arguments the distribution flags."""
 
 import dataclasses
+import os
 
 import pytest
 from absl import flags
@@ -143,8 +144,9 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
             data = script_settings(flags.FLAGS)
         finally:
             flags.FLAGS.unparse_flags()
+    # a data path as an absolute one, that a rerun from another directory finds
     assert (data["train_file"], data["text_column_names"], data["long_text"]) == (
-        "a.csv", ["title", "body"], "windows")
+        os.path.abspath("a.csv"), ["title", "body"], "windows")
     assert data["task_name"] is None and data["label_column_name"] == "label"
     fields = {f.name for f in dataclasses.fields(FinetuningOptions)}
     assert not set(data) & (fields | {"verbosity", "v", "help", "flagfile", "hbm_oom_exit"})
@@ -153,7 +155,8 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
     now = {**data, "train_file": "b.csv", "text_column_names": ("title", "body"),
            "long_text": None, "do_eval": True}
     assert changed_settings(str(tmp_path), {**options, **now, "learning_rate": 2e-5}) == [
-        "--learning_rate (run: 0.0001, now: 2e-05)", "--train_file (run: 'a.csv', now: 'b.csv')"]
+        "--learning_rate (run: 0.0001, now: 2e-05)",
+        f"--train_file (run: {os.path.abspath('a.csv')!r}, now: 'b.csv')"]
 
 
 def test_an_inference_only_rerun_at_other_lengths_is_warned(tmp_path, caplog):

@@ -768,19 +768,22 @@ def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, caplog):
+def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, caplog,
+                                                                capsys, monkeypatch):
     """`--output_dir=RUN --export_dir=DIR` exports RUN with no data flag (its labels.json and
-    run.json say what it is); a --validation_file given scores the LiteRT report on it; with
-    --do_predict on a --test_file the run predicts, then exports, without a dev set to score."""
+    run.json say what it is; from another directory too), the LiteRT report scored on the
+    run's dev file, or skipped when that is gone; with --do_predict on a --test_file the run
+    predicts, then exports; a directory without a run says so."""
     trained = runs("single", "none", "false")
     out = tmp_path / "run"
     shutil.copytree(trained, out, ignore=shutil.ignore_patterns("export", "predictions.csv"))
     data = trained.parent / "data-single"
     texts = ["the zebra sat", "the cat sat", "a cat ran home"]
     run_rows = Classifier(str(out))(texts)
+    monkeypatch.chdir(tmp_path)
 
     def export(name, **flags):
-        run_main(run_classifier, {}, {"output_dir": out, "export_dir": tmp_path / name,
+        run_main(run_classifier, {}, {"output_dir": "run", "export_dir": name,
                                       "export_tflite": "ids", **flags})
         return tmp_path / name
 
@@ -792,20 +795,33 @@ def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, 
         assert [r["label"] for r in rows] == [r["label"] for r in run_rows], model
         np.testing.assert_allclose([r["probabilities"] for r in rows],
                                    [r["probabilities"] for r in run_rows], atol=1e-4)
-    assert f"--train_file={data / 'train.csv'}, as the run in {out} started (run.json)" \
+    assert f"--validation_file={data / 'dev.csv'}, as the run in run started (run.json)" \
         in caplog.messages
-    assert "no dev set to score the .tflite files on: no --validation_file" in caplog.messages
-    assert not (alone / "tflite_report.json").exists()
-
-    scored = export("scored", validation_file=data / "dev.csv")
-    report = json.loads((scored / "tflite_report.json").read_text())
+    report = json.loads((alone / "tflite_report.json").read_text())
     assert report["ids_model"]["dev"]["eval_accuracy"] == pytest.approx(
         _eval(out)["eval_accuracy"], abs=1.5 / 96)
+
+    started = json.loads((out / "run.json").read_text())
+    started["settings"]["validation_file"] = str(tmp_path / "moved.csv")
+    (out / "run.json").write_text(json.dumps(started))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="absl"):
+        unscored = export("unscored")
+    assert (f"--validation_file={tmp_path / 'moved.csv'} (the run's) is not there: exporting "
+            f"without it") in caplog.messages
+    assert "no dev set to score the .tflite files on: no --validation_file" in caplog.messages
+    assert not (unscored / "tflite_report.json").exists()
 
     assert not (out / "predictions.csv").exists()
     export("predicted", test_file=data / "test.csv", do_predict=True)
     assert len(list(csv.DictReader(open(out / "predictions.csv")))) == 40
     assert (tmp_path / "predicted" / "labels.txt").read_text() == "bad\ngood\n"
+
+    status, _, err = run_tool_captured(run_classifier, capsys, "--output_dir=nope",
+                                       "--export_dir=e")
+    assert status == 2 and err.strip().splitlines()[-1].endswith(
+        "(your own data); --output_dir=nope does not exist, so there is no run to take them "
+        "from"), err
 
 
 @pytest.mark.slow
