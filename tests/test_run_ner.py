@@ -202,7 +202,8 @@ def test_export_and_predict_tag_raw_sentences(assets, matrix_runs, capsys, tmp_p
             "words": [0, 2]} in row["entities"]  # learnt: a name before "said"
 
 
-def test_a_run_s_checkpoint_tags_in_the_run_s_windows(assets, matrix_runs, tmp_path, capsys):
+def test_a_run_s_checkpoint_tags_in_the_run_s_windows(assets, matrix_runs, tmp_path, capsys,
+                                                      caplog):
     """Tagging from a run's directory cuts the windows its run.json names (max_seq_length,
     window_stride) unless told otherwise; a stride for an export is refused."""
     out = tmp_path / "run"
@@ -211,10 +212,20 @@ def test_a_run_s_checkpoint_tags_in_the_run_s_windows(assets, matrix_runs, tmp_p
     run_json["settings"]["window_stride"] = 7
     (out / "run.json").write_text(json.dumps(run_json))
     common = dict(spm_model_file=assets["spm"])
-    assert Tagger(str(out), **common).window_stride == 7
+    with caplog.at_level("INFO", logger="absl"):
+        assert Tagger(str(out), **common).window_stride == 7
+        assert f"max_seq_length 32, as the run in {out} trained (run.json)" in caplog.messages
+        assert "Long sentences in windows of 30 pieces, 7 apart (--window_stride)" in (
+            caplog.messages)
     assert Tagger(str(out), window_stride=9, **common).window_stride == 9
     other = Tagger(str(out), max_seq_length=24, **common)  # not the run's windows
     assert (other.max_seq_length, other.window_stride) == (24, 11)
+    assert (f"--max_seq_length=24, but the run in {out} trained at 32 (run.json): long texts "
+            f"are cut otherwise than in its evaluation") in caplog.messages
+    export = matrix_runs("none", "false") / "export"
+    Tagger(str(export), max_seq_length=24)
+    assert (f"--max_seq_length=24 is not used: {export} reads texts at the length it was "
+            f"exported with") in caplog.messages
     assert_refused(run_tool(predict, capsys, task="ner", text="anna said",
                             model=matrix_runs("none", "false") / "export", window_stride=5),
                    "--window_stride is for checkpoints; an export cuts the windows its run did")

@@ -10,6 +10,8 @@ from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.training.checkpoint_files import started_kind, started_settings
 
 DEFAULT_MAX_SEQ_LENGTH = 128
+# The exports that take raw strings and tokenize and cut them in their graph.
+RAW_STRING_KINDS = ("text_classifier", "text_tagger", "tflite_text")
 # One error for a bad model, tokenizer, text or labels: the CLI prints its message.
 PredictError = SourceError
 
@@ -80,10 +82,18 @@ class Predictor:
         fine_tuned = self.source.kind == "checkpoint" and started_kind(
             self.source.directory).startswith("fine-tuning")
         self.run_settings = started_settings(self.source.directory) if fine_tuned else {}
-        if max_seq_length is None and self.run_settings.get("max_seq_length"):
-            max_seq_length = self.run_settings["max_seq_length"]
+        trained = self.run_settings.get("max_seq_length")
+        if max_seq_length is None and trained:
+            max_seq_length = trained
             logging.info("max_seq_length %d, as the run in %s trained (run.json)",
                          max_seq_length, self.source.directory)
+        elif max_seq_length is not None and self.source.kind in RAW_STRING_KINDS:
+            logging.warning("--max_seq_length=%d is not used: %s reads texts at the length it was "
+                            "exported with", max_seq_length, self.source.path)
+        elif max_seq_length is not None and trained and max_seq_length != trained:
+            logging.warning("--max_seq_length=%d, but the run in %s trained at %d (run.json): "
+                            "long texts are cut otherwise than in its evaluation",
+                            max_seq_length, self.source.directory, trained)
         if max_seq_length is None:  # 128, or less when the model has fewer positions
             max_seq_length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
                                  if config is not None else DEFAULT_MAX_SEQ_LENGTH)

@@ -111,6 +111,8 @@ class Tagger(Predictor):
                                   or default_stride(self.max_seq_length))
             self._tag = tagging_function(model, tokenizer, self.max_seq_length, self.labels,
                                          self.window_stride)
+            logging.info("Long sentences in windows of %d pieces, %d apart (--window_stride)",
+                         self.max_seq_length - 2, self.window_stride)
         elif window_stride is not None:
             raise PredictError("--window_stride is for checkpoints; an export cuts the windows "
                                "its run did")

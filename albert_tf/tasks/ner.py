@@ -101,9 +101,10 @@ class NerTask(FinetuningTask):
                             "the loss)", split, ", ".join(unknown))
         features = tagging.convert_sentences(sentences, self.tokenizer, self.max_seq_length,
                                              self.labels, self.window_stride)
-        logging.info("%s: %d sentences, %d words in %d windows of at most %d pieces", split,
-                     len(sentences), len(features["host_word_window"]),
-                     len(features["lengths"]), self.max_seq_length)
+        logging.info("%s: %d sentences, %d words in %d windows of at most %d pieces, %d apart "
+                     "(--window_stride)", split, len(sentences),
+                     len(features["host_word_window"]), len(features["lengths"]),
+                     self.max_seq_length - 2, self.window_stride)
         return features
 
     def check_inputs(self, splits):
