@@ -279,7 +279,8 @@ class _Run:
             results = os.path.join(f.output_dir, "eval_results.txt")
             if os.path.exists(results):
                 logging.info("--output_dir holds a finished run (step %d of %d), evaluated in "
-                             "%s: --do_eval without --do_train evaluates its checkpoints again",
+                             "%s: nothing to train or evaluate (--do_eval without --do_train "
+                             "evaluates its checkpoints again; a larger --train_step trains on)",
                              self.trainer.step, self.num_train_steps, results)
                 return
             logging.info("--output_dir holds a finished run (step %d of %d): --do_eval "
