@@ -16,7 +16,7 @@ from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_how_t
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
 from albert_tf.training import distribution
-from albert_tf.training.checkpoint_files import changed_settings, record_run
+from albert_tf.training.checkpoint_files import changed_settings, record_run, started_settings
 from albert_tf.training.excursions import ExcursionSettings
 from albert_tf.modeling.optimizers import OPTIMIZER_NAMES
 from tool_runner import own_flags
@@ -157,6 +157,15 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
     assert changed_settings(str(tmp_path), {**options, **now, "learning_rate": 2e-5}) == [
         "--learning_rate (run: 0.0001, now: 2e-05)",
         f"--train_file (run: {os.path.abspath('a.csv')!r}, now: 'b.csv')"]
+
+
+def test_a_pretraining_run_s_settings_are_no_fine_tuning_run_s(tmp_path):
+    """predict takes a fine-tuning run's max_seq_length (how it read texts), not a pretraining
+    run's (serving.predictor)."""
+    record_run(str(tmp_path), "pretraining", {"max_seq_length": 512})
+    assert started_settings(str(tmp_path)) == {"max_seq_length": 512}
+    assert started_settings(str(tmp_path), kind="fine-tuning") == {}
+    assert started_settings(str(tmp_path / "none"), kind="fine-tuning") == {}
 
 
 def test_an_inference_only_rerun_at_other_lengths_is_warned(tmp_path, caplog):

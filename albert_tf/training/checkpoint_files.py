@@ -128,16 +128,12 @@ def record_run(output_dir, kind, settings=None):
         write_json(path, {"kind": kind, **({"settings": settings} if settings else {})})
 
 
-def started_kind(output_dir):
-    """The kind of the run in `output_dir` (run.json: "pretraining", "fine-tuning of sst-2",
-    ...); "" without one."""
-    return _read_run(output_dir).get("kind") or ""
-
-
-def started_settings(output_dir):
+def started_settings(output_dir, kind=""):
     """The settings the run in `output_dir` started with (run.json), by flag name; {} when it
-    recorded none."""
-    return _read_run(output_dir).get("settings") or {}
+    recorded none, or when its kind ("pretraining", "fine-tuning of sst-2", ...) does not start
+    with `kind`."""
+    run = _read_run(output_dir)
+    return (run.get("settings") or {}) if (run.get("kind") or "").startswith(kind) else {}
 
 
 def changed_settings(output_dir, settings):
