@@ -4,6 +4,7 @@ run_pretraining, and PretrainingOptions' fields its flags the same way; distribu
 arguments the distribution flags."""
 
 import dataclasses
+import json
 import os
 
 import pytest
@@ -16,7 +17,7 @@ from albert_tf.tasks.flags import (define_export_flags, define_flags, keep_how_t
 from albert_tf.tasks.options import (DISTRIBUTION, EXPORT_FIELDS, FinetuningOptions, LoopOptions,
                                      PretrainingOptions, value_type)
 from albert_tf.training import distribution
-from albert_tf.training.checkpoint_files import changed_settings, record_run, started_settings
+from albert_tf.training.checkpoint_files import changed_settings, record_run, recorded_settings
 from albert_tf.training.excursions import ExcursionSettings
 from albert_tf.modeling.optimizers import OPTIMIZER_NAMES
 from tool_runner import own_flags
@@ -159,13 +160,39 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
         f"--train_file (run: {os.path.abspath('a.csv')!r}, now: 'b.csv')"]
 
 
+def test_run_json_keeps_the_settings_the_run_last_trained_with(tmp_path):
+    """A resume is compared with the last training process's settings (each rerun of a
+    finished run used to name the same change again); a rerun's own choices, an unset
+    setting and a copied directory are no change."""
+    run = str(tmp_path)
+    first = {"output_dir": "/a/run", "do_eval": True, "train_step": 40, "init_checkpoint": "x",
+             "text_column_names": ("title",)}
+    record_run(run, "fine-tuning of text", first)
+    same = {**first, "output_dir": "/b/copy", "do_eval": False, "init_checkpoint": None,
+            "text_column_names": ["title"]}
+    assert changed_settings(run, same) == []
+    record_run(run, "fine-tuning of text", same)
+    assert json.load(open(tmp_path / "run.json"))["settings"] == {**first,
+                                                                  "text_column_names": ["title"]}
+    longer = {**same, "train_step": 80}
+    assert changed_settings(run, longer) == ["--train_step (run: 40, now: 80)"]
+    record_run(run, "fine-tuning of text", longer)
+    assert changed_settings(run, longer) == []
+    record_run(run, "fine-tuning of text", {**longer, "train_step": 120})
+    recorded = json.load(open(tmp_path / "run.json"))
+    assert recorded["kind"] == "fine-tuning of text"
+    assert recorded["started_with"] == {**first, "text_column_names": ["title"]}
+    assert recorded["settings"] == {**first, "output_dir": "/b/copy", "do_eval": False,
+                                    "text_column_names": ["title"], "train_step": 120}
+
+
 def test_a_pretraining_run_s_settings_are_no_fine_tuning_run_s(tmp_path):
     """predict takes a fine-tuning run's max_seq_length (how it read texts), not a pretraining
     run's (serving.predictor)."""
     record_run(str(tmp_path), "pretraining", {"max_seq_length": 512})
-    assert started_settings(str(tmp_path)) == {"max_seq_length": 512}
-    assert started_settings(str(tmp_path), kind="fine-tuning") == {}
-    assert started_settings(str(tmp_path / "none"), kind="fine-tuning") == {}
+    assert recorded_settings(str(tmp_path)) == {"max_seq_length": 512}
+    assert recorded_settings(str(tmp_path), kind="fine-tuning") == {}
+    assert recorded_settings(str(tmp_path / "none"), kind="fine-tuning") == {}
 
 
 def test_an_inference_only_rerun_at_other_lengths_is_warned(tmp_path, caplog):

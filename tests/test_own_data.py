@@ -761,8 +761,8 @@ def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_pat
     assert {k: settings[k] for k in ("text_column_names", "label_column_name",
                                      "fold_label_case")} == {
         "text_column_names": ["review"], "label_column_name": "sentiment", "fold_label_case": True}
-    assert f"--text_column_names=review, as the run in {out} started (run.json)" in caplog.messages
-    assert f"--fold_label_case=True, as the run in {out} started (run.json)" in caplog.messages
+    assert f"--text_column_names=review, as the run in {out} trained (run.json)" in caplog.messages
+    assert f"--fold_label_case=True, as the run in {out} trained (run.json)" in caplog.messages
     with pytest.raises(app.UsageError, match=r"has no column .label. \(--label_column_name\)"):
         run_main(run_classifier, common, {"label_column_name": "label"})
 
@@ -795,7 +795,7 @@ def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, 
         assert [r["label"] for r in rows] == [r["label"] for r in run_rows], model
         np.testing.assert_allclose([r["probabilities"] for r in rows],
                                    [r["probabilities"] for r in run_rows], atol=1e-4)
-    assert f"--validation_file={data / 'dev.csv'}, as the run in run started (run.json)" \
+    assert f"--validation_file={data / 'dev.csv'}, as the run in run trained (run.json)" \
         in caplog.messages
     report = json.loads((alone / "tflite_report.json").read_text())
     assert report["ids_model"]["dev"]["eval_accuracy"] == pytest.approx(

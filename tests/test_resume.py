@@ -299,16 +299,22 @@ def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_pat
             f"vocabulary") in log
     log = run_ok(command + _flags(mine, out, num_train_steps=12, train_batch_size=4))
     assert "Pretraining from random weights" not in log
-    assert (f"Resuming the run in {out} with settings other than it started with (run.json): "
-            f"--num_train_steps (run: 6, now: 12), --train_batch_size (run: 8, now: 4)\n") in log
+    assert (f"Resuming the run in {out} with settings other than it last trained with "
+            f"(run.json): --num_train_steps (run: 6, now: 12), --train_batch_size (run: 8, "
+            f"now: 4)\n") in log
+    # the schedule for 12 steps: the learning rate goes on from half of 2e-3, not from 0
+    assert f"Resumed from {out}/model.ckpt-6 at step 6, at learning rate 0.001\n" in log
     assert ("The input position at step 6 is not restored: it was saved for other batches "
             "(--train_batch_size, --max_seq_length or the replicas changed)") in log
     write_pretraining_records(records / "train-3.tfrecord", 40, seed=3)  # users add data
     log = run_ok(command + _flags(mine, out, num_train_steps=18, train_batch_size=4))
     assert ("The input position at step 12 is not restored: the input files changed since "
             "(3 then, 4 now: 1 added, 0 gone)") in log
+    # compared with the last process's settings, not with those the run started with
+    assert (f"with settings other than it last trained with (run.json): --num_train_steps "
+            f"(run: 12, now: 18)\n") in log
     assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-18")
-    run = json.load(open(out / "run.json"))  # the settings the run started with
-    assert run["kind"] == "pretraining"
-    assert (run["settings"]["num_train_steps"], run["settings"]["train_batch_size"]) == (6, 8)
-    assert run["settings"]["input_file"] == mine[0]
+    run = json.load(open(out / "run.json"))
+    assert run["kind"] == "pretraining" and run["settings"]["input_file"] == mine[0]
+    assert [(s["num_train_steps"], s["train_batch_size"])
+            for s in (run["started_with"], run["settings"])] == [(6, 8), (18, 4)]

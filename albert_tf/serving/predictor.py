@@ -7,7 +7,7 @@ from absl import logging
 from albert_tf.formats.resolve import SourceError
 from albert_tf.formats.sources import ModelSource
 from albert_tf.formats.tokenizers import load_tokenizer
-from albert_tf.training.checkpoint_files import started_settings
+from albert_tf.training.checkpoint_files import recorded_settings
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 # The exports that take raw strings and tokenize and cut them in their graph.
@@ -79,7 +79,7 @@ class Predictor:
         config = self.source.config
         # A fine-tuning run's settings (run.json), where the model is its checkpoint: it reads
         # texts as the run did (a pretraining run's length is no guide to a text's).
-        self.run_settings = (started_settings(self.source.directory, kind="fine-tuning")
+        self.run_settings = (recorded_settings(self.source.directory, kind="fine-tuning")
                              if self.source.kind == "checkpoint" else {})
         trained = self.run_settings.get("max_seq_length")
         if max_seq_length is None and trained:

@@ -9,7 +9,7 @@ from absl import app, flags, logging
 
 from albert_tf.tasks.options import EXPORT_FIELDS, FinetuningOptions, flag_definition
 from albert_tf.training import distribution, excursions
-from albert_tf.training.checkpoint_files import started_settings
+from albert_tf.training.checkpoint_files import recorded_settings
 
 # The fine-tuning update's settings (modeling.optimizers.FINETUNING_UPDATE) by flag name.
 UPDATE_FLAGS = {"bias_correction": "bias_correction", "decay_after_warmup": "decay_after_warmup",
@@ -86,21 +86,21 @@ READING_FLAGS = LENGTH_FLAGS + ("text_column_names", "label_column_name", "id_co
 
 def keep_how_the_run_read(FLAGS, data_flags=()):  # noqa: N803 (absl's FLAGS object)
     """Each of READING_FLAGS the script has and was not given: the value the run in
-    --output_dir started with (run.json), so that a rerun (resuming, evaluating, predicting,
+    --output_dir last trained with (run.json), so that a rerun (resuming, evaluating, predicting,
     exporting) reads examples as the run trained on them. A rerun that names none of
     `data_flags` (where the examples are: --task_name, --data_dir, the files) takes the run's
     too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task."""
     if not FLAGS.output_dir:
         return
-    started = started_settings(FLAGS.output_dir)
+    recorded = recorded_settings(FLAGS.output_dir)
     names = [name for name in READING_FLAGS if name in FLAGS]
     if not any(FLAGS[name].present for name in data_flags):
         names += data_flags
     for name in names:
-        value = started.get(name)
+        value = recorded.get(name)
         if not FLAGS[name].present and value and value != FLAGS[name].value:
             setattr(FLAGS, name, value)
-            logging.info("--%s=%s, as the run in %s started (run.json)", name,
+            logging.info("--%s=%s, as the run in %s trained (run.json)", name,
                          ",".join(value) if isinstance(value, list) else value, FLAGS.output_dir)
 
 

@@ -94,7 +94,7 @@ def check_run_config(output_dir, config, settings=None):
                 f"--output_dir a new directory to train another model")
     changed = changed_settings(output_dir, settings)
     if changed:
-        logging.warning("Resuming the run in %s with settings other than it started with "
+        logging.warning("Resuming the run in %s with settings other than it last trained with "
                         "(run.json): %s", output_dir, ", ".join(changed))
 
 
@@ -121,31 +121,48 @@ def _read_run(output_dir):
 
 
 def record_run(output_dir, kind, settings=None):
-    """run.json, written once, with the first checkpoint: the run's kind and the settings (its
-    options) it started with."""
+    """run.json, with each training process's first checkpoint: the run's kind and the
+    settings (its options) it last trained with, those a rerun leaves unset (None) kept from
+    before; once they change, also those it started with ("started_with")."""
     path = os.path.join(output_dir, RUN_FILE)
-    if kind and not tf.io.gfile.exists(path):
-        write_json(path, {"kind": kind, **({"settings": settings} if settings else {})})
+    if not kind:
+        return
+    run = _read_run(output_dir)
+    before, now = run.get("settings"), _as_recorded(settings)
+    if not run:
+        write_json(path, {"kind": kind, **({"settings": now} if now else {})})
+    elif before and _differences(before, now):
+        write_json(path, {**run, "started_with": run.get("started_with", before), "settings": {
+            **before, **{k: v for k, v in now.items() if v is not None}}})
 
 
-def started_settings(output_dir, kind=""):
-    """The settings the run in `output_dir` started with (run.json), by flag name; {} when it
-    recorded none, or when its kind ("pretraining", "fine-tuning of sst-2", ...) does not start
-    with `kind`."""
+def _as_recorded(settings):
+    return json.loads(json.dumps(settings or {}))  # as JSON holds them: tuples are lists
+
+
+def _differences(theirs, now):
+    """The settings' names whose values differ, but for what is each rerun's own (do_train,
+    do_eval, do_predict), where the run is (a copied directory is the same run) and what a rerun
+    leaves unset (None: the starting checkpoint, --long_text's "as the run did")."""
+    return [name for name in sorted(set(theirs) & set(now))
+            if not name.startswith("do_") and name != "output_dir" and now[name] is not None
+            and theirs[name] != now[name]]
+
+
+def recorded_settings(output_dir, kind=""):
+    """The settings the run in `output_dir` last trained with (run.json), by flag name; {} when
+    it recorded none, or when its kind ("pretraining", "fine-tuning of sst-2", ...) does not
+    start with `kind`."""
     run = _read_run(output_dir)
     return (run.get("settings") or {}) if (run.get("kind") or "").startswith(kind) else {}
 
 
 def changed_settings(output_dir, settings):
-    """`--name (run: then, now: now)` for each setting that differs from those the run in
-    `output_dir` started with (run.json; a run that recorded none: []). What to do (do_train,
-    do_eval, do_predict) is a rerun's own choice, and a setting it leaves unset (None: the
-    starting checkpoint, --long_text's "as the run did") is not a change."""
-    theirs = started_settings(output_dir)
-    now = json.loads(json.dumps(settings or {}))  # as recorded: tuples are lists
+    """`--name (run: then, now: now)` for each setting (`_differences`) that differs from those
+    the run in `output_dir` last trained with (run.json; a run that recorded none: [])."""
+    theirs, now = recorded_settings(output_dir), _as_recorded(settings)
     return [f"--{name} (run: {theirs[name]!r}, now: {now[name]!r})"
-            for name in sorted(set(theirs) & set(now))
-            if not name.startswith("do_") and now[name] is not None and theirs[name] != now[name]]
+            for name in _differences(theirs, now)]
 
 
 def refuse_foreign_checkpoints(output_dir):

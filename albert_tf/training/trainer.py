@@ -106,7 +106,9 @@ class Trainer:
         if candidates:
             check_run_config(self.output_dir, self.model.config, self.options.run_settings)
             resumed = self.saver.restore_newest_intact(candidates, self.restore)
-            logging.info("Resumed from %s at step %d", resumed, self.step)
+            # A new --num_train_steps or warmup reshapes the schedule the run goes on with.
+            logging.info("Resumed from %s at step %d, at learning rate %.4g", resumed,
+                         self.step, current_learning_rate(self.optimizer))
             return self.recovery.finish_interrupted(resumed)
         refuse_foreign_checkpoints(self.output_dir)
         if init_checkpoint:
