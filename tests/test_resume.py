@@ -311,8 +311,8 @@ def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_pat
     assert ("The input position at step 12 is not restored: the input files changed since "
             "(3 then, 4 now: 1 added, 0 gone)") in log
     # compared with the last process's settings, not with those the run started with
-    assert (f"with settings other than it last trained with (run.json): --num_train_steps "
-            f"(run: 12, now: 18)\n") in log
+    assert ("with settings other than it last trained with (run.json): --num_train_steps "
+            "(run: 12, now: 18)\n") in log
     assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-18")
     run = json.load(open(out / "run.json"))
     assert run["kind"] == "pretraining" and run["settings"]["input_file"] == mine[0]
