@@ -12,6 +12,7 @@ or --verbosity is 1 or more. Anything else is a bug and keeps its traceback.
 import functools
 import os
 import re
+import shutil
 import sys
 import traceback
 
@@ -57,9 +58,11 @@ def guarded(main, name):
     def run_main(argv):
         if len(argv) > 1:
             _exit(name, f"error: unexpected arguments: {' '.join(argv[1:])}", USAGE)
+        new = _new_directories()
         try:
             main(argv)
         except BaseException as e:  # noqa: B036 (KeyboardInterrupt and SystemExit too)
+            _remove_if_empty(new)
             status = exit_status(e)
             if status is None:
                 raise
@@ -69,6 +72,33 @@ def guarded(main, name):
                 _exit(name, "stopped: interrupted", status)
             _exit(name, one_line(e) if status >= 128 else f"error: {one_line(e)}", status)
     return run_main
+
+
+# The directories a tool writes into; one a failed run created and left empty is removed.
+OUTPUT_FLAGS = ("output_dir", "export_dir")
+
+
+def _new_directories():
+    """For each of OUTPUT_FLAGS the tool has, on a local path that does not exist yet: its
+    outermost missing directory (what creating it creates)."""
+    new = []
+    for name in OUTPUT_FLAGS:
+        path = flags.FLAGS[name].value if name in flags.FLAGS else None
+        if not isinstance(path, str) or not path or "://" in path:
+            continue
+        path = os.path.abspath(path)
+        while not os.path.lexists(path) and not os.path.lexists(os.path.dirname(path)):
+            path = os.path.dirname(path)
+        if not os.path.lexists(path):
+            new.append(path)
+    return new
+
+
+def _remove_if_empty(directories):
+    """Removes those of `directories` that hold no file (empty folders at most)."""
+    for top in directories:
+        if os.path.isdir(top) and not any(files for _, _, files in os.walk(top)):
+            shutil.rmtree(top, ignore_errors=True)
 
 
 def exit_status(error):

@@ -375,12 +375,15 @@ def test_a_missing_predict_file_stops_fine_tuning_before_training(world, tmp_pat
     glue = tmp_path / "glue"
     shutil.copytree(world["glue"], glue)
     (glue / "SST-2" / "test.tsv").unlink()
-    out = tmp_path / "out"
-    assert_refused(run_tool(run_classifier, capsys, "--do_train", "--do_predict",
-                            task_name="sst-2", data_dir=glue, output_dir=out,
-                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
-                   f"sst-2 test file not found: {glue}/SST-2/test.tsv")
-    assert not list(out.glob("model.ckpt-*")) and not list(out.glob("*.npz"))
+    out = tmp_path / "runs" / "out"
+    for there in (False, True):  # a refused run leaves no empty directory; one that was there stays
+        if there:
+            out.mkdir(parents=True)
+        assert_refused(run_tool(run_classifier, capsys, "--do_train", "--do_predict",
+                                task_name="sst-2", data_dir=glue, output_dir=out,
+                                init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                       f"sst-2 test file not found: {glue}/SST-2/test.tsv")
+        assert (tmp_path / "runs").exists() == there and (not there or os.listdir(out) == [])
 
 
 def test_every_bad_row_of_one_s_own_files_is_listed_at_once_before_anything_is_written(
