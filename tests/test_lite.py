@@ -139,6 +139,32 @@ def test_string_in_pair_classifier_equals_the_serving_path(vocabularies, recwarn
                                                             for t in tensors)
 
 
+def test_the_report_scores_each_model_once(vocabularies, tmp_path):
+    """At --tflite_quantization=none the ids-in file is the float32 model: scored once (the
+    dev set used to be run through it twice); float16 scores its file and the float32 one."""
+    import json
+
+    from albert_tf.serving.finetuned import export_finetuned
+    vocab = vocabularies["sentencepiece"]
+    model = AlbertClassifier(AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab)))), 2)
+    for quantization, calls in (("none", 1), ("float16", 2)):
+        scored = []
+
+        def score(flatbuffer):
+            scored.append(len(flatbuffer))
+            return {"eval_accuracy": 0.5 + len(scored) / 10}
+        out = tmp_path / quantization
+        export_finetuned(model, out, vocab, True, 16, ("text_a",),
+                         lambda o: {"probabilities": o["probabilities"]}, "classifier.tflite",
+                         lite_options=lite.LiteOptions(files="ids", quantization=quantization,
+                                                       score=score))
+        report = json.loads((out / "tflite_report.json").read_text())
+        assert len(scored) == calls
+        assert report["ids_model"] == {"bytes": scored[0], "dev": {"eval_accuracy": 0.6}}
+        assert report["float32_ids_model"] == {"bytes": scored[-1],
+                                               "dev": {"eval_accuracy": 0.5 + calls / 10}}
+
+
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
 def test_calibration_texts_come_back_from_packed_ids(vocabularies, kind):
     """int8 calibrates string-in models on the task's packed ids turned back into text."""

@@ -206,9 +206,13 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
         ids = written.get("ids") or ids_model(quantization)
         scores = options.score(ids)
         if scores is not None:
-            reference = ids if quantization == "none" else ids_model("none")
-            write_lite_report(export_dir, quantization, files, (len(ids), scores),
-                              (len(reference), options.score(reference)), options.metric)
+            if quantization == "none":  # the float32 model itself: scored once
+                reference = (len(ids), scores)
+            else:
+                float32 = ids_model("none")
+                reference = (len(float32), options.score(float32))
+            write_lite_report(export_dir, quantization, files, (len(ids), scores), reference,
+                              options.metric)
     return export_dir, path if "ids" in written else None
 
 
