@@ -145,6 +145,7 @@ def _own_data():
                                    FLAGS.id_column_name, FLAGS.label_delimiter, FLAGS.delimiter,
                                    FLAGS.fold_label_case)
     files = {split: _file_to_read(split, flag) for split, flag in SPLIT_FLAGS.items()}
+    _warn_of_unused_files()
     options = FinetuningOptions.from_flags(FLAGS)
     driver.check_flags(options)  # before the files are read
     try:
@@ -161,6 +162,16 @@ def _own_data():
         raise cli.usage_error(e) from None
     task.tokenizer = driver.prepare(options)
     return driver.run_finetuning(task, options, script_settings(FLAGS))
+
+
+def _warn_of_unused_files():
+    """A --validation_file or --test_file given without its action is only checked."""
+    for split, does in (("dev", "evaluated"), ("test", "predicted")):
+        flag, action = SPLIT_FLAGS[split], ACTIONS[split]
+        unused = not FLAGS[f"do_{action}"].value and not (split == "dev" and FLAGS.export_dir)
+        if FLAGS[flag].present and FLAGS[flag].value and unused:
+            logging.warning("--%s without --do_%s: its rows are checked, nothing is %s",
+                            flag, action, does)
 
 
 def _file_to_read(split, flag):

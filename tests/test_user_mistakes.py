@@ -22,7 +22,7 @@ from albert_tf import (AlbertConfig, AlbertPretrainer, cli, convert_checkpoint,
 from albert_tf.data.vocab import train_sentencepiece
 from albert_tf.training.run_lock import LOCK_NAME, RunLock
 from conftest import TINY, write_pretraining_records
-from tool_runner import assert_refused, digests, run_tool
+from tool_runner import assert_refused, digests, run_tool, run_tool_logged
 
 WORDS = ("the river ran past an old mill where the miller kept seven grey geese and a dog that "
          "barked at every cart on the road to town").split()
@@ -403,6 +403,19 @@ def test_every_bad_row_of_one_s_own_files_is_listed_at_once_before_anything_is_w
         f"{train}:4: no label in column 'label'",
         f"{dev}:2: label 'maybe' is not among the training file's labels (neg, pos)"]
     assert digests(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+def test_a_file_given_without_its_action_is_said_to_be_only_checked(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\nfine,pos\n,neg\n")
+    other = tmp_path / "other.csv"
+    other.write_text("text,label\nok,pos\n")
+    status, log = run_tool_logged("run_classifier", "--do_train", train_file=train,
+                                  validation_file=other, test_file=other,
+                                  output_dir=tmp_path / "out")
+    assert status == 2 and not (tmp_path / "out").exists()
+    assert "--validation_file without --do_eval: its rows are checked, nothing is evaluated" in log
+    assert "--test_file without --do_predict: its rows are checked, nothing is predicted" in log
 
 
 def test_a_bad_delimiter_is_one_line_before_anything_is_written(tmp_path, capsys):
