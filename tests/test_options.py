@@ -178,7 +178,10 @@ def test_run_json_keeps_the_settings_the_run_last_trained_with(tmp_path):
     assert changed_settings(run, longer) == ["--train_step (run: 40, now: 80)"]
     record_run(run, "fine-tuning of text", longer)
     assert changed_settings(run, longer) == []
-    record_run(run, "fine-tuning of text", {**longer, "train_step": 120})
+    record_run(run, "fine-tuning of text", {**longer, "train_step": 120, "init_checkpoint": "y"})
+    assert changed_settings(run, {**longer, "init_checkpoint": "y"}) == [
+        "--init_checkpoint (run: 'x', now: 'y'; not read: a resume goes on from its own "
+        "checkpoints)", "--train_step (run: 120, now: 80)"]
     recorded = json.load(open(tmp_path / "run.json"))
     assert recorded["kind"] == "fine-tuning of text"
     assert recorded["started_with"] == {**first, "text_column_names": ["title"]}

@@ -15,6 +15,8 @@ from albert_tf.formats.checkpoints import write_checkpoint_index
 
 CHECKPOINT_NAME = "model.ckpt"
 RUN_FILE = "run.json"  # the kind of run the directory's checkpoints belong to, its settings
+# The settings that say where a run starts from: a resume goes on from its own checkpoints.
+START_ONLY = ("init_checkpoint", "albert_hub_module_handle")
 
 # What reading a damaged checkpoint raises: missing or truncated files, failed checksums.
 UNREADABLE = (tf.errors.OpError, IndexError, OSError)
@@ -133,7 +135,8 @@ def record_run(output_dir, kind, settings=None):
         write_json(path, {"kind": kind, **({"settings": now} if now else {})})
     elif before and _differences(before, now):
         write_json(path, {**run, "started_with": run.get("started_with", before), "settings": {
-            **before, **{k: v for k, v in now.items() if v is not None}}})
+            **before, **{k: v for k, v in now.items()
+                         if v is not None and k not in START_ONLY}}})
 
 
 def _as_recorded(settings):
@@ -161,8 +164,9 @@ def changed_settings(output_dir, settings):
     """`--name (run: then, now: now)` for each setting (`_differences`) that differs from those
     the run in `output_dir` last trained with (run.json; a run that recorded none: [])."""
     theirs, now = recorded_settings(output_dir), _as_recorded(settings)
-    return [f"--{name} (run: {theirs[name]!r}, now: {now[name]!r})"
-            for name in _differences(theirs, now)]
+    return [f"--{name} (run: {theirs[name]!r}, now: {now[name]!r}"
+            + ("; not read: a resume goes on from its own checkpoints)" if name in START_ONLY
+               else ")") for name in _differences(theirs, now)]
 
 
 def refuse_foreign_checkpoints(output_dir):
