@@ -62,11 +62,16 @@ def _read_kv(path):
         return dict(line.strip().split(" = ") for line in f if line.strip())
 
 
-def test_train_eval_predict(assets, tmp_path):
+def test_train_eval_predict(assets, tmp_path, caplog):
     out = tmp_path / "out"
+    caplog.set_level("INFO")
     best = run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
                init_checkpoint=assets["init"], train_step=200, save_checkpoints_steps=100,
                do_predict=True)
+    questions = sum(len(a["answers"]) for level in ("middle", "high")
+                    for a in assets["data"]["train"][level])
+    assert (f"Training 200 steps (20 warmup) on {questions} examples of 4 sequences"
+            in caplog.messages)
     results = _read_kv(out / "eval_results.txt")
     assert set(results) == {"eval_accuracy", "eval_accuracy_middle", "eval_accuracy_high",
                             "eval_loss", "global_step"}

@@ -287,8 +287,10 @@ class _Run:
                          "evaluates its checkpoints", self.trainer.step, self.num_train_steps)
             self.evaluate_saved()
             return
-        logging.info("Training %d steps (%d warmup) on %d sequences", self.num_train_steps,
-                     self.num_warmup_steps, num_examples(self.train_features))
+        each = self.task.sequences_per_example
+        logging.info("Training %d steps (%d warmup) on %d %s", self.num_train_steps,
+                     self.num_warmup_steps, num_examples(self.train_features),
+                     "sequences" if each == 1 else f"examples of {each} sequences")
         logging.info("Update: %s", self.update)
         self.trainer.train(self.dataset_fn(self.train_features, f.train_batch_size, True),
                            self.num_train_steps,
