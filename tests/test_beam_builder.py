@@ -190,7 +190,9 @@ def test_bad_inputs_and_the_user_s_files_are_one_line_and_untouched(corpus, tmp_
                                input_file=f"{root}/part-0.txt,{tmp_path}/empty.txt",
                                output_file=out / "train.tfrecord", **common)
     assert (status, last) == (2, f"create_pretraining_data: error: Input file "
-                                 f"{tmp_path}/empty.txt is empty")
+                                 f"{tmp_path}/empty.txt is empty: remove it, or give "
+                                 f"--input_file the files that hold text (a comma-separated "
+                                 f"list of files or globs)")
     # Beam's own options: a mistyped name (Beam itself only warns) and a bad value.
     for option, message in (
             ("--direct_num_workrs=2", "neither create_pretraining_data nor Beam knows "

@@ -106,12 +106,17 @@ def _seed(*parts):
     return np.random.SeedSequence([p & 0xFFFFFFFFFFFFFFFF for p in parts])
 
 
+def empty_input(path):
+    return (f"Input file {path} is empty: remove it, or give --input_file the files that hold "
+            f"text (a comma-separated list of files or globs)")
+
+
 def read_lines(path):
     """Lines of a UTF-8 text file (universal newlines); clear errors if empty or not UTF-8."""
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():
-        raise InputError(f"Input file {path} is empty")
+        raise InputError(empty_input(path))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -338,7 +343,7 @@ def check_build(input_file, output_file, options, overwrite=False, match=expand_
     inputs = match(input_file)
     for path in inputs:
         if "://" not in path and os.path.getsize(path) == 0:
-            raise InputError(f"Input file {path} is empty")
+            raise InputError(empty_input(path))
     outputs = output_paths(inputs, output_file)
     check_output_files([o for outs in outputs for o in outs], "output_file",
                        what="a TFRecord file", overwrite=overwrite, remote_fs=remote_fs,
