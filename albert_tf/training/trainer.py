@@ -97,16 +97,14 @@ class Trainer:
         """Resumes from the newest intact checkpoint in output_dir, else loads `init_checkpoint`.
 
         A missing, truncated or corrupt newest checkpoint (or a missing `checkpoint` index) is
-        skipped, saying so, for the one before it. A run's checkpoints are only resumed with the
-        config the run was started with. Checkpoints that none of this can resume (all
-        unreadable, or only a release's model.ckpt-best) stop the run: it never starts again
-        from step 1 over them.
+        skipped, saying so, for the one before it. A run resumes only with the config it started
+        with. Checkpoints none of this can resume (all unreadable, or only a release's
+        model.ckpt-best) stop the run: it never starts again from step 1 over them.
         """
         candidates = resumable_checkpoints(self.output_dir)
         if candidates:
             check_run_config(self.output_dir, self.model.config, self.options.run_settings)
             resumed = self.saver.restore_newest_intact(candidates, self.restore)
-            # A new --num_train_steps or warmup reshapes the schedule the run goes on with.
             logging.info("Resumed from %s at step %d, at learning rate %.4g", resumed,
                          self.step, current_learning_rate(self.optimizer))
             return self.recovery.finish_interrupted(resumed)
