@@ -12,13 +12,12 @@ or --verbosity is 1 or more. Anything else is a bug and keeps its traceback.
 import functools
 import os
 import re
-import shutil
 import sys
 import traceback
 
 from absl import app, flags
 
-from albert_tf.outputs import DISK_FULL_ERRNOS
+from albert_tf.outputs import CREATED, DISK_FULL_ERRNOS, remove_created_if_empty
 from albert_tf.startup import ready, tool_name
 
 USAGE = 2
@@ -58,11 +57,11 @@ def guarded(main, name):
     def run_main(argv):
         if len(argv) > 1:
             _exit(name, f"error: unexpected arguments: {' '.join(argv[1:])}", USAGE)
-        new = _new_directories()
+        CREATED.clear()  # this run's directories only (tools run in one process from Python)
         try:
             main(argv)
         except BaseException as e:  # noqa: B036 (KeyboardInterrupt and SystemExit too)
-            _remove_if_empty(new)
+            remove_created_if_empty()
             status = exit_status(e)
             if status is None:
                 raise
@@ -72,33 +71,6 @@ def guarded(main, name):
                 _exit(name, "stopped: interrupted", status)
             _exit(name, one_line(e) if status >= 128 else f"error: {one_line(e)}", status)
     return run_main
-
-
-# The directories a tool writes into; one a failed run created and left empty is removed.
-OUTPUT_FLAGS = ("output_dir", "export_dir")
-
-
-def _new_directories():
-    """For each of OUTPUT_FLAGS the tool has, on a local path that does not exist yet: its
-    outermost missing directory (what creating it creates)."""
-    new = []
-    for name in OUTPUT_FLAGS:
-        path = flags.FLAGS[name].value if name in flags.FLAGS else None
-        if not isinstance(path, str) or not path or "://" in path:
-            continue
-        path = os.path.abspath(path)
-        while not os.path.lexists(path) and not os.path.lexists(os.path.dirname(path)):
-            path = os.path.dirname(path)
-        if not os.path.lexists(path):
-            new.append(path)
-    return new
-
-
-def _remove_if_empty(directories):
-    """Removes those of `directories` that hold no file (empty folders at most)."""
-    for top in directories:
-        if os.path.isdir(top) and not any(files for _, _, files in os.walk(top)):
-            shutil.rmtree(top, ignore_errors=True)
 
 
 def exit_status(error):

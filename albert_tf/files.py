@@ -7,7 +7,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull
+from albert_tf.outputs import CREATED, DISK_FULL_ERRNOS, DiskFull, outermost_missing
 
 
 _DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
@@ -52,6 +52,7 @@ def make_output_dir(path, flag="output_dir"):
     path = os.fspath(path)
     if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
         raise NotADirectoryError(f"--{flag}={path} is a file, not a directory")
+    new = None if "://" in path else outermost_missing(path)
     try:
         tf.io.gfile.makedirs(path)
     except (tf.errors.PermissionDeniedError, PermissionError):
@@ -60,6 +61,8 @@ def make_output_dir(path, flag="output_dir"):
     except (tf.errors.FailedPreconditionError, NotADirectoryError, FileExistsError):
         raise NotADirectoryError(f"--{flag}={path} cannot be created: a file is in the way "
                                  f"on its path") from None
+    if new:
+        CREATED.append(new)
     if "://" not in path and not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"--{flag}={path} cannot be written: permission denied")
     return path

@@ -10,8 +10,13 @@ data builder does not load it); gs:// and other URLs through tf.io.gfile.
 import errno
 import fnmatch
 import os
+import shutil
 import types
 
+
+# The local directories this process's make_output_dir created (the outermost of each path):
+# cli removes those a failed run leaves empty.
+CREATED = []
 
 # The errors of a write that ran out of space (a full disk, a user's quota).
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -136,3 +141,21 @@ def _fs(path):
         return _LOCAL
     import tensorflow as tf  # only for URLs: local checks stay free of TensorFlow's import
     return tf.io.gfile
+
+
+def outermost_missing(path):
+    """The outermost directory of a local `path` that does not exist (what creating `path`
+    creates), or None."""
+    missing, parent = None, os.path.abspath(path)
+    while not os.path.exists(parent):
+        missing, parent = parent, os.path.dirname(parent)
+    return missing
+
+
+def remove_created_if_empty():
+    """Removes the directories in CREATED that hold no file (empty folders at
+    most): what a failed run leaves behind."""
+    while CREATED:
+        top = CREATED.pop()
+        if os.path.isdir(top) and not any(files for _, _, files in os.walk(top)):
+            shutil.rmtree(top, ignore_errors=True)

@@ -386,6 +386,22 @@ def test_a_missing_predict_file_stops_fine_tuning_before_training(world, tmp_pat
         assert (tmp_path / "runs").exists() == there and (not there or os.listdir(out) == [])
 
 
+def test_only_the_directories_a_run_made_itself_are_removed_and_only_when_empty(tmp_path):
+    from albert_tf import outputs
+    from albert_tf.files import make_output_dir
+    outputs.CREATED.clear()
+    make_output_dir(tmp_path / "runs" / "a" / "b")
+    make_output_dir(tmp_path / "runs" / "a")  # there already: not this call's
+    (tmp_path / "theirs").mkdir()
+    make_output_dir(tmp_path / "theirs")
+    make_output_dir(tmp_path / "kept" / "x")
+    (tmp_path / "kept" / "x" / "model.ckpt-1.index").write_text("")
+    assert outputs.CREATED == [str(tmp_path / "runs"), str(tmp_path / "kept")]
+    outputs.remove_created_if_empty()
+    assert sorted(os.listdir(tmp_path)) == ["kept", "theirs"] and outputs.CREATED == []
+    assert (tmp_path / "kept" / "x" / "model.ckpt-1.index").exists()
+
+
 def test_every_bad_row_of_one_s_own_files_is_listed_at_once_before_anything_is_written(
         tmp_path, capsys):
     train = tmp_path / "train.csv"
