@@ -152,6 +152,16 @@ def outermost_missing(path):
     return missing
 
 
+def make_parent_dir(path):
+    """Creates the local directory a file `path` goes into, recording in CREATED what it made
+    (so that a failed run leaves no empty directory behind)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    new = outermost_missing(parent)
+    os.makedirs(parent, exist_ok=True)
+    if new:
+        CREATED.append(new)
+
+
 def remove_created_if_empty():
     """Removes the directories in CREATED that hold no file (empty folders at
     most): what a failed run leaves behind."""

@@ -162,6 +162,25 @@ def test_the_builder_never_replaces_its_corpus_and_replaces_records_only_with_ov
     assert digests(out) == records  # seeded: the same bytes again
 
 
+def test_a_bad_later_input_leaves_no_partial_set_and_the_rerun_needs_no_overwrite(
+        world, tmp_path, capsys):
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("a line\ncaf\xe9 au lait\n".encode("latin-1"))
+    args = dict(spm_model_file=world["spm"], max_seq_length=16, max_predictions_per_seq=3,
+                dupe_factor=1, output_file=tmp_path / "records" / "train.tfrecord")
+    assert_refused(run_tool(create_pretraining_data, capsys,
+                            input_file=f"{world['corpus']},{latin1}", **args),
+                   "latin1.txt:2: not valid UTF-8 (invalid continuation byte, byte b'\\xe9' at "
+                   "offset 10); removed this build's output files (1 of 2 shards were written), "
+                   "so that no partial set is left")
+    assert sorted(os.listdir(tmp_path)) == ["latin1.txt"]  # records/ was made by the run
+    latin1.write_text("a line\ncafe au lait\n")
+    assert run_tool(create_pretraining_data, capsys,
+                    input_file=f"{world['corpus']},{latin1}", **args)[0] == 0
+    assert sorted(os.listdir(tmp_path / "records")) == [
+        "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]
+
+
 def test_train_vocab_mistakes(world, tmp_path, capsys):
     before = digests(world["spm"], world["corpus"])
     assert_refused(run_tool(train_vocab, capsys, input_file=world["corpus"],
@@ -176,10 +195,16 @@ def test_train_vocab_mistakes(world, tmp_path, capsys):
     (tmp_path / "latin1.txt").write_bytes("a line\ncaf\xe9 au lait\n".encode("latin-1"))
     assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "latin1.txt",
                             model_prefix=tmp_path / "v"), "latin1.txt:2: not valid UTF-8")
+    for later in ("empty.txt", "latin1.txt"):  # found while SentencePiece reads the lines
+        assert_refused(run_tool(train_vocab, capsys,
+                                input_file=f"{world['corpus']},{tmp_path / later}",
+                                model_prefix=tmp_path / "v"),
+                       {"empty.txt": "empty.txt is empty",
+                        "latin1.txt": "latin1.txt:2: not valid UTF-8"}[later])
     assert_refused(run_tool(train_vocab, capsys, input_file=world["corpus"],
-                            model_prefix=tmp_path / "v", vocab_size=5000),
+                            model_prefix=tmp_path / "vocab" / "v", vocab_size=5000),
                    "--vocab_size=5000 is more than this corpus gives: at most")
-    assert not glob.glob(str(tmp_path / "v.*"))
+    assert not glob.glob(str(tmp_path / "v.*")) and not os.path.exists(tmp_path / "vocab")
     assert digests(world["spm"], world["corpus"]) == before
 
 

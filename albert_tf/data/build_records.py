@@ -371,6 +371,10 @@ def build(input_file, output_file, options, num_workers=1, overwrite=False):
         raise Stopped(f"stopped: {stop.signal_name} after {done} of {len(jobs)} shards; removed "
                       f"this build's output files, so that no partial set is left. Rerun the "
                       f"same command to build them", stop.exit_status) from None
+    except InputError as e:
+        done = _remove_outputs(outputs, start)
+        raise InputError(f"{e}; removed this build's output files ({done} of {len(jobs)} shards "
+                         f"were written), so that no partial set is left") from None
     except OSError as e:
         if e.errno not in DISK_FULL_ERRNOS:
             raise

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from albert_tf.outputs import make_parent_dir
+
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "token_boundary",
                  "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
                  "next_sentence_labels")
@@ -312,7 +314,7 @@ class AtomicTFRecordWriter:
     def __init__(self, path):
         self.path = os.fspath(path)
         self.tmp_path = self.path + ".incomplete"
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        make_parent_dir(self.path)
         self._file = open(self.tmp_path, "wb")
         self.count = 0
         self.bytes = 0

@@ -10,21 +10,31 @@ one word, so one token).
 import os
 import re
 
-from albert_tf.outputs import check_output_files
+from albert_tf.outputs import check_output_files, make_parent_dir
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
 
-def _sentences(files, do_lower_case):
-    from albert_tf.data.build_records import read_lines
-    from albert_tf.tokenization import preprocess_text
+class _Sentences:
+    """The files' lines for SentencePiece's trainer. An error reading a file ends the lines and
+    is kept in `error`: raised inside the trainer, it would come out wrapped in its own."""
 
-    for path in files:
-        for line in read_lines(path):
-            line = preprocess_text(line, lower=do_lower_case)
-            if line:
-                yield line
+    def __init__(self, files, do_lower_case):
+        self.files, self.do_lower_case, self.error = files, do_lower_case, None
+
+    def __iter__(self):
+        from albert_tf.data.build_records import InputError, read_lines
+        from albert_tf.tokenization import preprocess_text
+
+        try:
+            for path in self.files:
+                for line in read_lines(path):
+                    line = preprocess_text(line, lower=self.do_lower_case)
+                    if line:
+                        yield line
+        except InputError as e:
+            self.error = e
 
 
 def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_case=True,
@@ -40,10 +50,11 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
     check_output_files([model_prefix + ".model", model_prefix + ".vocab"], "model_prefix",
                        what="a SentencePiece vocabulary", overwrite=overwrite,
                        inputs={"input_file": files})
-    os.makedirs(os.path.dirname(os.path.abspath(model_prefix)), exist_ok=True)
+    make_parent_dir(model_prefix)
+    sentences = _Sentences(files, do_lower_case)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=_sentences(files, do_lower_case),
+            sentence_iterator=iter(sentences),
             model_prefix=model_prefix,
             vocab_size=vocab_size,
             model_type="unigram",
@@ -57,6 +68,8 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             minloglevel=2,
             **extra)
     except RuntimeError as e:
+        if sentences.error:
+            raise sentences.error from None
         most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)",
                          str(e))
         if most:
@@ -67,6 +80,11 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
                                      "!required_chars_.empty()")):  # by sentencepiece version
             raise InputError(f"--input_file={input_files} holds no text") from None
         raise
+    if sentences.error:  # the trainer learnt from the lines before it
+        for path in (model_prefix + ".model", model_prefix + ".vocab"):
+            if os.path.exists(path):
+                os.remove(path)
+        raise sentences.error
     return model_prefix + ".model"
 
 
@@ -100,6 +118,6 @@ def train_wordpiece(input_files, model_prefix, vocab_size=21128, do_lower_case=T
         tf.data.Dataset.from_tensor_slices(lines).batch(1024), vocab_size,
         list(WORDPIECE_RESERVED), bert_tokenizer_params={"lower_case": do_lower_case},
         learn_params={"max_unique_chars": vocab_size, "lower_thresh": 1})
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    make_parent_dir(path)
     atomic_write_text(path, "".join(token + "\n" for token in vocab))
     return path

@@ -10,6 +10,7 @@ import numpy as np
 from absl import logging
 
 from albert_tf.data import labeled_text
+from albert_tf.outputs import make_parent_dir
 from albert_tf.serving.predictor import PredictError
 
 
@@ -113,13 +114,13 @@ def write_results(results, output_file=None, vectors=None, stream=None, output_f
     if output_file and output_file.endswith(".npy"):
         if vectors is None:
             raise PredictError("--output_file=*.npy is for --task=embed")
-        os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+        make_parent_dir(output_file)
         np.save(output_file, vectors)
         return
     columns = columns or [{}] * len(results)
     lines = "".join(_render(r, c, output_format) + "\n" for r, c in zip(results, columns))
     if output_file:
-        os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+        make_parent_dir(output_file)
         with open(output_file, "w", encoding="utf-8") as f:
             f.write(lines)
     else:
