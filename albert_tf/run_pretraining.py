@@ -21,7 +21,8 @@ from absl import app, flags, logging
 
 from albert_tf import cli
 from albert_tf.config import AlbertConfig
-from albert_tf.data.pipeline import check_records, expand_file_patterns, pretraining_dataset
+from albert_tf.data.pipeline import (check_records, count_records, expand_file_patterns,
+                                     pretraining_dataset)
 from albert_tf.data.service import check_dispatcher
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.optimizers import create_optimizer
@@ -143,11 +144,36 @@ def _pretrain(options, mask_token_given):
     for flag, files in inputs:
         check_records(files, options.max_seq_length, options.max_predictions_per_seq,
                       config.vocab_size, flag)
+    eval_examples = _eval_examples(options, inputs[-1][1]) if options.do_eval else None
     with RunLock(options.output_dir, "run_pretraining",
                  chief=distribution.is_chief(strategy)) as lock:
         check_run_kind(options.output_dir, "pretraining")
         trainer = _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lock)
-        _train_and_evaluate(options, trainer, config.vocab_size, mask_id, eval_files)
+        _train_and_evaluate(options, trainer, config.vocab_size, mask_id, eval_files,
+                            eval_examples)
+
+
+def _eval_examples(options, files):
+    """How many records each evaluation reads (whole batches only, as the original); refuses
+    eval data that holds less than one batch."""
+    flag = "--eval_input_file" if options.eval_input_file else "--input_file"
+    batch, steps = options.eval_batch_size, options.max_eval_steps
+    held = count_records(files, steps * batch + 1 if steps else None)
+    if held is None:
+        return None
+    if held < batch:
+        raise app.UsageError(f"{flag} holds {held} records, fewer than --eval_batch_size={batch}:"
+                             f" evaluation reads whole batches, so it would read none. Lower "
+                             f"--eval_batch_size to at most {held}")
+    if steps and held > steps * batch:
+        logging.info("Each evaluation reads --max_eval_steps=%d batches of %d records from %s",
+                     steps, batch, flag)
+        return steps * batch
+    left = held % batch
+    logging.info("Each evaluation reads the %d records of %s%s", held - left, flag,
+                 f", leaving out the last {left} of its {held}: whole batches of "
+                 f"--eval_batch_size={batch} only" if left else "")
+    return held - left
 
 
 def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lock):
@@ -171,7 +197,7 @@ def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lo
             step_kernels=step_kernels))
 
 
-def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files):
+def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files, eval_examples):
     restored = trainer.restore_or_initialize(options.init_checkpoint, options.init_from_group0,
                                              allow_missing=("cls/",))
     if trainer.step == 0 and not options.init_checkpoint:
@@ -181,7 +207,7 @@ def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files):
 
     def evaluate(path, step):
         result = trainer.evaluate(eval_fn, options.max_eval_steps)
-        trainer.record_eval(result, path, "masked_lm_accuracy")
+        trainer.record_eval(result, path, "masked_lm_accuracy", examples=eval_examples)
         # The MLM loss: on a small corpus the held-out SOP loss rises as SOP fits the training
         # pairs while MLM still improves (docs/pretraining.md, "Loss excursions").
         trainer.observe_eval(step, result["masked_lm_loss"])

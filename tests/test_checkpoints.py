@@ -338,9 +338,11 @@ def test_a_run_directory_means_its_best_checkpoint_for_every_reader(tmp_path, ca
     assert f"Reading the albert_tf checkpoint {weights[4]}\n" in caplog.text + "\n"
 
 
-def test_a_tie_on_the_metric_goes_to_the_lower_eval_loss(tmp_path, caplog):
+@pytest.mark.parametrize("metric,loss_name", [("eval_accuracy", "eval_loss"),  # fine-tuning
+                                              ("masked_lm_accuracy", "loss")])  # pretraining
+def test_a_tie_on_the_metric_goes_to_the_lower_loss(tmp_path, caplog, metric, loss_name):
     """model.ckpt-best moves to a checkpoint that beats the best, or ties it with a lower
-    eval_loss (a small dev set's accuracy ties often); a tie at a higher loss, or a worse
+    loss (a small dev set's accuracy ties often); a tie at a higher loss, or a worse
     metric, leaves it."""
     variable = tf.Variable(0.0)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=variable), str(tmp_path), 9,
@@ -351,13 +353,13 @@ def test_a_tie_on_the_metric_goes_to_the_lower_eval_loss(tmp_path, caplog):
                                  (5, 0.75, 0.9)):
         variable.assign(float(step))
         path = manager.save(checkpoint_number=step)
-        if results.record_eval(str(tmp_path), {"global_step": step, "eval_accuracy": accuracy,
-                                               "eval_loss": loss}, path, "eval_accuracy"):
+        if results.record_eval(str(tmp_path), {"global_step": step, metric: accuracy,
+                                               loss_name: loss}, path, metric):
             kept.append(step)
         if step == 3:
             assert results.best_results(str(tmp_path))["global_step"] == 2
     assert kept == [1, 2, 5]
-    assert "New best eval_accuracy 0.5 at step 2 (a tie with step 1, at a lower eval_loss " \
+    assert f"New best {metric} 0.5 at step 2 (a tie with step 1, at a lower {loss_name} " \
            "0.6): model.ckpt-best" in caplog.messages
     assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "v/.ATTRIBUTES/"
                                   "VARIABLE_VALUE") == 5.0

@@ -326,6 +326,8 @@ def one_device_run(config_file, records, tmp_path_factory):
     status, log = run_tool_logged("run_pretraining", *_pretrain_flags(
         config_file, records, out, do_eval="true", max_eval_steps=4))
     assert status == 0, log[-3000:]
+    assert "Each evaluation reads the 256 records of --input_file\n" in log
+    assert "Eval at step 6 on 256 examples: loss " in log
     return out, log
 
 
@@ -360,7 +362,8 @@ def test_eval_writes_original_format_and_keeps_best(config_file, records, one_de
     status, log = run_tool_logged("run_pretraining", *_pretrain_flags(
         config_file, records, out, do_train="false", do_eval="true", max_eval_steps=2))
     assert status == 0, log[-3000:]
-    assert "Eval at step 6" in log
+    assert "Each evaluation reads --max_eval_steps=2 batches of 64 records from --input_file" in log
+    assert "Eval at step 6 on 128 examples: loss " in log
 
 
 def test_sigterm_saves_before_exit(config_file, records, tmp_path):

@@ -319,6 +319,11 @@ def test_records_are_checked_in_every_file(world, tmp_path, capsys):
     assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
         world, tmp_path / "out", input_file=f"{world['records'][0]},{longer}")),
         f"{longer}: feature 'input_ids' has length 32 but --max_seq_length implies 16")
+    held_out = write_pretraining_records(tmp_path / "e.tfrecord", 45, vocab=vocab)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, tmp_path / "out", do_eval="true", eval_input_file=held_out)),
+        "--eval_input_file holds 45 records, fewer than --eval_batch_size=64: evaluation reads "
+        "whole batches, so it would read none. Lower --eval_batch_size to at most 45")
     assert not (tmp_path / "out").exists()
 
 

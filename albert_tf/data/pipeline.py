@@ -72,6 +72,18 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size=Non
                              f"{vocab_size}: were the records built with another vocabulary?")
 
 
+def count_records(paths, limit=None):
+    """How many records the files hold, counting no further than `limit` (None: all); None
+    when a record cannot be read (reading them names the file)."""
+    ds = tf.data.TFRecordDataset(paths)
+    if limit is not None:
+        ds = ds.take(limit)
+    try:
+        return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+    except tf.errors.DataLossError:
+        return None
+
+
 def compression_hint(path):
     """A hint when `path` is a compressed file (gzip or zlib) rather than plain TFRecords."""
     with tf.io.gfile.GFile(path, "rb") as f:

@@ -29,13 +29,15 @@ def copy_checkpoint(prefix, target_prefix):
     publish_checkpoint(tmp, target_prefix)
 
 
-def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_better=True):
+def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_better=True,
+                examples=None):
     """Writes output_dir/eval_results.txt; when `result[best_metric]` beats the best so far
-    (or ties it with a lower eval_loss), copies the checkpoint to model.ckpt-best and returns
-    True."""
+    (or ties it with a lower loss), copies the checkpoint to model.ckpt-best and returns
+    True. `examples`, the number evaluated, goes into the log line."""
     step = result["global_step"]
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
-    logging.info("Eval at step %d: %s", step, "  ".join(
+    logging.info("Eval at step %d%s: %s", step, f" on {examples} examples" if examples else "",
+                 "  ".join(
         f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step"))
     best_file = os.path.join(output_dir, BEST_RECORD)
     value = result[best_metric]
@@ -54,8 +56,8 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
                                      if k != "global_step"))
     tie = previous is not None and value == previous["value"]
     logging.info("New best %s %.4g at step %d%s: %s", best_metric, value, step,
-                 f" (a tie with step {previous['global_step']}, at a lower eval_loss "
-                 f"{result['eval_loss']:.4g})" if tie else "", BEST_NAME)
+                 f" (a tie with step {previous['global_step']}, at a lower {_loss_key(result)} "
+                 f"{result[_loss_key(result)]:.4g})" if tie else "", BEST_NAME)
     return True
 
 
@@ -63,11 +65,17 @@ def _beats(value, best, higher_is_better):
     return value > best if higher_is_better else value < best
 
 
+def _loss_key(result):
+    """Fine-tuning's results name their loss eval_loss; pretraining's (the original's) loss."""
+    return "eval_loss" if "eval_loss" in result else "loss"
+
+
 def _lower_loss(result, record):
-    """Whether `result` has a lower eval_loss than the best `record` kept (a tie on the
-    metric, common on a small dev set, goes to the better fit)."""
-    kept = record.get(RESULT + "eval_loss")
-    return "eval_loss" in result and kept is not None and result["eval_loss"] < float(kept)
+    """Whether `result` has a lower loss than the best `record` kept (a tie on the metric,
+    common on a small dev set, goes to the better fit)."""
+    key = _loss_key(result)
+    kept = record.get(RESULT + key)
+    return key in result and kept is not None and result[key] < float(kept)
 
 
 def best_results(output_dir):

@@ -375,11 +375,10 @@ class Trainer:
             raise ValueError("the prediction data yielded no batch")
         return {n: np.concatenate([c[n] for c in chunks]) for n in chunks[0]}
 
-    def record_eval(self, result, checkpoint_path, best_metric, higher_is_better=True):
+    def record_eval(self, result, checkpoint_path, best_metric, higher_is_better=True,
+                    examples=None):
         """Writes eval_results.txt and summaries; copies the best checkpoint to model.ckpt-best.
-
-        Returns True when `checkpoint_path` is the new best.
-        """
+        Returns True when `checkpoint_path` is the new best."""
         if not self.chief:
             return False
         with self._writer("eval").as_default(step=result["global_step"]):
@@ -387,7 +386,7 @@ class Trainer:
                 if name != "global_step":
                     tf.summary.scalar(name, value)
         return results.record_eval(self.output_dir, result, checkpoint_path, best_metric,
-                                   higher_is_better)
+                                   higher_is_better, examples)
 
     def close(self):
         """Closes the summary writers and lets the training input go now (the trainer itself,
