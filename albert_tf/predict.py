@@ -1,4 +1,5 @@
-r"""Inference from any checkpoint or export: fill-mask, classification, embeddings and tags.
+r"""Inference from any checkpoint or export: fill-mask, classification, embeddings, tags and
+answers.
 
   python -m albert_tf.predict --task=fill_mask --model=albert_base \
       --text="The capital of France is [MASK]." --top_k=5
@@ -8,6 +9,8 @@ r"""Inference from any checkpoint or export: fill-mask, classification, embeddin
   python -m albert_tf.predict --task=embed --model=hub/albert_base --input_file=lines.txt \
       --output_file=vectors.jsonl --pooling=mean
   python -m albert_tf.predict --task=ner --model=out/conll --text="John lives in Berlin ."
+  python -m albert_tf.predict --task=qa --model=out/squad --text="Where does John live?" \
+      --text_b="John lives in Berlin, near the river."
 
 --model is a SavedModel directory (saved_model.pb: an encoder or pretrainer export of
 `albert_tf.serving.export`, or a raw-string classifier serving export), or anything
@@ -17,7 +20,8 @@ with model.ckpt-best uses that one). One JSON object per input is printed, or wr
 --output_file (JSON lines; for embeddings a `.npy` path gets a [texts, hidden] float32 array).
 An --input_file named .csv, .tsv or .jsonl is read by column as run_classifier reads it (the
 text columns the model's run read, or --text_column_names), each row's other columns carried
-into its output; any other file holds one text per line.
+into its output (qa: the question and context columns); any other file holds one text per
+line (or two tab-separated texts for pairs).
 
 The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `Embedder`
 (load once, call on lists of texts) and `albert_tf.serving.predict(task, model, texts, ...)`.
@@ -33,7 +37,7 @@ from absl import app, flags, logging
 from albert_tf import cli
 from albert_tf.data import labeled_text
 from albert_tf.outputs import check_output_files
-from albert_tf.serving import TASKS, Classifier, Embedder, FillMask, Tagger
+from albert_tf.serving import TASKS, Answerer, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH
 from albert_tf.serving.text_io import read_input_file, write_results
@@ -62,8 +66,9 @@ def define_flags():
            "Lowercase the text; default: the export's setting, else true.")
     define(flags.DEFINE_string, "albert_config_file", None,
            "albert_config.json, when none is beside the checkpoint.")
-    define(flags.DEFINE_string, "text", None, "One text (fill_mask: with [MASK] tokens).")
-    define(flags.DEFINE_string, "text_b", None, "The second segment of a pair.")
+    define(flags.DEFINE_string, "text", None,
+           "One text (fill_mask: with [MASK] tokens; qa: the question).")
+    define(flags.DEFINE_string, "text_b", None, "The second segment of a pair (qa: the context).")
     define(flags.DEFINE_string, "input_file", None,
            "A .csv, .tsv or .jsonl file with a header, read by column as run_classifier reads "
            "it (--text_column_names; its other columns are carried into the output); any other "
@@ -75,8 +80,9 @@ def define_flags():
            "Tokens per sequence, special included (default: a fine-tuning run's (run.json), "
            "else 128, or the model's max_position_embeddings when smaller).")
     define(flags.DEFINE_integer, "window_stride", None,
-           "ner, from a checkpoint: tokens between the starts of a long sentence's windows; "
-           "default: the run's (run.json), else half a window.", lower_bound=1)
+           "ner and qa, from a checkpoint: tokens between the starts of a long sentence's "
+           "(context's) windows; default: the run's (run.json), else half a window (qa: 128).",
+           lower_bound=1)
     define(flags.DEFINE_integer, "batch_size", 32, "Texts per model call.")
     define(flags.DEFINE_integer, "top_k", 5, "fill_mask: candidates per [MASK].")
     define(flags.DEFINE_string, "task_name", None,
@@ -98,8 +104,8 @@ def main(_):
         raise app.UsageError("--text_b goes with --text; pairs in --input_file are two "
                              "tab-separated columns (.csv, .tsv, .jsonl: two "
                              "--text_column_names)")
-    if FLAGS.window_stride is not None and FLAGS.task != "ner":
-        raise app.UsageError("--window_stride goes with --task=ner")
+    if FLAGS.window_stride is not None and FLAGS.task not in ("ner", "qa"):
+        raise app.UsageError("--window_stride goes with --task=ner or --task=qa")
     table = FLAGS.input_file and labeled_text.is_table(FLAGS.input_file)
     for name in ("text_column_names", "delimiter"):
         if FLAGS[name].value and not table:
@@ -123,6 +129,8 @@ def main(_):
     elif FLAGS.task == "ner":
         predictor = Tagger(FLAGS.model, labels=FLAGS.labels, window_stride=FLAGS.window_stride,
                            **common)
+    elif FLAGS.task == "qa":
+        predictor = Answerer(FLAGS.model, window_stride=FLAGS.window_stride, **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
     texts, texts_b, columns = _inputs(predictor.text_columns)

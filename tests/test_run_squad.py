@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, run_squad
+from albert_tf import AlbertConfig, AlbertEncoder, predict, run_squad
 from albert_tf.tasks import SquadTask
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
+from tool_runner import run_tool, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -331,4 +332,44 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
         assert [e["text"] for e in n1[qid]] == [e["text"] for e in n7[qid]]
         np.testing.assert_allclose([e["probability"] for e in n7[qid]],
                                    [e["probability"] for e in n1[qid]], atol=1e-4)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, capsys, version):
+    """predict --task=qa on the dev questions (JSON Lines of id, question and context) answers
+    as the run's predictions.json, in the run's windows (run.json), each answer with its span
+    in the context; v2 with the run's no-answer scores and threshold."""
+    out = matrix_runs(version, "none", "false")
+    rows = [{"id": qa["id"], "question": qa["question"], "context": p["context"]}
+            for article in _load(assets["files"][version][1])["data"]
+            for p in article["paragraphs"] for qa in p["qas"]]
+    questions, answers = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, log = run_tool_logged(predict, task="qa", model=out, input_file=questions,
+                                output_file=answers, batch_size=5)
+    assert code == 0, log[-3000:]
+    assert "contexts in windows of 40 tokens, 16 apart (--window_stride), questions cut to 12 " \
+           "pieces" in log
+    got = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert [g["id"] for g in got] == [r["id"] for r in rows]
+    assert {g["id"]: g["answer"] for g in got} == _load(out / "predictions.json")
+    for g, r in zip(got, rows):
+        assert (r["context"][g["start"]:g["end"]] if g["answer"] else g["start"]) == (
+            g["answer"] or None)
+        assert 0 < g["probability"] <= 1
+    if version == "v2":
+        odds = _load(out / "null_odds.json")
+        assert max(abs(g["null_odds"] - odds[g["id"]]) for g in got) < 1e-4
+        assert any(g["answer"] == "" for g in got) and any(g["answer"] for g in got)
+    code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=QUESTION)
+    assert code == 2 and last.endswith("--task=qa answers a question (--text) on its context "
+                                       "(--text_b); a table --input_file: question and context "
+                                       "columns"), last
+    if version == "v1":
+        code, last, _ = run_tool(predict, capsys, task="qa", model=out / "export",
+                                 text=QUESTION, text_b=rows[0]["context"])
+        assert code == 2 and last.endswith("export is run_squad's serving export, whose span "
+                                           "logits are for serving code to pick answers from: "
+                                           "--task=qa reads the run_squad output_dir it was "
+                                           "exported from"), last
 

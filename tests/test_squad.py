@@ -9,7 +9,7 @@ import pytest
 
 from albert_tf.tasks import squad_metrics as m
 from albert_tf.data import squad
-from albert_tf.tasks import squad_answers
+from albert_tf.data import squad_answers
 from albert_tf.data.vocab import train_sentencepiece
 
 CORPUS = ("the cat sat on the mat while muller ran far away and a bird sang in the tree near "

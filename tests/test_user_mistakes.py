@@ -327,6 +327,26 @@ def test_records_are_checked_in_every_file(world, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_run_directory_holding_another_vocabulary_is_refused(world, tmp_path, capsys):
+    other = tmp_path / "other"
+    other.mkdir()
+    train_sentencepiece(world["corpus"], str(other / "spm"), 50, hard_vocab_limit=False)
+    before = digests(other)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, other, spm_model_file=world["spm"])),
+        f"--output_dir={other} holds another vocabulary (spm.model) than this run's "
+        f"{world['spm']}, and predict, export_hub and convert_checkpoint would read the run's "
+        f"checkpoints with it: give --output_dir a new directory, or move that file out")
+    assert digests(other) == before
+    same = tmp_path / "same"  # the run's own vocabulary there (a user's layout): kept, described
+    same.mkdir()
+    shutil.copy(world["spm"], same / "30k.model")
+    assert run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, same, spm_model_file=world["spm"], num_train_steps=2))[0] == 0
+    assert json.loads((same / "tokenizer_config.json").read_text()) == {"do_lower_case": True}
+    assert sorted(n for n in os.listdir(same) if n.endswith(".model")) == ["30k.model"]
+
+
 def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world, tmp_path):
     """A record past the first holds an id the config has no embedding for: the batch check
     stops training and the message names the file and the record."""

@@ -5,6 +5,7 @@ pieces to the characters of the original context, doc-stride windows `[CLS] quer
 import dataclasses
 import difflib
 import json
+import re
 import unicodedata
 
 import numpy as np
@@ -317,3 +318,14 @@ def _as_arrays(out, is_training):
             ("host_question", "host_start_char", "host_end_char", "host_max_context"))
     return {k: np.asarray(v, dtypes.get(k, np.int32)) for k, v in out.items()
             if k in keep or k in ("input_word_ids", "input_type_ids", "p_mask", "lengths")}
+
+
+def read_threshold(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    match = re.search(r"null_score_diff_threshold\s*=\s*(\S+)", text)
+    try:
+        return float(match.group(1) if match else text.strip())
+    except ValueError:
+        raise ValueError(f"{path} holds no threshold (a number or a "
+                         f"'null_score_diff_threshold = x' line)") from None

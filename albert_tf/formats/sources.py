@@ -100,6 +100,8 @@ class ModelSource:
             return "text_classifier"
         if "sentences" in names:
             return "text_tagger"
+        if {"question", "context"} <= set(names):
+            return "text_squad"
         if "input_word_ids" in names and callable(obj):
             return "encoder"
         raise SourceError(f"{self.path} is a SavedModel of no kind this tool knows: expected an "

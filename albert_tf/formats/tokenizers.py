@@ -113,21 +113,41 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
     return tokenizer
 
 
+def _read_bytes(path):
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
+def check_run_vocabulary(directory, tokenizer):
+    """A run directory carries one vocabulary, the one its checkpoints are trained with: one
+    that already holds another is refused before anything is written there."""
+    source = tokenizer.asset_file if tokenizer is not None else None
+    if not source or not tf.io.gfile.isdir(directory):
+        return
+    beside = vocabularies_beside(directory)
+    if beside and _read_bytes(source) not in {_read_bytes(path) for path in beside}:
+        raise ValueError(
+            f"--output_dir={directory} holds another vocabulary "
+            f"({', '.join(os.path.basename(path) for path in beside)}) than this run's "
+            f"{source}, and predict, export_hub and convert_checkpoint would read the run's "
+            f"checkpoints with it: give --output_dir a new directory, or move that file out")
+
+
 def keep_vocabulary(directory, tokenizer):
-    """Copies the tokenizer's vocabulary into a run directory, with its lower-casing in a
-    tokenizer_config.json, so that predict, export_hub and convert_checkpoint find it beside
-    the run's checkpoints; nothing when the directory has a vocabulary already, and a
+    """Copies the tokenizer's vocabulary into a run directory (unless it is there already:
+    check_run_vocabulary refuses another), with its lower-casing in a tokenizer_config.json,
+    so that predict, export_hub and convert_checkpoint find it beside the run's checkpoints. A
     tokenizer_config.json found there is not replaced."""
     source = tokenizer.asset_file
-    if not source or vocabularies_beside(directory):
+    if not source:
         return
-    name = os.path.basename(source)
-    if tokenizer.kind == SENTENCEPIECE:
-        name = name if name.endswith(".model") else "spiece.model"
-    elif not fnmatch.fnmatch(name, "vocab*.txt"):
-        name = "vocab.txt"
-    with tf.io.gfile.GFile(source, "rb") as f:
-        atomic_write_bytes(os.path.join(directory, name), f.read())
+    if not vocabularies_beside(directory):
+        name = os.path.basename(source)
+        if tokenizer.kind == SENTENCEPIECE:
+            name = name if name.endswith(".model") else "spiece.model"
+        elif not fnmatch.fnmatch(name, "vocab*.txt"):
+            name = "vocab.txt"
+        atomic_write_bytes(os.path.join(directory, name), _read_bytes(source))
     config = os.path.join(directory, "tokenizer_config.json")
     if not tf.io.gfile.exists(config):
         write_json(config, {"do_lower_case": bool(tokenizer.do_lower_case)})

@@ -1,5 +1,5 @@
 """Serving: SavedModel / TF-Hub exports (export, finetuned, saved_model) and the predictors
-that run any checkpoint or export on text (fill_mask, classify, embed, tag).
+that run any checkpoint or export on text (fill_mask, classify, embed, tag, answer).
 
     from albert_tf.serving import FillMask
     FillMask("albert_base")(["The capital of France is [MASK]."])
@@ -10,11 +10,12 @@ nothing never needs (it imports serving.lite_files for its flags' choices).
 
 import importlib
 
-_EXPORTS = {"Classifier": "albert_tf.serving.classify", "Embedder": "albert_tf.serving.embed",
+_EXPORTS = {"Answerer": "albert_tf.serving.answer",
+            "Classifier": "albert_tf.serving.classify", "Embedder": "albert_tf.serving.embed",
             "FillMask": "albert_tf.serving.fill_mask", "Tagger": "albert_tf.serving.tag",
             "PredictError": "albert_tf.serving.predictor"}
 _PREDICTOR_NAMES = {"fill_mask": "FillMask", "classify": "Classifier", "embed": "Embedder",
-                    "ner": "Tagger"}
+                    "ner": "Tagger", "qa": "Answerer"}
 TASKS = tuple(_PREDICTOR_NAMES)
 
 

@@ -11,7 +11,7 @@ from albert_tf.training.checkpoint_files import recorded_settings
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 # The exports that take raw strings and tokenize and cut them in their graph.
-RAW_STRING_KINDS = ("text_classifier", "text_tagger", "tflite_text")
+RAW_STRING_KINDS = ("text_classifier", "text_tagger", "text_squad", "tflite_text")
 # One error for a bad model, tokenizer, text or labels: the CLI prints its message.
 PredictError = SourceError
 

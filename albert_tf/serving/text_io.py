@@ -69,6 +69,11 @@ def format_text(result):
             lines.append(f"  [MASK] {mask['mask'] + 1}: " + "  ".join(
                 f"{p['text'] or p['token']} {p['probability']:.4f}" for p in mask["predictions"]))
         return "\n".join(lines)
+    if "answer" in result:
+        found = (f"{result['answer']} [{result['start']}:{result['end']}] "
+                 f"{result['probability']:.4f}" if result["answer"] else
+                 f"(no answer: null_odds {result['null_odds']:.4f})")
+        return f"{found}\t{result['question']}"
     if "tags" in result:
         entities = "  ".join(f"{e['type']}: {e['text']} [{e['start']}:{e['end']}]"
                              for e in result["entities"])

@@ -2,17 +2,17 @@
 wrapper of the exported model."""
 
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.features import cached_features
+from albert_tf.data.squad import read_threshold
+from albert_tf.data.squad_answers import postprocess
 from albert_tf.files import file_digest, write_json
 from albert_tf.tasks import squad_metrics
 from albert_tf.tasks.base import FinetuningTask
-from albert_tf.tasks.squad_answers import postprocess
 
 # The TFLite Task Library's BertQuestionAnswerer packs questions and contexts to this length.
 TASK_LIBRARY_SEQ_LENGTH = 384
@@ -270,14 +270,3 @@ def split_by_paragraph(questions, fraction, seed):
     tune = {paragraphs[i] for i in order[:count]}
     return ([q.qas_id for q in questions if q.paragraph in tune],
             [q.qas_id for q in questions if q.paragraph not in tune])
-
-
-def read_threshold(path):
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    match = re.search(r"null_score_diff_threshold\s*=\s*(\S+)", text)
-    try:
-        return float(match.group(1) if match else text.strip())
-    except ValueError:
-        raise ValueError(f"{path} holds no threshold (a number or a "
-                         f"'null_score_diff_threshold = x' line)") from None

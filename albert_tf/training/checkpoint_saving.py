@@ -10,7 +10,7 @@ from absl import logging
 
 from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
-from albert_tf.formats.tokenizers import keep_vocabulary
+from albert_tf.formats.tokenizers import check_run_vocabulary, keep_vocabulary
 from albert_tf.training.checkpoint_files import (
     CHECKPOINT_NAME, UNREADABLE, checkpoints_on_disk, drop_checkpoints, prune_checkpoints,
     random_state, record_run, unreadable_reason)
@@ -30,6 +30,8 @@ class CheckpointSaver:
         self.step_counter = optimizer.iterations
         self.output_dir, self.write_dir, self.chief = output_dir, write_dir, chief
         self.options = options
+        if chief:
+            check_run_vocabulary(output_dir, options.tokenizer)
         self._config_written = False
         self.manager = self._checkpoint_manager()
 

@@ -37,30 +37,36 @@ def _candidates(features, f, offset, pairs, max_answer_length):
     return found
 
 
-def _nbest(question, candidates, n_best_size):
-    """De-duplicated n-best (text, probability, logits), best first; [""] when none."""
+def _nbest(question, candidates, n_best_size, char_spans=False):
+    """De-duplicated n-best (text, probability, logits; with `char_spans` the text's character
+    span in the context, `start` and `end`, None for ""), best first; [""] when none."""
     seen, best = set(), []
     for c in sorted(candidates, key=lambda c: -c.score):
-        text = question.context[c.start_char:c.end_char + 1].strip()
+        raw = question.context[c.start_char:c.end_char + 1]
+        text = raw.strip()
         if text in seen:
             continue
         seen.add(text)
-        best.append((text, c))
+        start = c.start_char + len(raw) - len(raw.lstrip())
+        best.append((text, c, (start, start + len(text)) if text else (None, None)))
         if len(best) >= n_best_size:
             break
     if not best:
-        best = [("", _Candidate(0.0, 0.0, 0.0, -1, -1))]
-    scores = np.array([c.score for _, c in best], np.float64)
+        best = [("", _Candidate(0.0, 0.0, 0.0, -1, -1), (None, None))]
+    scores = np.array([c.score for _, c, _ in best], np.float64)
     probs = np.exp(scores - scores.max())
     probs /= probs.sum()
     return [{"text": t, "probability": float(p), "start_logit": float(c.start_logit),
-             "end_logit": float(c.end_logit)} for (t, c), p in zip(best, probs)]
+             "end_logit": float(c.end_logit),
+             **({"start": span[0], "end": span[1]} if char_spans else {})}
+            for (t, c, span), p in zip(best, probs)]
 
 
 def postprocess(questions, features, outputs, n_best_size, max_answer_length,
-                version_2_with_negative):
+                version_2_with_negative, char_spans=False):
     """(predictions {qid: best non-null text}, nbest {qid: [...]}, null_odds {qid: score} or
-    None) from per-feature top-k outputs of AlbertSquad (outputs sorted by feature)."""
+    None) from per-feature top-k outputs of AlbertSquad (outputs sorted by feature); with
+    `char_spans` each n-best entry has its character span in the context."""
     offsets = _feature_offsets(features)
     by_question = {}
     for f, qi in enumerate(features["host_question"]):
@@ -83,7 +89,7 @@ def postprocess(questions, features, outputs, n_best_size, max_answer_length,
                          for e, es in zip(outputs["end_top_index"][f],
                                           outputs["end_top_logits"][f])]
             candidates += _candidates(features, f, offsets[f], pairs, max_answer_length)
-        nbest[q.qas_id] = _nbest(q, candidates, n_best_size)
+        nbest[q.qas_id] = _nbest(q, candidates, n_best_size, char_spans)
         predictions[q.qas_id] = nbest[q.qas_id][0]["text"]
         if version_2_with_negative:
             null_odds[q.qas_id] = min(null) if null else 0.0

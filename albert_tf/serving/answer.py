@@ -1,0 +1,127 @@
+"""Extractive question answering from a run_squad output_dir: each context read in windows as
+the run read its predict file, the answer picked as its predictions.json (data.squad,
+data.squad_answers) and, for a v2 model, "" where the no-answer score passes the run's
+threshold."""
+
+import os
+
+import numpy as np
+from absl import logging
+
+from albert_tf.data.squad import Question, convert_questions, read_threshold
+from albert_tf.data.squad_answers import postprocess
+from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
+                                         inference_function, pad_batch)
+
+# run_squad's defaults, for a checkpoint whose run.json does not say.
+DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH = 128, 64
+N_BEST_SIZE, MAX_ANSWER_LENGTH = 20, 30
+
+
+class Answerer(Predictor):
+    """Answers (text, character span in the context, probability) to questions on contexts,
+    from a run_squad output_dir (its model.ckpt-best and run.json: max_seq_length, doc_stride,
+    max_query_length, max_answer_length; a v2 run's threshold from its eval_results.txt)."""
+
+    def __init__(self, model, window_stride=None, **kwargs):
+        super().__init__(model, **kwargs)
+        kind, arrays = self.source.kind, self.source.arrays
+        if kind == "text_squad":
+            raise PredictError(f"{self.source.path} is run_squad's serving export, whose span "
+                               f"logits are for serving code to pick answers from: --task=qa "
+                               f"reads the run_squad output_dir it was exported from")
+        if kind != "checkpoint":
+            raise PredictError(f"{self.source.path} is a {kind} export, which has no SQuAD "
+                               f"head: give a run_squad output_dir")
+        if "cls/squad/output_weights" in arrays:
+            self.version_2 = False
+        elif "start_logits/dense/kernel" in arrays:
+            self.version_2 = True
+        else:
+            raise PredictError(f"{self.source.path} has no SQuAD head (cls/squad/ or "
+                               f"start_logits/): give a run_squad output_dir")
+        settings = self.run_settings
+        self.doc_stride = window_stride or settings.get("doc_stride") or DEFAULT_DOC_STRIDE
+        self.max_query_length = settings.get("max_query_length") or DEFAULT_MAX_QUERY_LENGTH
+        self.max_answer_length = settings.get("max_answer_length") or MAX_ANSWER_LENGTH
+        if self.max_seq_length <= self.max_query_length + 3:
+            raise PredictError(f"--max_seq_length={self.max_seq_length} leaves no room for the "
+                               f"context after a question of up to {self.max_query_length} "
+                               f"pieces")
+        model = self.source.build(AlbertSquad, version_2=self.version_2, n_best_size=N_BEST_SIZE,
+                                  start_n_top=settings.get("start_n_top") or 5,
+                                  end_n_top=settings.get("end_n_top") or 5)
+        self._call = inference_function(model)  # with the top-k spans (AlbertSquad.eval_outputs)
+        self.threshold = self._threshold(settings) if self.version_2 else None
+        logging.info("SQuAD %s: contexts in windows of %d tokens, %d apart (--window_stride), "
+                     "questions cut to %d pieces%s", "v2.0" if self.version_2 else "v1.1",
+                     self.max_seq_length, self.doc_stride, self.max_query_length,
+                     "" if self.threshold is None else
+                     f", no answer where null_odds > {self.threshold:g}")
+
+    @property
+    def text_columns(self):
+        return ("question", "context")
+
+    def _threshold(self, settings):
+        """The run's null_score_diff_threshold: its flag, else the one its evaluation chose
+        (eval_results.txt), else 0 (a no-answer probability above one half)."""
+        if settings.get("null_score_diff_threshold") is not None:
+            return float(settings["null_score_diff_threshold"])
+        path = os.path.join(self.source.directory, "eval_results.txt")
+        if os.path.isfile(path):
+            return read_threshold(path)
+        logging.warning("no eval_results.txt in %s (the run's chosen threshold): answering \"\" "
+                        "when null_odds > 0", self.source.directory)
+        return 0.0
+
+    def __call__(self, texts, texts_b=None):
+        questions_, contexts = check_pairs(texts, texts_b)
+        if any(c is None for c in contexts):
+            raise PredictError("--task=qa answers a question (--text) on its context "
+                               "(--text_b); a table --input_file: question and context columns")
+        paragraphs = {}
+        questions = [Question(str(i), q, c, paragraphs.setdefault(c, len(paragraphs)), [])
+                     for i, (q, c) in enumerate(zip(questions_, contexts))]
+        empty = [i + 1 for i, q in enumerate(questions) if not q.context.strip()]
+        if empty:
+            raise PredictError(f"input {empty[0]} has an empty context: nothing to answer from")
+        tokenizer = self.tokenizer
+        features = convert_questions(questions, tokenizer, self.max_seq_length, self.doc_stride,
+                                     self.max_query_length, is_training=False)
+        outputs = self._run(features)
+        _, nbest, null_odds = postprocess(questions, features, outputs, N_BEST_SIZE,
+                                          self.max_answer_length, self.version_2, char_spans=True)
+        results = []
+        for q in questions:
+            best = nbest[q.qas_id][0]
+            result = {"question": q.question, "answer": best["text"], "start": best["start"],
+                      "end": best["end"], "probability": round(best["probability"], 6)}
+            if self.version_2:
+                odds = null_odds[q.qas_id]
+                result["null_odds"] = round(odds, 6)
+                if odds > self.threshold:
+                    result.update(answer="", start=None, end=None, best_span=best["text"])
+            results.append(result)
+        return results
+
+    def _run(self, features):
+        """The model's top-k outputs for every window, in order."""
+        starts = np.concatenate([[0], np.cumsum(features["lengths"])])
+        rows = [(features["input_word_ids"][a:b], features["input_type_ids"][a:b])
+                for a, b in zip(starts[:-1], starts[1:])]
+        p_mask = [features["p_mask"][a:b] for a, b in zip(starts[:-1], starts[1:])]
+        chunks = []
+        for part in batches(len(rows), self.batch_size):
+            inputs = pad_batch(rows[part])
+            padded = np.ones_like(inputs["input_word_ids"])
+            for i, mask in enumerate(p_mask[part]):
+                padded[i, :len(mask)] = mask
+            inputs["p_mask"] = padded
+            out = self._call(inputs)
+            chunks.append({k: np.asarray(out[k]) for k in (
+                ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
+                 "cls_logits") if self.version_2 else
+                ("start_top_logits", "start_top_index", "end_top_logits", "end_top_index"))})
+        return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
