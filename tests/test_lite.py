@@ -139,9 +139,10 @@ def test_string_in_pair_classifier_equals_the_serving_path(vocabularies, recwarn
                                                             for t in tensors)
 
 
-def test_the_report_scores_each_model_once(vocabularies, tmp_path):
+def test_the_report_scores_each_model_once(vocabularies, tmp_path, caplog):
     """At --tflite_quantization=none the ids-in file is the float32 model: scored once (the
-    dev set used to be run through it twice); float16 scores its file and the float32 one."""
+    dev set used to be run through it twice) and logged once; float16 scores its file and the
+    float32 one. Counts are logged as whole numbers."""
     import json
 
     from albert_tf.serving.finetuned import export_finetuned
@@ -152,17 +153,26 @@ def test_the_report_scores_each_model_once(vocabularies, tmp_path):
 
         def score(flatbuffer):
             scored.append(len(flatbuffer))
-            return {"eval_accuracy": 0.5 + len(scored) / 10}
+            caplog.set_level("INFO", logger="absl")  # (a conversion may have raised it)
+            return {"eval_accuracy": 0.5 + len(scored) / 10, "total": 2.0}
         out = tmp_path / quantization
+        caplog.clear()
+        caplog.set_level("INFO", logger="absl")
         export_finetuned(model, out, vocab, True, 16, ("text_a",),
                          lambda o: {"probabilities": o["probabilities"]}, "classifier.tflite",
                          lite_options=lite.LiteOptions(files="ids", quantization=quantization,
                                                        score=score))
         report = json.loads((out / "tflite_report.json").read_text())
         assert len(scored) == calls
-        assert report["ids_model"] == {"bytes": scored[0], "dev": {"eval_accuracy": 0.6}}
-        assert report["float32_ids_model"] == {"bytes": scored[-1],
-                                               "dev": {"eval_accuracy": 0.5 + calls / 10}}
+        assert report["ids_model"] == {"bytes": scored[0],
+                                       "dev": {"eval_accuracy": 0.6, "total": 2.0}}
+        assert report["float32_ids_model"] == {"bytes": scored[-1], "dev": {
+            "eval_accuracy": 0.5 + calls / 10, "total": 2.0}}
+        lines = [m for m in caplog.messages if "ids-in model" in m]
+        assert [line.split(":")[0] for line in lines] == (
+            ["ids-in model (none, float32)"] if quantization == "none" else
+            ["ids-in model (float16)", "float32 ids-in model"])
+        assert lines[0].endswith("; dev eval_accuracy 0.6000, total 2"), lines
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])

@@ -216,6 +216,11 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     return export_dir, path if "ids" in written else None
 
 
+def _figure(value):
+    """A score as a log shows it: a count (SQuAD v2's `total`) as a whole number."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.4f}"
+
+
 def write_lite_report(export_dir, quantization, files, scored, float32, metric=None):
     """`export_dir/tflite_report.json` and log lines: the files written (name: bytes), and the
     ids-in model's size and dev scores (`scored`: (bytes, {metric: value})) beside the float32
@@ -226,10 +231,11 @@ def write_lite_report(export_dir, quantization, files, scored, float32, metric=N
               "float32_ids_model": {"bytes": float32[0], "dev": float32[1]}}
     atomic_write_bytes(os.path.join(os.fspath(export_dir), "tflite_report.json"),
                        (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
-    for name, (size, scores) in (("ids-in model (%s)" % quantization, scored),
-                                 ("float32 ids-in model", float32)):
+    models = ([("ids-in model (none, float32)", scored)] if quantization == "none" else
+              [(f"ids-in model ({quantization})", scored), ("float32 ids-in model", float32)])
+    for name, (size, scores) in models:
         logging.info("%s: %.2f MB; dev %s", name, size / 2**20,
-                     ", ".join(f"{k} {v:.4f}" for k, v in sorted(scores.items())))
+                     ", ".join(f"{k} {_figure(v)}" for k, v in sorted(scores.items())))
     name, higher = metric or (None, True)
     if name in scored[1] and name in float32[1]:
         drop = (float32[1][name] - scored[1][name]) * (1 if higher else -1)
