@@ -214,6 +214,28 @@ def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
         f"step 0 without saving; last checkpoint: none.")
 
 
+def test_examples_per_second_leave_out_the_first_call_and_what_runs_between_calls(
+        tmp_path, monkeypatch, caplog):
+    """The first training call traces and compiles (timed apart, in its own line); time spent
+    between calls (checkpoints, evaluation) is not training time."""
+    from albert_tf.training import progress as progress_module
+    clock = iter([0.0, 30.0,            # the first call: 30 s
+                  100.0, 101.0,          # then 3 calls of 2 steps, 1 s each, 60 s apart
+                  160.0, 161.0, 220.0, 221.0])
+    monkeypatch.setattr(progress_module.time, "perf_counter", lambda: next(clock))
+    caplog.set_level("INFO", logger="absl")
+    progress = progress_module.Progress(tf.summary.create_noop_writer(), 8, 100)
+    for steps in (1, 2, 2, 2):
+        with progress.timed(steps):
+            pass
+        progress.add({"loss_sum": 1.0 * steps, "count": float(steps)}, steps)
+    metrics = progress.log(7, lambda sums: {"loss": sums["loss_sum"] / sums["count"]}, 1e-3)
+    assert metrics["examples_per_second"] == 6 * 8 / 3.0
+    assert "The first training call (1 step) took 30.00 s: it traces and compiles the step, " \
+           "and the examples/s leave it out" in caplog.messages
+    assert "step 7/100  loss 1  learning_rate 0.001  examples_per_second 16" in caplog.messages
+
+
 def test_batch_must_divide(tmp_path):
     with pytest.raises(ValueError, match="must divide into 1 replicas × 3 accumulation steps"):
         _trainer(tmp_path, accumulation=3, batch=8)

@@ -89,8 +89,7 @@ def interrupted(stop, step, saved):
     """The Interrupted that ends training at `step` on a stop request (`stop`'s, else another
     worker's), `saved` its checkpoint; the log says so too."""
     why = stop.requested or "a stop request of another worker"
-    logging.warning("Stopping at step %d on %s; rerun the same command to resume from %s",
-                    step, why, saved)
+    logging.warning("Stopping at step %d on %s, after saving %s", step, why, saved)
     return Interrupted(f"stopped at step {step} on {why}; nothing after training ran. Rerun "
                        f"the same command to resume from {saved}", stop.signum or signal.SIGTERM)
 

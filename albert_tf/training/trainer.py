@@ -244,7 +244,7 @@ class Trainer:
                     self.recovery.evaluated(restarts, last_saved)
                 while self.step < num_train_steps and not stopping:
                     chunk = self._chunk(num_train_steps)
-                    with watchdog:
+                    with watchdog, progress.timed(chunk):
                         sums = self._run_chunk(iterator, chunk, last_saved)
                     if self._recovered(sums, chunk, restarts):
                         progress.restart()
