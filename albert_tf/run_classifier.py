@@ -98,7 +98,8 @@ define_flags()
 
 def main(_):
     from albert_tf.data import glue
-    keep_how_the_run_read(FLAGS, DATA_FLAGS)
+    keep_how_the_run_read(FLAGS, DATA_FLAGS,
+                          unread=[f for split, f in SPLIT_FLAGS.items() if not _reads(split)])
     if FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file or not (
             FLAGS.task_name or FLAGS.data_dir) and labeled_text.saved_labels(FLAGS.output_dir):
         return _own_data()
@@ -168,10 +169,16 @@ def _warn_of_unused_files():
     """A --validation_file or --test_file given without its action is only checked."""
     for split, does in (("dev", "evaluated"), ("test", "predicted")):
         flag, action = SPLIT_FLAGS[split], ACTIONS[split]
-        unused = not FLAGS[f"do_{action}"].value and not (split == "dev" and FLAGS.export_dir)
-        if FLAGS[flag].present and FLAGS[flag].value and unused:
+        if FLAGS[flag].present and FLAGS[flag].value and not _reads(split):
             logging.warning("--%s without --do_%s: its rows are checked, nothing is %s",
                             flag, action, does)
+
+
+def _reads(split):
+    """Whether this run reads the file of `split`: its action is asked, or an export scores
+    its LiteRT files on the dev file and calibrates int8 ones on the training file."""
+    return FLAGS[f"do_{ACTIONS[split]}"].value or bool(FLAGS.export_dir) and (
+        split == "dev" or split == "train" and FLAGS.tflite_quantization == "int8")
 
 
 def _file_to_read(split, flag):
@@ -181,7 +188,7 @@ def _file_to_read(split, flag):
     path = FLAGS[flag].value
     if FLAGS[f"do_{ACTIONS[split]}"].value or not (path and FLAGS.export_dir):
         return path
-    if split == "test" or split == "train" and FLAGS.tflite_quantization != "int8":
+    if not _reads(split):
         return None
     if not FLAGS[flag].present and not tf.io.gfile.exists(path):
         logging.info("--%s=%s (the run's) is not there: exporting without it", flag, path)

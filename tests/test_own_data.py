@@ -797,6 +797,8 @@ def test_a_run_on_its_own_data_exports_from_its_directory_alone(runs, tmp_path, 
                                    [r["probabilities"] for r in run_rows], atol=1e-4)
     assert f"--validation_file={data / 'dev.csv'}, as the run in run trained (run.json)" \
         in caplog.messages
+    # The files an export alone does not read are taken (the run's task) without saying so.
+    assert not [m for m in caplog.messages if m.startswith(("--train_file=", "--test_file="))]
     report = json.loads((alone / "tflite_report.json").read_text())
     assert report["ids_model"]["dev"]["eval_accuracy"] == pytest.approx(
         _eval(out)["eval_accuracy"], abs=1.5 / 96)

@@ -84,12 +84,13 @@ READING_FLAGS = LENGTH_FLAGS + ("text_column_names", "label_column_name", "id_co
                                 "label_delimiter", "delimiter", "fold_label_case")
 
 
-def keep_how_the_run_read(FLAGS, data_flags=()):  # noqa: N803 (absl's FLAGS object)
+def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl's FLAGS object)
     """Each of READING_FLAGS the script has and was not given: the value the run in
     --output_dir last trained with (run.json), so that a rerun (resuming, evaluating, predicting,
     exporting) reads examples as the run trained on them. A rerun that names none of
     `data_flags` (where the examples are: --task_name, --data_dir, the files) takes the run's
-    too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task."""
+    too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task. Each value taken is
+    logged, except those of `unread` (files no action of this rerun reads)."""
     if not FLAGS.output_dir:
         return
     recorded = recorded_settings(FLAGS.output_dir)
@@ -100,8 +101,9 @@ def keep_how_the_run_read(FLAGS, data_flags=()):  # noqa: N803 (absl's FLAGS obj
         value = recorded.get(name)
         if not FLAGS[name].present and value and value != FLAGS[name].value:
             setattr(FLAGS, name, value)
-            logging.info("--%s=%s, as the run in %s trained (run.json)", name,
-                         ",".join(value) if isinstance(value, list) else value, FLAGS.output_dir)
+            if name not in unread:
+                logging.info("--%s=%s, as the run in %s trained (run.json)", name, ",".join(value)
+                             if isinstance(value, list) else value, FLAGS.output_dir)
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
