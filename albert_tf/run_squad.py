@@ -86,7 +86,12 @@ define_flags()
 
 def main(_):
     require_action(FLAGS)
-    keep_how_the_run_read(FLAGS)
+    # A rerun naming neither file takes the run's: its training file to resume (and to
+    # calibrate an int8 export), its predict file to evaluate, predict and score an export on.
+    reads = {"train_file": FLAGS.do_train or bool(FLAGS.export_dir)
+             and FLAGS.tflite_quantization == "int8",
+             "predict_file": FLAGS.do_eval or FLAGS.do_predict or bool(FLAGS.export_dir)}
+    keep_how_the_run_read(FLAGS, tuple(reads), unread=[f for f, read in reads.items() if not read])
     if FLAGS.do_train and not FLAGS.train_file:
         raise app.UsageError("--do_train needs --train_file")
     if (FLAGS.do_eval or FLAGS.do_predict) and not FLAGS.predict_file:

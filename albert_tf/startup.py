@@ -47,25 +47,45 @@ NOISE = (
     # tuning hints (prefer-no-gather/scatter, not instruction sets) named as missing features.
     "Error parsing text-format tensorflow.XlaSerializedCacheEntry",
     "Target machine feature +prefer-no-",
+    # The LiteRT converter, at each .tflite an export writes (our own line names the file): its
+    # options, its reading of the SavedModel it converts, its op count, and the interpreter's
+    # CPU delegate when the LiteRT report scores the file.
+    "] Ignored output_format.", "] Ignored drop_control_dependency.",
+    "] Reading SavedModel from: ", "] Reading meta graph with tags { serve }",
+    "] Reading SavedModel debug info (if present) from: ",
+    "MLIR V1 optimization pass is not enabled", "] Restoring SavedModel bundle.",
+    "] Running initialization op on SavedModel bundle at path: ",
+    "] SavedModel load for tags { serve }; Status: success: OK.",
+    "] Estimated count of arithmetic ops: ", "] CharacterSet built (lower_case_nfd_strip_accents",
+    "INFO:tensorflow:Assets written to: ", "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",
 )
-# Lines that open a multi-line dump, dropped with it up to its blank line: the tf.data service
-# servers' configuration protos (python -m albert_tf.data_service logs what they serve).
-DUMPS = ("] Worker registered with dispatcher running at ",
-         "] Started tf.data service dispatcher in ")
+# Lines that open a multi-line dump, each dropped with it up to its last line (or "": its blank
+# line): the tf.data service servers' configuration protos (python -m albert_tf.data_service
+# logs what they serve), and the LiteRT converter's list of the tensorflow-text ops a
+# string-in .tflite holds (the exports register their kernels).
+DUMPS = (("] Worker registered with dispatcher running at ", ""),
+         ("] Started tf.data service dispatcher in ", ""),
+         ("need TFLite custom op implementation(s):",
+          "See instructions: https://www.tensorflow.org/lite/guide/ops_custom"))
 _FILTER = """
 import sys
 split = sys.argv.index("--")
-noise, dumps = sys.argv[1:split], sys.argv[split + 1:]
+noise, rest = sys.argv[1:split], sys.argv[split + 1:]
+dumps = [(start.encode(), end.encode()) for start, end in zip(rest[::2], rest[1::2])]
 out = sys.stdout.buffer
-dropping = 0
+dropping, until = 0, b""
 for line in sys.stdin.buffer:
     if dropping:
-        dropping = 0 if not line.strip() else dropping - 1
-    elif any(d.encode() in line for d in dumps):
-        dropping = 40
-    elif not any(n.encode() in line for n in noise):
-        out.write(line)
-        out.flush()
+        dropping = 0 if (until in line if until else not line.strip()) else dropping - 1
+        continue
+    for start, end in dumps:
+        if start in line:
+            dropping, until = 40, end
+            break
+    else:
+        if not any(n.encode() in line for n in noise):
+            out.write(line)
+            out.flush()
 """
 
 
@@ -104,7 +124,8 @@ def quiet_stderr():
     read_end, write_end = os.pipe()
     # Its own session: Ctrl-C at a terminal signals the whole foreground process group, and the
     # filter must outlive the tool to pass on its last lines; it ends when the pipe closes.
-    child = subprocess.Popen([sys.executable, "-c", _FILTER, *NOISE, "--", *DUMPS],
+    child = subprocess.Popen([sys.executable, "-c", _FILTER, *NOISE, "--",
+                              *[part for dump in DUMPS for part in dump]],
                              stdin=read_end, stdout=original, close_fds=True,
                              start_new_session=True)
     os.close(read_end)

@@ -156,8 +156,9 @@ def test_demo_script_uses_flags_its_tools_define():
 
 
 def test_quiet_stderr_drops_only_the_known_noise_and_survives_a_crash():
-    """The known lines (TensorFlow's at startup, its persistent XLA cache's at each load), and
-    a tf.data service server's configuration dump up to its blank line."""
+    """The known lines (TensorFlow's at startup, its persistent XLA cache's at each load, the
+    LiteRT converter's), a tf.data service server's configuration dump up to its blank line and
+    the converter's custom-op list up to its last line."""
     code = ("from albert_tf.startup import quiet_stderr\n"
             "quiet_stderr()\n"
             "import os\n"
@@ -175,6 +176,12 @@ def test_quiet_stderr_drops_only_the_known_noise_and_survives_a_crash():
             "(Driver: 0.0.0)\\n')\n"
             "os.write(2, b'I0000 worker_impl.cc:190] Worker registered with dispatcher running "
             "at h:1. Worker config: goo.gle/debugstr \\nport: 2\\nprotocol: grpc\\n\\n')\n"
+            "os.write(2, b'W0000 flatbuffer_export.cc:4248] The following operation(s) need "
+            "TFLite custom op implementation(s):\\nCustom ops: FastBertNormalize\\nDetails:\\n"
+            "\\ttf.FastBertNormalize(tensor<1x!tf_type.string>)\\nSee instructions: "
+            "https://www.tensorflow.org/lite/guide/ops_custom\\n')\n"
+            "os.write(2, b'I0000 flatbuffer_export.cc:4302] Estimated count of arithmetic ops: "
+            "1.822 M  ops, equivalently 0.911 M  MACs\\n')\n"
             "os.write(2, b'the last words\\n')\n"
             "os.abort()\n")
     proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT),

@@ -373,3 +373,23 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
                                            "--task=qa reads the run_squad output_dir it was "
                                            "exported from"), last
 
+
+def test_an_export_alone_scores_its_litert_file_on_the_run_s_predict_file(assets, matrix_runs,
+                                                                         tmp_path, caplog):
+    """`--output_dir=RUN --export_dir=DIR`: the run's predict file (run.json) scores the
+    .tflite file; the training file, unread, is not named."""
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(matrix_runs("v1", "none", "false"), out,
+                    ignore=shutil.ignore_patterns("export"))
+    with caplog.at_level("INFO", logger="absl"):
+        run(output_dir=out, export_dir=tmp_path / "export", export_tflite="ids")
+    log = "\n".join(caplog.messages)
+    dev = assets["files"]["v1"][1]
+    assert f"--predict_file={dev}, as the run in {out} trained (run.json)" in log
+    assert "--train_file=" not in log
+    report = _load(tmp_path / "export" / "tflite_report.json")
+    assert report["ids_model"]["dev"] == pytest.approx(
+        {k: v for k, v in _read_kv(out / "eval_results.txt").items() if k != "global_step"},
+        abs=1e-6)
+

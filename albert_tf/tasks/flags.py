@@ -57,7 +57,7 @@ def define_export_flags(what, flag_values=None):
 
 # The data a rerun that names none takes from run.json: recorded as absolute paths, so that it
 # finds them from any directory.
-DATA_PATH_FLAGS = ("data_dir", "train_file", "validation_file", "test_file")
+DATA_PATH_FLAGS = ("data_dir", "train_file", "validation_file", "test_file", "predict_file")
 
 
 def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)

@@ -94,7 +94,8 @@ class SquadTask(FinetuningTask):
         have_data = bool(path) and os.path.isfile(path)
         if not have_data and not (feature_file and tf.io.gfile.exists(feature_file)):
             flag = "train_file" if is_training else "predict_file"
-            raise FileNotFoundError(f"--{flag}={path} does not exist")
+            raise FileNotFoundError(f"--{flag}={path} does not exist" if path else
+                                    f"no --{flag} given")
         return have_data
 
     def check_inputs(self, splits):
