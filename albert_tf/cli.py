@@ -120,7 +120,10 @@ def _parse_flags(name, argv):
     except SystemExit:
         asked = {a.lstrip("-").split("=")[0] for a in argv[1:] if a.startswith("-")}
         if asked & HELP_FLAGS:  # absl exits 1 after printing the help that was asked for
-            sys.stdout.flush()
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:  # `--helpshort | head`: the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         raise
     except flags.Error as e:

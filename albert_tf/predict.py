@@ -83,7 +83,7 @@ def define_flags():
            "ner and qa, from a checkpoint: tokens between the starts of a long sentence's "
            "(context's) windows; default: the run's (run.json), else half a window (qa: 128).",
            lower_bound=1)
-    define(flags.DEFINE_integer, "batch_size", 32, "Texts per model call.")
+    define(flags.DEFINE_integer, "batch_size", 32, "Texts per model call.", lower_bound=1)
     define(flags.DEFINE_integer, "top_k", 5, "fill_mask: candidates per [MASK].")
     define(flags.DEFINE_string, "task_name", None,
            "classify: the GLUE task whose label strings the checkpoint's outputs are.")

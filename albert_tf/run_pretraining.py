@@ -144,6 +144,8 @@ def _pretrain(options, mask_token_given):
     for flag, files in inputs:
         check_records(files, options.max_seq_length, options.max_predictions_per_seq,
                       config.vocab_size, flag)
+        logging.info("--%s: %d file%s (%s%s)", flag, len(files), "" if len(files) == 1 else "s",
+                     ", ".join(files[:3]), ", ..." if len(files) > 3 else "")
     eval_examples = _eval_examples(options, inputs[-1][1]) if options.do_eval else None
     with RunLock(options.output_dir, "run_pretraining",
                  chief=distribution.is_chief(strategy)) as lock:

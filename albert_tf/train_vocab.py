@@ -37,7 +37,7 @@ def define_flags():
     flags.DEFINE_string("model_prefix", None,
                         "Writes <model_prefix>.model and <model_prefix>.vocab (unigram) or "
                         "<model_prefix>.txt (wordpiece).")
-    flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.")
+    flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.", lower_bound=1)
     flags.DEFINE_bool("do_lower_case", True,
                       "Lowercase the text (with the builder's preprocess_text) before training.")
     flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character_coverage.")

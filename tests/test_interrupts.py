@@ -99,6 +99,19 @@ def test_a_partial_shard_set_is_refused_by_run_pretraining(tmp_path, capsys):
                     f"00002, 00003, 00005): was the build stopped? Rebuild the set, or name the "
                     f"files to train on")
     assert not (tmp_path / "run").exists()
+    for i in (2, 3, 5):  # that set whole, beside the 2 shards of a later build of the name
+        write_pretraining_records(tmp_path / f"train.tfrecord-{i:05d}-of-00006", 8)
+    for i in (0, 1):
+        write_pretraining_records(tmp_path / f"train.tfrecord-{i:05d}-of-00002", 8)
+    code, last, _ = run_tool(run_pretraining, capsys, albert_config_file=config,
+                             input_file=f"{tmp_path}/train.tfrecord-*",
+                             output_dir=tmp_path / "run", max_seq_length=16,
+                             max_predictions_per_seq=4)
+    assert code == 2 and last == (
+        f"run_pretraining: error: --input_file={tmp_path}/train.tfrecord-* matches the shards of "
+        f"2 builds of {tmp_path}/train.tfrecord (-of-00002, -of-00006): their text would be "
+        f"trained on twice. Remove the older set (create_pretraining_data --overwrite replaces "
+        f"it), or name the files to train on"), last
 
 
 def test_ctrl_c_stops_pretraining_with_its_line_and_a_checkpoint(tmp_path):

@@ -393,6 +393,23 @@ def test_deterministic_and_independent_of_workers(data, tmp_path):
     assert not [n for n in os.listdir(tmp_path / "one") if n.endswith(".incomplete")]
 
 
+def test_a_rebuild_with_other_shards_replaces_the_earlier_build_only_with_overwrite(data,
+                                                                                 tmp_path):
+    _, _, shards, model = data
+    out = str(tmp_path / "records" / "train.tfrecord")
+    first = cpd.build(",".join(shards), out, options(model, dupe_factor=1))
+    assert [os.path.basename(p) for p in first] == [
+        f"train.tfrecord-0000{i}-of-00003" for i in range(3)]
+    with pytest.raises(cpd.OutputRefused, match=r"--output_file=.*train.tfrecord: 3 record files "
+                                                r"of an earlier build of it are there .*pass "
+                                                r"--overwrite to replace that build"):
+        cpd.build(",".join(shards[:2]), out, options(model, dupe_factor=1))
+    assert sorted(os.listdir(tmp_path / "records")) == sorted(map(os.path.basename, first))
+    second = cpd.build(",".join(shards[:2]), out, options(model, dupe_factor=1), overwrite=True)
+    assert sorted(os.listdir(tmp_path / "records")) == sorted(map(os.path.basename, second)) == [
+        "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]
+
+
 def test_round_robin_outputs(data, tmp_path):
     _, _, shards, model = data
     outs = cpd.build(shards[0], f"{tmp_path}/a,{tmp_path}/b", options(model, dupe_factor=1))
@@ -402,7 +419,7 @@ def test_round_robin_outputs(data, tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     (b"", "is empty"),
-    (b"  \n\n \n", "is empty"),
+    (b"  \n\n \n", "holds only blank lines"),
     (b"good line\n\nsecond \xff\xfe line\n", r"bad\.txt:3: not valid UTF-8"),
 ])
 def test_bad_input_files(data, tmp_path, content, message):

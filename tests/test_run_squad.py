@@ -348,8 +348,8 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
     code, log = run_tool_logged(predict, task="qa", model=out, input_file=questions,
                                 output_file=answers, batch_size=5)
     assert code == 0, log[-3000:]
-    assert "contexts in windows of 40 tokens, 16 apart (--window_stride), questions cut to 12 " \
-           "pieces" in log
+    assert "contexts in windows of 40 tokens, 16 apart (the run's doc_stride), questions cut to " \
+           "12 pieces" in log
     got = [json.loads(line) for line in answers.read_text().splitlines()]
     assert [g["id"] for g in got] == [r["id"] for r in rows]
     assert {g["id"]: g["answer"] for g in got} == _load(out / "predictions.json")
@@ -365,6 +365,8 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
     assert code == 2 and last.endswith("--task=qa answers a question (--text) on its context "
                                        "(--text_b); a table --input_file: question and context "
                                        "columns"), last
+    code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=" ", text_b="a cat")
+    assert code == 2 and last.endswith("input 1 has an empty question"), last
     if version == "v1":
         code, last, _ = run_tool(predict, capsys, task="qa", model=out / "export",
                                  text=QUESTION, text_b=rows[0]["context"])

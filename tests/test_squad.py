@@ -237,6 +237,11 @@ def test_reading_errors_name_file_and_question(tmp_path):
     no_answer = {"id": "q8", "question": "who?", "answers": []}
     with pytest.raises(ValueError, match="question 'q8' has no answer; training needs one"):
         squad.read_squad(_write(tmp_path, _squad([no_answer])), True, False)
+    twice = _squad([no_answer, dict(no_answer, question="and who?")])
+    with pytest.raises(ValueError, match=r"paragraph 0, question 1: id 'q8' is also the id of "
+                                         r"article 0, paragraph 0, question 0: each question "
+                                         r"needs an id of its own"):
+        squad.read_squad(_write(tmp_path, twice), False, False)
 
 
 def test_misaligned_training_answers_are_skipped_and_counted(tmp_path, caplog):

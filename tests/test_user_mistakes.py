@@ -188,7 +188,7 @@ def test_train_vocab_mistakes(world, tmp_path, capsys):
                    f"--model_prefix: {world['spm']} exists; pass --overwrite")
     (tmp_path / "empty.txt").write_text("\n\n")
     assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "empty.txt",
-                            model_prefix=tmp_path / "v"), "empty.txt is empty")
+                            model_prefix=tmp_path / "v"), "empty.txt holds only blank lines")
     (tmp_path / "control.txt").write_bytes(b"\x01\x02\n\x03\n")  # no character to learn
     assert_refused(run_tool(train_vocab, capsys, input_file=tmp_path / "control.txt",
                             model_prefix=tmp_path / "v"), "control.txt holds no text")
@@ -199,8 +199,11 @@ def test_train_vocab_mistakes(world, tmp_path, capsys):
         assert_refused(run_tool(train_vocab, capsys,
                                 input_file=f"{world['corpus']},{tmp_path / later}",
                                 model_prefix=tmp_path / "v"),
-                       {"empty.txt": "empty.txt is empty",
+                       {"empty.txt": "empty.txt holds only blank lines",
                         "latin1.txt": "latin1.txt:2: not valid UTF-8"}[later])
+    assert_refused(run_tool(train_vocab, capsys, input_file=world["corpus"],
+                            model_prefix=tmp_path / "vocab" / "v", vocab_size=5),
+                   "--vocab_size=5 is less than this corpus needs: its ")
     assert_refused(run_tool(train_vocab, capsys, input_file=world["corpus"],
                             model_prefix=tmp_path / "vocab" / "v", vocab_size=5000),
                    "--vocab_size=5000 is more than this corpus gives: at most")

@@ -166,6 +166,7 @@ def _build(input_file, output_file, options, pipeline_args, overwrite):
     check_pipeline_args(pipeline_args)
     inputs, outputs = build_records.check_build(input_file, output_file, options, overwrite,
                                                 match_inputs, BEAM_FS)
+    build_records.remove_earlier_build(build_records.earlier_build(output_file, outputs))
     pipeline_options = PipelineOptions(pipeline_args)
     jobs = [(i, path, outs) for i, (path, outs) in enumerate(zip(inputs, outputs))]
     logging.info("Building %d shard(s) on Apache Beam (%s)", len(jobs), " ".join(pipeline_args))

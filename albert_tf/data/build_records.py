@@ -17,7 +17,7 @@ import time
 import numpy as np
 from absl import logging
 
-from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull, check_output_files
+from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull, OutputRefused, check_output_files
 from albert_tf.tokenization.loader import tokenizer_from_flags
 
 BATCH_SIZE = 2048  # instances masked and serialized together; fixed so output never depends on it
@@ -36,6 +36,9 @@ def expand_globs(patterns):
         if not pattern:
             continue
         matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+        if not matches and os.path.isdir(pattern):
+            raise InputError(f"--input_file={pattern} is a directory: give its files "
+                             f"({os.path.join(pattern, '*.txt')!r}, say)")
         if not matches:
             raise InputError(f"No input file matches {pattern!r}")
         files.extend(m for m in matches if m not in files)
@@ -97,8 +100,9 @@ class BuildOptions:
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise InputError(f"--short_seq_prob={self.short_seq_prob} must be within [0, 1]")
         if not 0.0 < self.masked_lm_prob <= 1.0:
-            raise InputError(f"--masked_lm_prob={self.masked_lm_prob} must be within (0, 1]: "
-                             f"0 masks no token, so the records would teach no MLM")
+            raise InputError(f"--masked_lm_prob={self.masked_lm_prob} must be within (0, 1]"
+                             + (": 0 masks no token, so the records would teach no MLM"
+                                if self.masked_lm_prob == 0 else ""))
 
 
 def _seed(*parts):
@@ -106,9 +110,10 @@ def _seed(*parts):
     return np.random.SeedSequence([p & 0xFFFFFFFFFFFFFFFF for p in parts])
 
 
-def empty_input(path):
-    return (f"Input file {path} is empty: remove it, or give --input_file the files that hold "
-            f"text (a comma-separated list of files or globs)")
+def empty_input(path, blank=False):
+    return (f"Input file {path} {'holds only blank lines' if blank else 'is empty'}: remove it, "
+            f"or give --input_file the files that hold text (a comma-separated list of files or "
+            f"globs)")
 
 
 def read_lines(path):
@@ -116,7 +121,7 @@ def read_lines(path):
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():
-        raise InputError(empty_input(path))
+        raise InputError(empty_input(path, blank=bool(raw)))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -330,6 +335,28 @@ def _remote_open(remote_fs):
     return lambda path: tf.io.gfile.GFile(path, "rb")
 
 
+def earlier_build(output_file, outputs):
+    """The local record files of an earlier build under the same --output_file names that this
+    build does not write (another count's `<name>-NNNNN-of-MMMMM` shards, or `<name>` beside new
+    shards): a glob over the name would read them with this build's."""
+    new = {o for outs in outputs for o in outs}
+    digits = "[0-9]" * 5
+    found = []
+    for name in (o.strip() for o in output_file.split(",") if o.strip() and "://" not in o):
+        found += sorted(glob.glob(f"{glob.escape(name)}-{digits}-of-{digits}"))
+        found += [name] if os.path.isfile(name) else []
+    return [path for path in found if path not in new]
+
+
+def remove_earlier_build(stale):
+    for path in stale:
+        os.remove(path)
+    if stale:
+        logging.info("Removed the %d record files of an earlier build (%s%s), which this one "
+                     "replaces (--overwrite)", len(stale), ", ".join(stale[:3]),
+                     ", ..." if len(stale) > 3 else "")
+
+
 def check_build(input_file, output_file, options, overwrite=False, match=expand_globs,
                 remote_fs=None):
     """The checks before any shard is built (flags, vocabulary, inputs, outputs); returns the
@@ -351,6 +378,15 @@ def check_build(input_file, output_file, options, overwrite=False, match=expand_
                            path, _remote_open(remote_fs) if "://" in path else None),
                        inputs={"input_file": inputs, "spm_model_file": options.spm_model_file,
                                "vocab_file": options.vocab_file})
+    stale = earlier_build(output_file, outputs)
+    if stale and not overwrite:
+        raise OutputRefused(
+            f"--output_file={output_file}: {len(stale)} record files of an earlier build of it are "
+            f"there ({', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}), which a glob "
+            f"over it would read with this build's: pass --overwrite to replace that build, or "
+            f"give --output_file a new name")
+    check_output_files(stale, "output_file", what="a TFRecord file", overwrite=True,
+                       is_kind=is_tfrecord_file)
     return inputs, outputs
 
 
@@ -359,6 +395,7 @@ def build(input_file, output_file, options, num_workers=1, overwrite=False):
     inputs, outputs = check_build(input_file, output_file, options, overwrite)
     if num_workers < 1:
         raise InputError(f"--num_workers={num_workers} must be >= 1")
+    remove_earlier_build(earlier_build(output_file, outputs))
     jobs = [(i, path, outs, options) for i, (path, outs) in enumerate(zip(inputs, outputs))]
     workers = min(num_workers, len(jobs))
     logging.info("Building %d shard(s) with %d worker(s)", len(jobs), workers)

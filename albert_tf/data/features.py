@@ -98,7 +98,8 @@ def cached_features(cache_dir, stem, settings, build_fn, path=None, flag=None):
         with tf.io.gfile.GFile(tmp, "wb") as f:
             f.write(buffer.getvalue())
         tf.io.gfile.rename(tmp, path, overwrite=True)
-    logging.info("Wrote %d examples to feature %s %s", len(features["lengths"]),
+    logging.info("Wrote %d features (one per window of a long text) to feature %s %s",
+                 len(features["lengths"]),
                  "file" if explicit else "cache", path)
     return features
 

@@ -41,7 +41,8 @@ _SHARD = re.compile(r"^(.*)-(\d{5})-of-(\d{5})$")
 
 def _check_whole_sets(matched, pattern, flag):
     """A glob that matches part of a `<name>-NNNNN-of-MMMMM` set (a build that was stopped or
-    is still running), or a file the builder has not finished, is refused."""
+    is still running), the sets of two builds of one name, or a file the builder has not
+    finished, is refused."""
     unfinished = [m for m in matched if m.endswith(".incomplete")]
     if unfinished:
         raise ValueError(f"--{flag}={pattern} matches {unfinished[0]}, a record file that "
@@ -51,6 +52,16 @@ def _check_whole_sets(matched, pattern, flag):
         m = _SHARD.match(path)
         if m:
             sets.setdefault((m.group(1), int(m.group(3))), set()).add(int(m.group(2)))
+    totals = {}
+    for stem, total in sets:
+        totals.setdefault(stem, []).append(total)
+    for stem, counts in sorted(totals.items()):
+        if len(counts) > 1:
+            raise ValueError(
+                f"--{flag}={pattern} matches the shards of {len(counts)} builds of {stem} ("
+                f"{', '.join(f'-of-{c:05d}' for c in sorted(counts))}): their text would be "
+                f"trained on twice. Remove the older set (create_pretraining_data --overwrite "
+                f"replaces it), or name the files to train on")
     for (stem, total), found in sorted(sets.items()):
         missing = sorted(set(range(total)) - found)
         if missing:

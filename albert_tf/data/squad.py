@@ -50,7 +50,7 @@ def read_squad(path, is_training, version_2_with_negative):
         raise ValueError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise ValueError(f"{path}: expected a SQuAD JSON object with a 'data' list of articles")
-    questions, stats, paragraph = [], ReadStats(), -1
+    questions, stats, paragraph, seen = [], ReadStats(), -1, {}
     for a, article in enumerate(data["data"]):
         where = f"{path}: article {a}"
         for p, para in enumerate(_get(article, "paragraphs", list, where)):
@@ -59,6 +59,10 @@ def read_squad(path, is_training, version_2_with_negative):
             context = _get(para, "context", str, where)
             for q, qa in enumerate(_get(para, "qas", list, where)):
                 qid = _get(qa, "id", (str, int), f"{where}, question {q}")
+                if str(qid) in seen:  # predictions.json and the scores are keyed by id
+                    raise ValueError(f"{where}, question {q}: id {qid!r} is also the id of "
+                                     f"{seen[str(qid)]}: each question needs an id of its own")
+                seen[str(qid)] = f"article {a}, paragraph {p}, question {q}"
                 question = _parse_question(qa, str(qid), context, paragraph, is_training,
                                            version_2_with_negative, f"{path}: question {qid!r}")
                 if question is None:

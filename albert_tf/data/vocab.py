@@ -72,6 +72,12 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             raise sentences.error from None
         most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)",
                          str(e))
+        fewest = re.search(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)",
+                           str(e))
+        if fewest:
+            raise InputError(f"--vocab_size={vocab_size} is less than this corpus needs: its "
+                             f"{fewest.group(1)} characters are each a piece of their own, "
+                             f"besides the special pieces. Raise --vocab_size") from None
         if most:
             raise InputError(f"--vocab_size={vocab_size} is more than this corpus gives: at most "
                              f"{most.group(1)} pieces. Lower --vocab_size, add text, or pass "

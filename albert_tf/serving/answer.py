@@ -54,9 +54,11 @@ class Answerer(Predictor):
                                   end_n_top=settings.get("end_n_top") or 5)
         self._call = inference_function(model)  # with the top-k spans (AlbertSquad.eval_outputs)
         self.threshold = self._threshold(settings) if self.version_2 else None
-        logging.info("SQuAD %s: contexts in windows of %d tokens, %d apart (--window_stride), "
-                     "questions cut to %d pieces%s", "v2.0" if self.version_2 else "v1.1",
-                     self.max_seq_length, self.doc_stride, self.max_query_length,
+        logging.info("SQuAD %s: contexts in windows of %d tokens, %d apart (%s), questions "
+                     "cut to %d pieces%s", "v2.0" if self.version_2 else "v1.1",
+                     self.max_seq_length, self.doc_stride, "--window_stride" if window_stride
+                     else "the run's doc_stride" if settings.get("doc_stride") else "default",
+                     self.max_query_length,
                      "" if self.threshold is None else
                      f", no answer where null_odds > {self.threshold:g}")
 
@@ -84,9 +86,10 @@ class Answerer(Predictor):
         paragraphs = {}
         questions = [Question(str(i), q, c, paragraphs.setdefault(c, len(paragraphs)), [])
                      for i, (q, c) in enumerate(zip(questions_, contexts))]
-        empty = [i + 1 for i, q in enumerate(questions) if not q.context.strip()]
-        if empty:
-            raise PredictError(f"input {empty[0]} has an empty context: nothing to answer from")
+        for i, q in enumerate(questions):
+            if not q.question.strip() or not q.context.strip():
+                raise PredictError(f"input {i + 1} has an empty "
+                                   f"{'question' if not q.question.strip() else 'context'}")
         tokenizer = self.tokenizer
         features = convert_questions(questions, tokenizer, self.max_seq_length, self.doc_stride,
                                      self.max_query_length, is_training=False)

@@ -26,7 +26,10 @@ def tokenizer_from_flags(spm_model_file=None, vocab_file=None, do_lower_case=Tru
         if required:
             raise ValueError(REQUIRED)
         return None
+    flag = "spm_model_file" if path == spm_model_file else "vocab_file"
     if not exists(path):
-        flag = "spm_model_file" if path == spm_model_file else "vocab_file"
         raise FileNotFoundError(f"--{flag}={path} does not exist")
+    if flag == "spm_model_file" and path.endswith(".vocab"):  # the listing beside the model
+        raise ValueError(f"--{flag}={path} is the listing SentencePiece writes beside its model: "
+                         f"pass the model, {path[:-len('.vocab')]}.model")
     return open_vocabulary(path, do_lower_case)
