@@ -168,6 +168,16 @@ def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path):
     assert all(predictions[q] == "" for q in odds if odds[q] > threshold)
     assert any(p == "" for p in predictions.values()) and any(predictions.values())
 
+    # Predicting again in the run's directory: the evaluation's threshold, scored on the
+    # questions it was not chosen on, beside (not over) the evaluation's results.
+    evaluated = (out / "eval_results.txt").read_text()
+    run(predict_file=dev, output_dir=out, do_predict=True, version_2_with_negative=True)
+    assert (out / "eval_results.txt").read_text() == evaluated
+    scored = _read_kv(out / "predict_results.txt")
+    for key in ("total", "threshold_questions", "null_score_diff_threshold", "exact", "f1"):
+        assert scored[key] == pytest.approx(results[key], abs=1e-6), key
+    assert _load(out / "predictions.json") == predictions
+
     # A given threshold is used as is and everything is reported.
     forced = tmp_path / "forced"
     run(predict_file=dev, output_dir=forced, spm_model_file=assets["spm"],

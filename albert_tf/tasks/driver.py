@@ -150,6 +150,13 @@ def _saved_checkpoints(output_dir):
     return [os.path.join(output_dir, os.path.basename(p)) for p in paths]
 
 
+def _read_or_empty(path):
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def _restore_for_inference(trainer, task, options, doing):
     """The run's checkpoint (resolve.run_checkpoint: model.ckpt-best, else the newest), else
     --init_checkpoint."""
@@ -306,7 +313,8 @@ class _Run:
     def predict(self):
         """Writes each prediction set; a task that can score its predictions (SQuAD against
         --predict_file's answers) writes the scores to eval_results.txt, as the original's
-        --do_predict did, unless --do_eval wrote its results there in this run."""
+        --do_predict did, unless an evaluation's results are there (this run's --do_eval, or
+        an earlier one's): then to predict_results.txt."""
         from albert_tf.training.results import write_eval_results
 
         _restore_for_inference(self.trainer, self.task, self.flags, "predicting")
@@ -314,11 +322,14 @@ class _Run:
             scores = self.task.write_predictions(
                 name, features, self.outputs(features, self.flags.predict_batch_size),
                 self.flags.output_dir)
-            if scores and not self.flags.do_eval:
+            if scores:
                 path = os.path.join(self.flags.output_dir, "eval_results.txt")
+                if self.flags.do_eval or "global_step" in _read_or_empty(path):
+                    path = os.path.join(self.flags.output_dir, "predict_results.txt")
                 write_eval_results(path, scores)
-                logging.info("Scored the predictions against %s: %s", name, "  ".join(
-                    f"{k} {v:.4g}" for k, v in sorted(scores.items())))
+                logging.info("Scored the predictions against %s (%s): %s", name,
+                             os.path.basename(path), "  ".join(
+                                 f"{k} {v:.4g}" for k, v in sorted(scores.items())))
 
     def export(self, export_dir):
         from albert_tf.serving.saved_model import check_export_dir, float32_model

@@ -2,6 +2,7 @@
 wrapper of the exported model."""
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +14,7 @@ from albert_tf.data.squad_answers import postprocess
 from albert_tf.files import file_digest, write_json
 from albert_tf.tasks import squad_metrics
 from albert_tf.tasks.base import FinetuningTask
+from albert_tf.training.checkpoint_files import recorded_settings
 
 # The TFLite Task Library's BertQuestionAnswerer packs questions and contexts to this length.
 TASK_LIBRARY_SEQ_LENGTH = 384
@@ -224,9 +226,30 @@ class SquadTask(FinetuningTask):
         if not self.version_2:
             return squad_metrics.squad_v1(golds, predictions)
         # As the original: the official v2.0 dict with null_odds as the no-answer scores
-        # (the script's default --na-prob-thresh 1.0), and the threshold applied above.
-        return dict(squad_metrics.squad_v2(golds, predictions, null_odds, 1.0),
-                    null_score_diff_threshold=threshold)
+        # (the script's default --na-prob-thresh 1.0), and the threshold applied above; not on
+        # the questions the run's evaluation chose that threshold on.
+        tuned = self._threshold_questions(output_dir)
+        extra = {"threshold_questions": len(tuned)} if tuned else {}
+        return dict(squad_metrics.squad_v2({q: a for q, a in golds.items() if q not in tuned},
+                                           predictions, null_odds, 1.0),
+                    null_score_diff_threshold=threshold, **extra)
+
+    def _threshold_questions(self, output_dir):
+        """The ids of the --predict_file questions on which the run's evaluation chose the
+        threshold its eval_results.txt holds (the same file, split as evaluate does), where
+        the predictions use that threshold; else none."""
+        path = os.path.join(output_dir, "eval_results.txt")
+        if self.threshold is not None or self.null_threshold_file or not os.path.isfile(path):
+            return set()
+        with open(path, encoding="utf-8") as f:
+            if not re.search(r"^threshold_questions = ", f.read(), re.MULTILINE):
+                return set()
+        evaluated = recorded_settings(output_dir).get("predict_file")
+        if evaluated != os.path.abspath(self.predict_file):
+            return set()
+        tune, _ = split_by_paragraph(self.questions(self.predict_file, False),
+                                     self.threshold_dev_fraction, self.seed)
+        return set(tune)
 
 
 class SquadServing:
