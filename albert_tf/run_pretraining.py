@@ -30,7 +30,8 @@ from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.tasks.flags import define_fields, define_if_missing
 from albert_tf.tasks.options import PretrainingOptions
 from albert_tf.training import distribution, excursions
-from albert_tf.training.checkpoint_files import check_run_kind
+from albert_tf.training.checkpoint_files import (check_run_config, check_run_kind,
+                                                 resumable_checkpoints)
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.trainer import Trainer
@@ -199,11 +200,25 @@ def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lo
             step_kernels=step_kernels))
 
 
+def _restore_to_evaluate(options, trainer):
+    """The newest intact checkpoint in --output_dir, restored (nothing trains: the run's
+    training settings are not compared)."""
+    candidates = resumable_checkpoints(options.output_dir)
+    if not candidates:
+        raise app.UsageError(f"--do_eval without --do_train needs a checkpoint in "
+                             f"--output_dir={options.output_dir}")
+    check_run_config(options.output_dir, trainer.model.config)
+    return trainer.saver.restore_newest_intact(candidates, trainer.restore)
+
+
 def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files, eval_examples):
-    restored = trainer.restore_or_initialize(options.init_checkpoint, options.init_from_group0,
-                                             allow_missing=("cls/",))
-    if trainer.step == 0 and not options.init_checkpoint:
-        logging.info("Pretraining from random weights (no --init_checkpoint)")
+    if options.do_train:
+        trainer.restore_or_initialize(options.init_checkpoint, options.init_from_group0,
+                                      allow_missing=("cls/",))
+        if trainer.step == 0 and not options.init_checkpoint:
+            logging.info("Pretraining from random weights (no --init_checkpoint)")
+    else:
+        restored = _restore_to_evaluate(options, trainer)
     eval_fn = _dataset_fn(options, eval_files, options.eval_batch_size, False,
                           "eval_input_file", vocab_size, mask_id)
 
@@ -221,10 +236,7 @@ def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files, eval_
                           options.num_train_steps,
                           on_checkpoint=evaluate if options.do_eval else None,
                           evaluate_restarts=options.do_eval)
-        elif options.do_eval:
-            if restored is None:
-                raise app.UsageError(f"--do_eval without --do_train needs a checkpoint in "
-                                     f"--output_dir={options.output_dir}")
+        else:
             evaluate(restored, trainer.step)
     finally:
         trainer.close()

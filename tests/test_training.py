@@ -386,6 +386,9 @@ def test_eval_writes_original_format_and_keeps_best(config_file, records, one_de
     assert status == 0, log[-3000:]
     assert "Each evaluation reads --max_eval_steps=2 batches of 64 records from --input_file" in log
     assert "Eval at step 6 on 128 examples: loss " in log
+    # Nothing trains: the checkpoint is restored, not resumed, and no setting is compared.
+    assert f"Restored {out}/model.ckpt-6 (step 6)" in log
+    assert "Resum" not in log and "settings other than" not in log
 
 
 def test_sigterm_saves_before_exit(config_file, records, tmp_path):
