@@ -327,6 +327,9 @@ def test_records_are_checked_in_every_file(world, tmp_path, capsys):
         world, tmp_path / "out", do_eval="true", eval_input_file=held_out)),
         "--eval_input_file holds 45 records, fewer than --eval_batch_size=64: evaluation reads "
         "whole batches, so it would read none. Lower --eval_batch_size to at most 45")
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, tmp_path / "out", do_train="false", do_eval="true", eval_batch_size=8)),
+        f"--do_eval without --do_train needs a checkpoint in --output_dir={tmp_path / 'out'}")
     assert not (tmp_path / "out").exists()
 
 
