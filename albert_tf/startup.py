@@ -57,7 +57,8 @@ NOISE = (
     "] Running initialization op on SavedModel bundle at path: ",
     "] SavedModel load for tags { serve }; Status: success: OK.",
     "] Estimated count of arithmetic ops: ", "] CharacterSet built (lower_case_nfd_strip_accents",
-    "INFO:tensorflow:Assets written to: ", "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",
+    "INFO:tensorflow:Assets written to: ",
+    "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",
 )
 # Lines that open a multi-line dump, each dropped with it up to its last line (or "": its blank
 # line): the tf.data service servers' configuration protos (python -m albert_tf.data_service
