@@ -106,9 +106,9 @@ def check_run_kind(output_dir, kind):
     written there."""
     theirs = _read_run(output_dir).get("kind")
     if theirs and theirs != kind:
-        raise ValueError(f"--output_dir={output_dir} holds the checkpoints of a {theirs} run, "
-                         f"and this is {kind}: give --output_dir a new directory (to start "
-                         f"from that run's weights, pass it as --init_checkpoint)")
+        raise ValueError(f"--output_dir={output_dir} holds the checkpoints of another run "
+                         f"({theirs}), and this is {kind}: give --output_dir a new directory "
+                         f"(to start from that run's weights, pass it as --init_checkpoint)")
 
 
 def _read_run(output_dir):
