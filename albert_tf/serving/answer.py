@@ -22,7 +22,8 @@ N_BEST_SIZE, MAX_ANSWER_LENGTH = 20, 30
 class Answerer(Predictor):
     """Answers (text, character span in the context, probability) to questions on contexts,
     from a run_squad output_dir (its model.ckpt-best and run.json: max_seq_length, doc_stride,
-    max_query_length, max_answer_length; a v2 run's threshold from its eval_results.txt)."""
+    max_query_length, max_answer_length, n_best_size; a v2 run's threshold from its
+    eval_results.txt)."""
 
     def __init__(self, model, window_stride=None, **kwargs):
         super().__init__(model, **kwargs)
@@ -45,11 +46,13 @@ class Answerer(Predictor):
         self.doc_stride = window_stride or settings.get("doc_stride") or DEFAULT_DOC_STRIDE
         self.max_query_length = settings.get("max_query_length") or DEFAULT_MAX_QUERY_LENGTH
         self.max_answer_length = settings.get("max_answer_length") or MAX_ANSWER_LENGTH
+        self.n_best_size = settings.get("n_best_size") or N_BEST_SIZE  # what probability is over
         if self.max_seq_length <= self.max_query_length + 3:
             raise PredictError(f"--max_seq_length={self.max_seq_length} leaves no room for the "
                                f"context after a question of up to {self.max_query_length} "
                                f"pieces")
-        model = self.source.build(AlbertSquad, version_2=self.version_2, n_best_size=N_BEST_SIZE,
+        model = self.source.build(AlbertSquad, version_2=self.version_2,
+                                  n_best_size=self.n_best_size,
                                   start_n_top=settings.get("start_n_top") or 5,
                                   end_n_top=settings.get("end_n_top") or 5)
         self._call = inference_function(model)  # with the top-k spans (AlbertSquad.eval_outputs)
@@ -94,7 +97,7 @@ class Answerer(Predictor):
         features = convert_questions(questions, tokenizer, self.max_seq_length, self.doc_stride,
                                      self.max_query_length, is_training=False)
         outputs = self._run(features)
-        _, nbest, null_odds = postprocess(questions, features, outputs, N_BEST_SIZE,
+        _, nbest, null_odds = postprocess(questions, features, outputs, self.n_best_size,
                                           self.max_answer_length, self.version_2, char_spans=True)
         results = []
         for q in questions:
