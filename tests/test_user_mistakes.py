@@ -520,8 +520,8 @@ def test_a_tool_refuses_another_kind_of_run_before_writing_there(world, run_dir,
                             data_dir=world["glue"], output_dir=run_dir,
                             init_checkpoint=world["release"], spm_model_file=world["spm"]),
                    f"--output_dir={run_dir} holds the checkpoints of another run (pretraining), "
-                   f"and this is fine-tuning of sst-2: give --output_dir a new directory (to start from "
-                   f"that run's weights, pass it as --init_checkpoint)")
+                   f"and this is fine-tuning of sst-2: give --output_dir a new directory (to "
+                   f"start from that run's weights, pass it as --init_checkpoint)")
     assert digests(run_dir) == before
 
 
