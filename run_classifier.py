@@ -1,5 +1,10 @@
 """Shim so that `python run_classifier.py ...` works from a checkout."""
-from albert_tf.run_classifier import run
+from albert_tf.startup import start_tool
+
+if __name__ == "__main__":
+    start_tool()  # before TensorFlow loads, as `python -m albert_tf.run_classifier` does
+
+from albert_tf.run_classifier import run  # noqa: E402
 
 if __name__ == "__main__":
     run()

@@ -1,5 +1,10 @@
 """Shim so that `python run_squad.py ...` works from a checkout."""
-from albert_tf.run_squad import run
+from albert_tf.startup import start_tool
+
+if __name__ == "__main__":
+    start_tool()  # before TensorFlow loads, as `python -m albert_tf.run_squad` does
+
+from albert_tf.run_squad import run  # noqa: E402
 
 if __name__ == "__main__":
     run()

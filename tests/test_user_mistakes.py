@@ -312,6 +312,23 @@ def test_help_lists_the_flags_the_package_defines(tool, flag):
     assert f"  python -m albert_tf.{tool} --" in shown.stdout and " \\\n      --" in shown.stdout
 
 
+def test_a_checkout_s_shim_runs_as_the_module_does(tmp_path):
+    """`python run_pretraining.py` from a checkout: the tool's help text, and its stderr without
+    TensorFlow's start-up lines (start_tool before TensorFlow loads)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shown = subprocess.run([sys.executable, os.path.join(root, "create_pretraining_data.py"),
+                            "--helpshort"], capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert shown.returncode == 0
+    assert shown.stdout.startswith("Builds ALBERT pretraining TFRecords (MLM + SOP) from text")
+    failed = subprocess.run([sys.executable, os.path.join(root, "run_pretraining.py"),
+                             "--albert_config_file=missing.json", "--input_file=x",
+                             f"--output_dir={tmp_path / 'out'}"], capture_output=True,
+                            text=True, timeout=300, check=False, cwd=tmp_path)
+    assert (failed.returncode, failed.stderr) == (
+        2, "run_pretraining: error: ALBERT config file not found: missing.json\n")
+
+
 def test_records_are_checked_in_every_file(world, tmp_path, capsys):
     vocab = world["vocab"]
     bigger = write_pretraining_records(tmp_path / "b.tfrecord", 8, vocab=vocab + 40, seed=3)
