@@ -1,13 +1,14 @@
 """Writing files safely, saying so plainly when the disk is full, and fingerprinting them."""
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 
 import tensorflow as tf
 
-from albert_tf.outputs import CREATED, DISK_FULL_ERRNOS, DiskFull, outermost_missing
+from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull, make_local_dir
 
 
 _DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
@@ -52,17 +53,19 @@ def make_output_dir(path, flag="output_dir"):
     path = os.fspath(path)
     if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
         raise NotADirectoryError(f"--{flag}={path} is a file, not a directory")
-    new = None if "://" in path else outermost_missing(path)
     try:
-        tf.io.gfile.makedirs(path)
-    except (tf.errors.PermissionDeniedError, PermissionError):
-        raise PermissionError(f"--{flag}={path} cannot be created: permission denied "
-                              f"(a read-only location?)") from None
+        if "://" in path:
+            tf.io.gfile.makedirs(path)
+        else:
+            make_local_dir(path)
     except (tf.errors.FailedPreconditionError, NotADirectoryError, FileExistsError):
         raise NotADirectoryError(f"--{flag}={path} cannot be created: a file is in the way "
                                  f"on its path") from None
-    if new:
-        CREATED.append(new)
+    except (tf.errors.PermissionDeniedError, OSError) as e:
+        if isinstance(e, OSError) and e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise PermissionError(f"--{flag}={path} cannot be created: permission denied "
+                              f"(a read-only location?)") from None
     if "://" not in path and not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"--{flag}={path} cannot be written: permission denied")
     return path

@@ -14,7 +14,7 @@ import shutil
 import types
 
 
-# The local directories this process's make_output_dir created (the outermost of each path):
+# The local directories this process's make_local_dir created (the outermost of each path):
 # cli removes those a failed run leaves empty.
 CREATED = []
 
@@ -152,14 +152,18 @@ def outermost_missing(path):
     return missing
 
 
-def make_parent_dir(path):
-    """Creates the local directory a file `path` goes into, recording in CREATED what it made
-    (so that a failed run leaves no empty directory behind)."""
-    parent = os.path.dirname(os.path.abspath(path))
-    new = outermost_missing(parent)
-    os.makedirs(parent, exist_ok=True)
+def make_local_dir(path):
+    """Creates a local directory (and its parents), recording in CREATED the outermost one it
+    made, so that a failed run leaves no empty directory behind."""
+    new = outermost_missing(path)
+    os.makedirs(path, exist_ok=True)
     if new:
         CREATED.append(new)
+
+
+def make_parent_dir(path):
+    """make_local_dir for the directory a file `path` goes into."""
+    make_local_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def remove_created_if_empty():

@@ -408,6 +408,14 @@ def test_a_rebuild_with_other_shards_replaces_the_earlier_build_only_with_overwr
     second = cpd.build(",".join(shards[:2]), out, options(model, dupe_factor=1), overwrite=True)
     assert sorted(os.listdir(tmp_path / "records")) == sorted(map(os.path.basename, second)) == [
         "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]
+    notes = tmp_path / "records" / "train.tfrecord-00000-of-00005"  # a user's file at such a name
+    notes.write_text("not records\n")
+    with pytest.raises(cpd.OutputRefused, match=r"train.tfrecord-00000-of-00005 exists and is not "
+                                                r"a TFRecord file"):
+        cpd.build(shards[0], out, options(model, dupe_factor=1), overwrite=True)
+    assert notes.read_text() == "not records\n"
+    assert sorted(os.listdir(tmp_path / "records")) == sorted(
+        [notes.name] + [os.path.basename(p) for p in second])
 
 
 def test_round_robin_outputs(data, tmp_path):

@@ -219,6 +219,12 @@ def test_predict_mistakes(world, tmp_path, capsys):
                             input_file=lines, output_file=lines),
                    f"--output_file={lines} is the input --input_file={lines}")
     assert digests(lines) == before
+    assert_refused(run_tool(predict, capsys, task="qa", model=world["release"], text="who?",
+                            text_b="anna came"),
+                   "has no SQuAD head (cls/squad/ or start_logits/): give a run_squad output_dir")
+    assert_refused(run_tool(predict, capsys, task="qa", model=world["release"], text="who?",
+                            text_b="anna came", window_stride=0),
+                   "flag --window_stride=0: 0 is not a positive integer")
     (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
     assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
                             input_file=tmp_path / "latin1.txt"),
