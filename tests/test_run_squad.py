@@ -344,12 +344,17 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
                                    [e["probability"] for e in n1[qid]], atol=1e-4)
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
-def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, capsys, version):
+@pytest.mark.parametrize("version,precision,jit", [
+    ("v1", "none", "false"), ("v2", "none", "false"), ("v1", "float16", "false"),
+    ("v1", "bfloat16", "true"), ("v2", "bfloat16", "true")])
+def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, capsys, version,
+                                              precision, jit):
     """predict --task=qa on the dev questions (JSON Lines of id, question and context) answers
     as the run's predictions.json, in the run's windows (run.json), each answer with its span
-    in the context; v2 with the run's no-answer scores and threshold."""
-    out = matrix_runs(version, "none", "false")
+    in the context; v2 with the run's no-answer scores and threshold. predict computes in
+    float32: a run trained and evaluated under bfloat16/float16 (with XLA as a TPU) may differ
+    on a near-tie or a no-answer score at the threshold, no more."""
+    out = matrix_runs(version, precision, jit)
     rows = [{"id": qa["id"], "question": qa["question"], "context": p["context"]}
             for article in _load(assets["files"][version][1])["data"]
             for p in article["paragraphs"] for qa in p["qas"]]
@@ -362,15 +367,20 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
            "12 pieces" in log
     got = [json.loads(line) for line in answers.read_text().splitlines()]
     assert [g["id"] for g in got] == [r["id"] for r in rows]
-    assert {g["id"]: g["answer"] for g in got} == _load(out / "predictions.json")
+    predicted = _load(out / "predictions.json")
+    same = sum(g["answer"] == predicted[g["id"]] for g in got)
+    assert same == len(rows) if precision == "none" else same >= 0.9 * len(rows), same
     for g, r in zip(got, rows):
         assert (r["context"][g["start"]:g["end"]] if g["answer"] else g["start"]) == (
             g["answer"] or None)
         assert 0 < g["probability"] <= 1
     if version == "v2":
         odds = _load(out / "null_odds.json")
-        assert max(abs(g["null_odds"] - odds[g["id"]]) for g in got) < 1e-4
+        assert max(abs(g["null_odds"] - odds[g["id"]]) for g in got) < (
+            1e-4 if precision == "none" else 0.1)
         assert any(g["answer"] == "" for g in got) and any(g["answer"] for g in got)
+    if precision != "none":
+        return  # the mistakes below are the model's, not the precision's
     code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=QUESTION)
     assert code == 2 and last.endswith("--task=qa answers a question (--text) on its context "
                                        "(--text_b); a table --input_file: question and context "
