@@ -16,7 +16,7 @@ from albert_tf.tasks import SquadTask
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
-from tool_runner import run_tool, run_tool_logged
+from tool_runner import run_tool, run_tool_captured, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -379,6 +379,25 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
         assert max(abs(g["null_odds"] - odds[g["id"]]) for g in got) < (
             1e-4 if precision == "none" else 0.1)
         assert any(g["answer"] == "" for g in got) and any(g["answer"] for g in got)
+    if exports(version, precision, jit):
+        # The serving export's `answer` signature: the same answers, in the same windows,
+        # picked inside its graph (float32 whatever the training policy).
+        served = tmp_path / "served.jsonl"
+        code, log = run_tool_logged(predict, task="qa", model=out / "export",
+                                    input_file=questions, output_file=served, batch_size=7)
+        assert code == 0, log[-3000:]
+        exported = [json.loads(line) for line in served.read_text().splitlines()]
+        assert [(e["id"], e["answer"], e["start"], e["end"]) for e in exported] == [
+            (g["id"], g["answer"], g["start"], g["end"]) for g in got]
+        if version == "v2":
+            assert max(abs(e["null_odds"] - g["null_odds"]) for e, g in zip(exported, got)) < 1e-4
+        code, printed, _ = run_tool_captured(predict, capsys, task="qa", model=out / "export",
+                                             text=rows[0]["question"],
+                                             text_b=rows[0]["context"], format="text")
+        first = exported[0]
+        found = (f"{first['answer']} [{first['start']}:{first['end']}] score {first['score']:.4f}"
+                 if first["answer"] else f"(no answer: null_odds {first['null_odds']:.4f})")
+        assert code == 0 and printed == f"{found}\t{rows[0]['question']}\n", printed
     if precision != "none":
         return  # the mistakes below are the model's, not the precision's
     code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=QUESTION)
@@ -387,13 +406,6 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
                                        "columns"), last
     code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=" ", text_b="a cat")
     assert code == 2 and last.endswith("input 1 has an empty question"), last
-    if version == "v1":
-        code, last, _ = run_tool(predict, capsys, task="qa", model=out / "export",
-                                 text=QUESTION, text_b=rows[0]["context"])
-        assert code == 2 and last.endswith("export is run_squad's serving export, whose span "
-                                           "logits are for serving code to pick answers from: "
-                                           "--task=qa reads the run_squad output_dir it was "
-                                           "exported from"), last
 
 
 def test_an_export_alone_scores_its_litert_file_on_the_run_s_predict_file(assets, matrix_runs,

@@ -1,11 +1,13 @@
 """Extractive question answering from a run_squad output_dir: each context read in windows as
 the run read its predict file, the answer picked as its predictions.json (data.squad,
 data.squad_answers) and, for a v2 model, "" where the no-answer score passes the run's
-threshold."""
+threshold; or from its serving export, whose `answer` signature does the same in its graph
+(serving.answer_spans)."""
 
 import os
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.squad import Question, convert_questions, read_threshold
@@ -28,10 +30,20 @@ class Answerer(Predictor):
     def __init__(self, model, window_stride=None, **kwargs):
         super().__init__(model, **kwargs)
         kind, arrays = self.source.kind, self.source.arrays
+        self._served = None
         if kind == "text_squad":
-            raise PredictError(f"{self.source.path} is run_squad's serving export, whose span "
-                               f"logits are for serving code to pick answers from: --task=qa "
-                               f"reads the run_squad output_dir it was exported from")
+            self._served = self.source.loaded.signatures.get("answer")
+            if self._served is None:
+                raise PredictError(f"{self.source.path} is a run_squad serving export without "
+                                   f"the answer signature (exported before it had one): export "
+                                   f"the run again, or give its output_dir")
+            if window_stride:
+                logging.warning("--window_stride is not used: %s reads contexts in the windows "
+                                "it was exported with", self.source.path)
+            self.version_2 = "null_odds" in self._served.structured_outputs
+            logging.info("SQuAD %s serving export: answers from its answer signature, in the "
+                         "run's windows", "v2.0" if self.version_2 else "v1.1")
+            return
         if kind != "checkpoint":
             raise PredictError(f"{self.source.path} is a {kind} export, which has no SQuAD "
                                f"head: give a run_squad output_dir")
@@ -93,6 +105,8 @@ class Answerer(Predictor):
             if not q.question.strip() or not q.context.strip():
                 raise PredictError(f"input {i + 1} has an empty "
                                    f"{'question' if not q.question.strip() else 'context'}")
+        if self._served is not None:
+            return self._served_answers(questions)
         tokenizer = self.tokenizer
         features = convert_questions(questions, tokenizer, self.max_seq_length, self.doc_stride,
                                      self.max_query_length, is_training=False)
@@ -110,6 +124,27 @@ class Answerer(Predictor):
                 if odds > self.threshold:
                     result.update(answer="", start=None, end=None, best_span=best["text"])
             results.append(result)
+        return results
+
+    def _served_answers(self, questions):
+        """The export's answers: its score (start + end logit; v2 log-probability) in place of
+        the n-best probability, which it does not compute."""
+        results = []
+        for part in batches(len(questions), self.batch_size):
+            out = self._served(question=tf.constant([q.question for q in questions[part]]),
+                               context=tf.constant([q.context for q in questions[part]]))
+            out = {k: v.numpy() for k, v in out.items()}
+            for i, q in enumerate(questions[part]):
+                answer = out["answer"][i].decode("utf-8")
+                result = {"question": q.question, "answer": answer,
+                          "start": int(out["start"][i]) if answer else None,
+                          "end": int(out["end"][i]) if answer else None,
+                          "score": round(float(out["score"][i]), 6)}
+                if self.version_2:
+                    result["null_odds"] = round(float(out["null_odds"][i]), 6)
+                    if not answer:
+                        result["best_span"] = out["best_span"][i].decode("utf-8")
+                results.append(result)
         return results
 
     def _run(self, features):

@@ -27,7 +27,8 @@ def _default_outputs(outputs):
 
 def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_length=128,
                         signatures=None, output_fn=None, first_segment_length=None,
-                        pad_to_longest=False, offsets=False, windows=None):
+                        pad_to_longest=False, offsets=False, windows=None,
+                        more_signatures=None):
     """A serving SavedModel: raw strings → in-graph tokenizer + packing → `model(...)`.
 
     vocabulary: the SentencePiece model or WordPiece vocabulary file (copied as an asset).
@@ -48,13 +49,16 @@ def export_text_serving(model, export_dir, vocabulary, do_lower_case=True, seq_l
     windows: (stride, pool) reads one-text signatures' long texts in overlapping windows
       (`saved_model.pack_windows`); `pool(outputs, window's text, texts)` gives each text's
       outputs from its windows'.
+    more_signatures: {name: make(in-graph tokenizer) → tf.function}, signatures of other
+      inputs or outputs (SQuAD's `answer`).
     """
     signatures = signatures or {"serving_default": ("text_a",)}
     output_fn = output_fn or _default_outputs
     return save_serving(model, export_dir, vocabulary, do_lower_case, lambda tokenizer: {
-        name: _text_signature(model, tokenizer, tuple(keys), seq_length, output_fn,
-                              first_segment_length, pad_to_longest, offsets, windows)
-        for name, keys in signatures.items()})
+        **{name: _text_signature(model, tokenizer, tuple(keys), seq_length, output_fn,
+                                 first_segment_length, pad_to_longest, offsets, windows)
+           for name, keys in signatures.items()},
+        **{name: make(tokenizer) for name, make in (more_signatures or {}).items()}})
 
 
 def save_serving(model, export_dir, vocabulary, do_lower_case, make_signatures,
@@ -142,7 +146,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
                      output_fn, tflite_name=None, tflite_output_fn=None,
                      first_segment_length=None, pad_to_longest=False, text_output_fn=None,
                      lite_options=None, labels=None, task_library=None, text_offsets=False,
-                     windows=None):
+                     windows=None, more_signatures=None):
     """A fine-tuned model's exports (run_classifier / run_squad --export_dir):
     `export_dir/` the raw-string serving SavedModel (`serving_default` on `text_keys`, outputs
     from `output_fn`), and with `tflite_name` also two LiteRT models: `export_dir/<tflite_name>`,
@@ -156,6 +160,7 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     the token-to-character map (`saved_model.pack_texts`'s `offsets`).
     `windows`: see `export_text_serving` (the SavedModel and the string-in .tflite; the
     ids-level .tflite takes one window, cut by its caller: `albert_tf.predict` cuts them).
+    `more_signatures`: see `export_text_serving` (the SavedModel only).
     `task_library` ({ids-level output: the TFLite Task Library's name for it}): with the
     ids-level file, also `<its stem>_task_library.tflite`, the same model with only those
     outputs and the Task Library's metadata (tokenizer and labels packed in).
@@ -166,7 +171,8 @@ def export_finetuned(model, export_dir, vocabulary, do_lower_case, seq_length, t
     export_text_serving(model, export_dir, vocabulary, do_lower_case, seq_length,
                         signatures={"serving_default": tuple(text_keys)}, output_fn=output_fn,
                         first_segment_length=first_segment_length,
-                        pad_to_longest=pad_to_longest, offsets=text_offsets, windows=windows)
+                        pad_to_longest=pad_to_longest, offsets=text_offsets, windows=windows,
+                        more_signatures=more_signatures)
     logging.info("Wrote the serving SavedModel %s (inputs %s)", export_dir, ", ".join(text_keys))
     if not tflite_name or options.files == "none":
         return export_dir, None

@@ -102,17 +102,27 @@ def pack_windows(tokenizer, texts, seq_length, stride):
                        tokenizer.pad_id), example
 
 
-def word_pieces(tokenizer, texts):
+def word_pieces(tokenizer, texts, own_bytes=False):
     """Ids of string tensor [batch] split on whitespace, each word tokenized alone (the same ids
     as the whole text: both tokenizers split on whitespace first), ragged [batch, (pieces)], and
-    each piece's word as a UTF-8 byte range [start, end), ragged [batch, (pieces), 2]."""
+    each piece's word as a UTF-8 byte range [start, end), ragged [batch, (pieces), 2]; with
+    `own_bytes`, the piece's own bytes in its word where the tokenizer can tell
+    (`tokenize_words_with_offsets`)."""
     import tensorflow_text as tf_text
 
-    words, starts, ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(texts)
-    pieces = tokenizer.tokenize(words.flat_values)  # [words, (pieces)]
-    owner = pieces.value_rowids()
-    ranges = tf.stack([tf.gather(tf.cast(starts.flat_values, tf.int32), owner),
-                       tf.gather(tf.cast(ends.flat_values, tf.int32), owner)], -1)
+    # Not tf_text's WhitespaceTokenizer: its words keep the first bytes of a multi-byte space.
+    words, starts, ends = tf_text.regex_split_with_offsets(texts, tokenizer.space + "+")
+    word_start = tf.cast(starts.flat_values, tf.int32)
+    word_end = tf.cast(ends.flat_values, tf.int32)
+    if own_bytes:
+        pieces, (first, last) = tokenizer.tokenize_words_with_offsets(words.flat_values)
+        owner = pieces.value_rowids()
+        at = tf.gather(word_start, owner)
+        ranges = tf.stack([at + first.flat_values, at + last.flat_values], -1)
+    else:
+        pieces = tokenizer.tokenize(words.flat_values)  # [words, (pieces)]
+        owner = pieces.value_rowids()
+        ranges = tf.stack([tf.gather(word_start, owner), tf.gather(word_end, owner)], -1)
     per_text = tf.math.unsorted_segment_sum(pieces.row_lengths(), words.value_rowids(),
                                             tf.shape(texts, out_type=tf.int64)[0])
     return (tf.RaggedTensor.from_row_lengths(tf.cast(pieces.flat_values, tf.int32), per_text),
@@ -120,9 +130,9 @@ def word_pieces(tokenizer, texts):
 
 
 def place_offsets(ranges, inputs, segment):
-    """`ranges` ([batch, pieces, 2]: one row per piece of packed segment `segment`, in order,
+    """`ranges` ([batch, pieces, k]: one row per piece of packed segment `segment`, in order,
     any padding after) at the positions where `inputs` (the packed encoder inputs) hold that
-    segment's pieces, -1 elsewhere: [batch, length, 2]."""
+    segment's pieces, -1 elsewhere: [batch, length, k]."""
     types, mask = inputs["input_type_ids"], inputs["input_mask"]
     positions = tf.range(tf.shape(types)[1])[None]
     # A segment's pieces: its type, before its closing [SEP] (the last of its type).
@@ -132,7 +142,7 @@ def place_offsets(ranges, inputs, segment):
         inside &= positions > 0  # [CLS]
     rank = tf.cumsum(tf.cast(inside, tf.int32), axis=1) - 1
     # A row to gather from when the text has no pieces.
-    ranges = tf.concat([ranges, tf.fill([tf.shape(ranges)[0], 1, 2], -1)], 1)
+    ranges = tf.concat([ranges, tf.fill([tf.shape(ranges)[0], 1, tf.shape(ranges)[2]], -1)], 1)
     return tf.where(inside[..., None], tf.gather(ranges, tf.maximum(rank, 0), batch_dims=1), -1)
 
 

@@ -70,9 +70,14 @@ def format_text(result):
                 f"{p['text'] or p['token']} {p['probability']:.4f}" for p in mask["predictions"]))
         return "\n".join(lines)
     if "answer" in result:
-        found = (f"{result['answer']} [{result['start']}:{result['end']}] "
-                 f"{result['probability']:.4f}" if result["answer"] else
-                 f"(no answer: null_odds {result['null_odds']:.4f})")
+        if result["answer"]:  # a checkpoint's n-best probability, an export's score
+            found = (f"{result['answer']} [{result['start']}:{result['end']}] " + (
+                f"{result['probability']:.4f}" if "probability" in result else
+                f"score {result['score']:.4f}"))
+        elif "null_odds" in result:
+            found = f"(no answer: null_odds {result['null_odds']:.4f})"
+        else:
+            found = "(no answer: no span in the context)"
         return f"{found}\t{result['question']}"
     if "tags" in result:
         entities = "  ".join(f"{e['type']}: {e['text']} [{e['start']}:{e['end']}]"

@@ -89,8 +89,9 @@ class FinetuningTask(abc.ABC):
         """On the chief, at each new best evaluation: reports on the eval set `name` written to
         output_dir. Default: none."""
 
-    def export(self, model, export_dir, lite_options=None):
+    def export(self, model, export_dir, lite_options=None, output_dir=None):
         """With --export_dir, where `exportable`: the exports from the restored float32
         `model`; `lite_options` (a `serving.lite.LiteOptions`) says which LiteRT files,
-        quantized how, calibrated and scored on what."""
+        quantized how, calibrated and scored on what; `output_dir`: the run's (what its
+        evaluation chose there, such as SQuAD v2's threshold)."""
         raise NotImplementedError(f"{self.name} has no export")

@@ -67,7 +67,7 @@ class ClassificationTask(FinetuningTask):
         """(stride, pool) when the serving export reads long texts in windows, else None."""
         return None
 
-    def export(self, model, export_dir, lite_options=None):
+    def export(self, model, export_dir, lite_options=None, output_dir=None):
         """The raw-string serving SavedModel (probabilities and label strings; regression:
         predictions; multi-label: each label's `above_threshold`), export_dir/classifier.tflite
         (ids in, probabilities/predictions and logits out, at [1, max_seq_length]),

@@ -339,7 +339,7 @@ class _Run:
         check_export_dir(export_dir, "export_dir", self.flags.overwrite_export,
                          overwrite_flag="overwrite_export")
         model = float32_model(self.trainer.model, self.build_model)
-        self.task.export(model, export_dir, self.lite_options(model))
+        self.task.export(model, export_dir, self.lite_options(model), self.flags.output_dir)
 
     def lite_options(self, model):
         """The LiteRT files the flags ask for, int8's calibration sample (200 training

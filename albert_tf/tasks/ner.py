@@ -159,7 +159,7 @@ class NerTask(FinetuningTask):
             f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
         return None
 
-    def export(self, model, export_dir, lite_options=None):
+    def export(self, model, export_dir, lite_options=None, output_dir=None):
         """The raw-sentence serving SavedModel (serving.tag), and unless `lite_options.files`
         is "none", export_dir/tagger_text.tflite (one sentence in: words, tags, scores, through
         the run's windows; `serving.lite.tagger_to_tflite`) with labels.txt beside it."""

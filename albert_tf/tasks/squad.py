@@ -172,18 +172,28 @@ class SquadTask(FinetuningTask):
             return None
         return golds
 
-    def export(self, model, export_dir, lite_options=None):
+    def export(self, model, export_dir, lite_options=None, output_dir=None):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
         max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
         `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids` and
-        `context_offsets` (each position's context word as a UTF-8 byte range). Also
+        `context_offsets` (each position's context word as a UTF-8 byte range). Its `answer`
+        signature answers as --do_predict does, in the run's windows
+        (`serving.answer_spans`; a v2 run's threshold from output_dir's eval_results.txt). Also
         export_dir/albert_model.tflite (ids in, the same outputs), albert_model_text.tflite
         (the strings in, the same outputs) and, for v1 at 384 tokens,
         albert_model_task_library.tflite (the TFLite Task Library's BertQuestionAnswerer)."""
+        from albert_tf.serving.answer_spans import answer_signature
         from albert_tf.serving.finetuned import export_finetuned
 
         serving_model = SquadServing(model)
         keys = SquadServing.OUTPUTS[self.version_2]
+        threshold = (self.predict_threshold(output_dir, None, None, None) if self.version_2
+                     else None)
+
+        def answer(tokenizer):
+            return answer_signature(serving_model, tokenizer, self.max_seq_length,
+                                    self.doc_stride, self.max_query_length,
+                                    self.max_answer_length, self.version_2, threshold)
         return export_finetuned(
             serving_model, export_dir, self.tokenizer.asset_file, self.tokenizer.do_lower_case,
             self.max_seq_length, ("question", "context"),
@@ -192,7 +202,8 @@ class SquadTask(FinetuningTask):
             tflite_output_fn=lambda out: {k: out[k] for k in keys},
             first_segment_length=self.max_query_length,
             text_output_fn=lambda out: {k: out[k] for k in keys + ("input_word_ids",)},
-            lite_options=lite_options, task_library=self._task_library(), text_offsets=True)
+            lite_options=lite_options, task_library=self._task_library(), text_offsets=True,
+            more_signatures={"answer": answer})
 
     def _task_library(self):
         """The outputs of albert_model_task_library.tflite, which the TFLite Task Library's

@@ -48,7 +48,7 @@ class InGraphTokenizer(tf.Module):
         ids = special_ids(sp_model)
         self.pad_id, self.unk_id = ids[PAD], ids[UNK]
         self.cls_id, self.sep_id, self.mask_id = ids[CLS], ids[SEP], ids[MASK]
-        self._space, self._combining = _regexes()
+        self.space, self._combining = _regexes()  # one whitespace character; marks
 
         split = FastEncoder(sp_model).split_table
         rows = [split.get(i, [i]) for i in range(self.vocab_size)]
@@ -58,7 +58,7 @@ class InGraphTokenizer(tf.Module):
 
     def preprocess(self, strings):
         """`preprocess_text` on a tf.string tensor."""
-        x = tf.strings.regex_replace(strings, self._space + "+", " ")
+        x = tf.strings.regex_replace(strings, self.space + "+", " ")
         x = tf.strings.regex_replace(x, "^ | $", "")
         x = tf_text.normalize_utf8(x, "NFKD")
         x = tf.strings.regex_replace(x, self._combining, "")
@@ -76,6 +76,21 @@ class InGraphTokenizer(tf.Module):
         return pieces.merge_dims(1, 2)
 
     __call__ = tokenize
+
+    def tokenize_words_with_offsets(self, words):
+        """Ids of a batch of whitespace-free words (string [words]), ragged [words, (pieces)],
+        and each piece's UTF-8 byte range [start, end) in its word: the piece's own bytes where
+        preprocessing kept the word's bytes in place (its length unchanged), else the whole word.
+        A piece split by the digit-comma rule gives its parts its range."""
+        processed = self.preprocess(words)
+        ids, starts, ends = self._sp.tokenize_with_offsets(processed)
+        if self._needs_split:
+            parts = tf.gather(self._replacements, ids)  # [words, (pieces), (parts)]
+            repeat = parts.values.row_lengths()
+            ids = parts.merge_dims(1, 2)
+            starts = ids.with_flat_values(tf.repeat(starts.flat_values, repeat))
+            ends = ids.with_flat_values(tf.repeat(ends.flat_values, repeat))
+        return ids, _kept_in_place(words, processed, starts, ends)
 
 
 class InGraphWordpieceTokenizer(tf.Module):
@@ -101,7 +116,8 @@ class InGraphWordpieceTokenizer(tf.Module):
         self._dropped, self._spaces, self._cjk = (classes["dropped"], classes["spaces"],
                                                   classes["cjk"])
         self._marks, self._punct = classes["marks"], classes["punct"]
-        self._split = f"{classes['split_spaces']}+|{self._punct}"
+        self.space = classes["split_spaces"]  # one whitespace character, as a regex
+        self._split = f"{self.space}+|{self._punct}"
         self._max_chars = host.wordpiece_tokenizer.max_input_chars_per_word
         self._table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
             tf.constant(list(host.vocab)), tf.constant(list(host.vocab.values()),
@@ -131,6 +147,36 @@ class InGraphWordpieceTokenizer(tf.Module):
         return tf.cast(self._wordpiece.tokenize(words).merge_dims(1, 2), tf.int32)
 
     __call__ = tokenize
+
+    def tokenize_words_with_offsets(self, words):
+        """As `InGraphTokenizer.tokenize_words_with_offsets`: ids of whitespace-free words and
+        each piece's byte range in its word (the whole word where preprocessing moved bytes)."""
+        processed = self.preprocess(words)
+        tokens, token_starts, _ = tf_text.regex_split_with_offsets(processed, self._split,
+                                                                    self._punct)
+        too_long = tf.strings.length(tokens.flat_values, unit="UTF8_CHAR") > self._max_chars
+        tokens = tokens.with_flat_values(
+            tf.where(too_long, WORDPIECE_SPECIALS[UNK], tokens.flat_values))
+        ids, starts, ends = self._wordpiece.tokenize_with_offsets(tokens)  # [w, (t), (p)]
+        first = tf.cast(tf.repeat(token_starts.flat_values, ids.values.row_lengths()), tf.int64)
+        ids = tf.cast(ids.merge_dims(1, 2), tf.int32)
+        starts = ids.with_flat_values(first + tf.cast(starts.flat_values, tf.int64))
+        ends = ids.with_flat_values(first + tf.cast(ends.flat_values, tf.int64))
+        return ids, _kept_in_place(words, processed, starts, ends)
+
+
+def _kept_in_place(words, processed, starts, ends):
+    """(starts, ends) as int32, or each word's whole range [0, its bytes) where preprocessing
+    changed its length (the pieces' offsets are then not the word's)."""
+    length = tf.strings.length(words)
+    kept = tf.equal(length, tf.strings.length(processed))
+    owner = starts.value_rowids()
+    kept_piece = tf.gather(kept, owner)
+    starts = starts.with_flat_values(tf.where(kept_piece, tf.cast(starts.flat_values, tf.int32),
+                                              0))
+    ends = ends.with_flat_values(tf.where(kept_piece, tf.cast(ends.flat_values, tf.int32),
+                                          tf.gather(length, owner)))
+    return starts, ends
 
 
 def in_graph_tokenizer(vocabulary, do_lower_case=True):
