@@ -100,6 +100,7 @@ def main(_):
             and not 0 < FLAGS.threshold_dev_fraction < 1):
         raise app.UsageError(f"--threshold_dev_fraction must be in (0, 1), got "
                              f"{FLAGS.threshold_dev_fraction}; or give --null_score_diff_threshold")
+    check_window_room(FLAGS.max_seq_length, FLAGS.max_query_length, FLAGS.doc_stride)
     # SQuAD's defaults are epochs and a warmup share; explicit step counts take over.
     if not FLAGS["num_train_epochs"].present:
         FLAGS.num_train_epochs = None if FLAGS["train_step"].present else 3.0
@@ -118,6 +119,22 @@ def main(_):
         FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed,
         FLAGS.train_feature_file, FLAGS.predict_feature_file)
     return driver.run_finetuning(task, options, script_settings(FLAGS))
+
+
+def check_window_room(max_seq_length, max_query_length, doc_stride):
+    """Refuses a window with no room for the context; warns where it holds fewer context pieces
+    than --doc_stride (windows that do not overlap: many short ones per context)."""
+    room = max_seq_length - max_query_length - 3
+    if room < 1:
+        raise app.UsageError(f"--max_seq_length={max_seq_length} leaves no room for the context "
+                             f"after a question of up to --max_query_length={max_query_length} "
+                             f"pieces ([CLS] question [SEP] context [SEP])")
+    if room < doc_stride:
+        logging.warning("A window holds as few as %d context pieces (--max_seq_length=%d - "
+                        "--max_query_length=%d - 3), fewer than --doc_stride=%d: windows do "
+                        "not overlap, each context is read in many short ones and an answer "
+                        "across a window's edge is never found. Raise --max_seq_length or lower "
+                        "--max_query_length", room, max_seq_length, max_query_length, doc_stride)
 
 
 def run(argv=None, version_2=None):

@@ -244,7 +244,7 @@ def test_feature_files_are_written_once_read_back_and_checked(assets, tmp_path):
             **{**common, "do_train": False})
 
 
-def test_flag_errors(assets, tmp_path):
+def test_flag_errors(assets, tmp_path, caplog):
     train, dev = assets["files"]["v1"]
     with pytest.raises(Exception, match="--do_train needs --train_file"):
         run(output_dir=tmp_path, spm_model_file=assets["spm"], do_train=True)
@@ -255,6 +255,20 @@ def test_flag_errors(assets, tmp_path):
     with pytest.raises(ValueError, match="is_impossible, which needs --version_2"):
         run(train_file=assets["files"]["v2"][0], output_dir=tmp_path,
             spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True)
+    with pytest.raises(Exception, match=re.escape(
+            "--max_seq_length=20 leaves no room for the context after a question of up to "
+            "--max_query_length=17 pieces ([CLS] question [SEP] context [SEP])")):
+        run(train_file=train, output_dir=tmp_path, spm_model_file=assets["spm"],
+            init_checkpoint=assets["init"], do_train=True, max_seq_length=20,
+            max_query_length=17)
+    with caplog.at_level("WARNING", logger="absl"):
+        with pytest.raises(Exception, match="no_such.model"):
+            run(train_file=train, output_dir=tmp_path, spm_model_file=tmp_path / "no_such.model",
+                init_checkpoint=assets["init"], do_train=True, max_seq_length=20,
+                max_query_length=16, doc_stride=8)
+    assert ("A window holds as few as 1 context pieces (--max_seq_length=20 - "
+            "--max_query_length=16 - 3), fewer than --doc_stride=8: windows do not overlap"
+            in caplog.text), caplog.text
 
 
 @pytest.fixture(scope="module")
