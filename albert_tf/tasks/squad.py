@@ -187,8 +187,10 @@ class SquadTask(FinetuningTask):
 
         serving_model = SquadServing(model)
         keys = SquadServing.OUTPUTS[self.version_2]
-        threshold = (self.predict_threshold(output_dir, None, None, None) if self.version_2
-                     else None)
+        threshold = None
+        if self.version_2:  # the run's, as its predictions use it
+            threshold = (self.predict_threshold(output_dir, None, None, None) if output_dir
+                         else self.threshold or 0.0)
 
         def answer(tokenizer):
             return answer_signature(serving_model, tokenizer, self.max_seq_length,
