@@ -185,6 +185,43 @@ def test_metrics():
     assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(22.5))
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_heads_compute_their_logits_in_float32(policy):
+    """Under a mixed policy the heads' logits are float32 products of the encoder's output: a
+    regression head whose bias has learned the scores' mean (STS-B's ~2.5) keeps each text's own
+    score (in bfloat16 they all came out 2.515625); classifier logits the same."""
+    from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+    from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        tf.keras.utils.set_random_seed(0)
+        regression = AlbertClassifier(AlbertConfig(**TINY), 1, regression=True)
+        classifier = AlbertClassifier(AlbertConfig(**TINY), 3)
+        choice = AlbertMultipleChoice(AlbertConfig(**TINY))
+        tagger = AlbertTokenClassifier(AlbertConfig(**TINY), 4)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    batch = {k: tf.constant(v) for k, v in _batch(8).items()}
+    regression.output_bias.assign([2.5])
+    for model in (regression, classifier):
+        pooled = tf.cast(model.encoder(batch)["pooled_output"], tf.float32)
+        expected = (tf.matmul(pooled, model.output_weights, transpose_b=True)
+                    + model.output_bias).numpy()
+        logits = model(batch)["logits"]
+        assert logits.dtype == tf.float32
+        np.testing.assert_allclose(logits.numpy(), expected, rtol=0, atol=1e-4)
+    scores = regression(batch)["predictions"].numpy()
+    assert len(set(scores.tolist())) == len(scores), scores
+    choices = {k: tf.stack([v, v[::-1]], 1) for k, v in batch.items()
+               if k in ("input_word_ids", "input_mask", "input_type_ids")}
+    compute = tf.bfloat16 if policy == "mixed_bfloat16" else tf.float16
+    for logits in (choice(choices)["logits"], tagger(batch)["logits"], logits):
+        assert logits.dtype == tf.float32
+        rounded = tf.cast(tf.cast(logits, compute), tf.float32)
+        assert np.mean(rounded.numpy() == logits.numpy()) < 0.2  # not computed in `compute`
+
+
 @pytest.mark.parametrize("policy,rtol", [("float32", 1e-5), ("mixed_bfloat16", 0.03),
                                          ("mixed_float16", 0.01)])
 def test_training_step_runs_the_last_block_at_cls_only(policy, rtol):
@@ -204,10 +241,10 @@ def test_training_step_runs_the_last_block_at_cls_only(policy, rtol):
     def loss_and_grads(training_rows):
         with tf.GradientTape() as tape:
             if training_rows == "all":  # the whole sequence, as inference runs it
-                pooled = model.encoder(batch, training=True)["pooled_output"]
-                logits = tf.matmul(pooled, tf.cast(model.output_weights, pooled.dtype),
-                                   transpose_b=True) + tf.cast(model.output_bias, pooled.dtype)
-                out = {"logits": tf.cast(logits, tf.float32)}
+                pooled = tf.cast(model.encoder(batch, training=True)["pooled_output"],
+                                 tf.float32)
+                out = {"logits": tf.matmul(pooled, model.output_weights, transpose_b=True)
+                       + model.output_bias}
             else:
                 out = model(batch, training=True)
             sums = model.loss_sums(batch, out)

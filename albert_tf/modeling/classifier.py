@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from albert_tf.modeling.heads import float32_logits
 from albert_tf.modeling.task_model import TaskModel, example_weights
 
 HEAD_NAMES = ("output_weights", "output_bias")
@@ -102,11 +103,8 @@ class AlbertClassifier(TaskModel):
                           if k in inputs}
         pooled = self.encoder.pooled_output(encoder_inputs, training=training)
         pooled = self.dropout(pooled, training=training)
-        weights = tf.cast(self.output_weights, pooled.dtype)
-        logits = tf.matmul(pooled, weights, transpose_b=True) + tf.cast(self.output_bias,
-                                                                         pooled.dtype)
-        return head_outputs(tf.cast(logits, tf.float32), self.regression, self.multi_label,
-                            self.target)
+        return head_outputs(float32_logits(pooled, self.output_weights, self.output_bias),
+                            self.regression, self.multi_label, self.target)
 
     # The trainer's task protocol: weighted sums, so any split of a batch gives the global mean.
     LOSS_SUM_NAMES = ("loss_sum", "correct_sum", "example_count")

@@ -6,6 +6,14 @@ import tensorflow as tf
 from albert_tf.modeling.layers import Dense, LayerNorm, _initializer
 
 
+def float32_logits(x, weights, bias):
+    """x [..., H] · weights [L, H]ᵀ + bias [L] in float32 whatever x's dtype: a head's logits
+    under bfloat16 would keep ~3 significant digits (a regression's scores near 2.5 land on
+    steps of 1/64)."""
+    logits = tf.einsum("...h,lh->...l", tf.cast(x, tf.float32), tf.cast(weights, tf.float32))
+    return logits + tf.cast(bias, tf.float32)
+
+
 class MaskedLMHead(keras.layers.Layer):
     """Dense H→E with the config's activation, LayerNorm, then logits over the tied vocabulary.
     brightmart's layout: dense H→H and LayerNorm, then back through the word projection
@@ -63,6 +71,4 @@ class SentenceOrderHead(keras.layers.Layer):
         pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, pooled_output):
-        x = tf.cast(pooled_output, tf.float32)
-        logits = tf.matmul(x, tf.cast(self.output_weights, tf.float32), transpose_b=True)
-        return tf.nn.bias_add(logits, tf.cast(self.output_bias, tf.float32))
+        return float32_logits(pooled_output, self.output_weights, self.output_bias)

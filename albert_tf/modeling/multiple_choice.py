@@ -4,6 +4,7 @@
 import keras
 import tensorflow as tf
 
+from albert_tf.modeling.heads import float32_logits
 from albert_tf.modeling.task_model import TaskModel, example_weights
 
 HEAD_NAMES = ("output_weights", "output_bias")
@@ -41,9 +42,8 @@ class AlbertMultipleChoice(TaskModel):
         flat = {k: tf.reshape(inputs[k], [-1, shape[-1]]) for k in ENCODER_INPUTS if k in inputs}
         pooled = self.encoder.pooled_output(flat, training=training)
         pooled = self.dropout(pooled, training=training)
-        scores = tf.matmul(pooled, tf.cast(self.output_weights, pooled.dtype), transpose_b=True)
-        scores = scores + tf.cast(self.output_bias, pooled.dtype)
-        logits = tf.cast(tf.reshape(scores, shape[:-1]), tf.float32)
+        scores = float32_logits(pooled, self.output_weights, self.output_bias)
+        logits = tf.reshape(scores, shape[:-1])
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
 
     # The trainer's task protocol: weighted sums, so any split of a batch gives the global mean.

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from albert_tf.modeling.heads import float32_logits
 from albert_tf.modeling.task_model import (POOLER_PATHS, UNUSED_POOLER, TaskModel,
                                            example_weights)
 
@@ -50,10 +51,7 @@ class AlbertTokenClassifier(TaskModel):
                           if k in inputs}
         sequence = self.encoder(encoder_inputs, training=training)["sequence_output"]
         sequence = self.dropout(sequence, training=training)
-        weights = tf.cast(self.output_weights, sequence.dtype)
-        logits = tf.einsum("bth,lh->btl", sequence, weights) + tf.cast(self.output_bias,
-                                                                        sequence.dtype)
-        logits = tf.cast(logits, tf.float32)
+        logits = float32_logits(sequence, self.output_weights, self.output_bias)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
 
     # The trainer's task protocol: sums over labelled pieces, so any split of a batch gives
