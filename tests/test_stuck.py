@@ -49,3 +49,15 @@ def test_one_class_for_every_eval_prediction_warns(warnings):
     assert "lower --learning_rate (now 0.0005)" in warnings[0]
     assert watch.predictions(400, "dev", ["O"] * 7)  # tags, at every evaluation
     assert len(warnings) == 2
+    # Before the last step: it may still change; evaluating alone: not this command's settings.
+    assert StuckWatch(math.log(2), 30, 5e-4, 50, train_steps=500).predictions(300, "dev",
+                                                                              ["1"] * 5)
+    assert warnings[2].endswith(
+        "(5 of 5): the model predicts one class whatever the input so far (step 300 of 500): "
+        "if it still does later, try a lower --learning_rate (now 0.0005) or a longer warmup "
+        "(--warmup_step, --warmup_proportion; now 30 steps)."), warnings[2]
+    assert StuckWatch(None, 0, 5e-5, 50, train_steps=500, training=False).predictions(
+        300, "dev", ["1"] * 5)
+    assert warnings[3].endswith(
+        "whatever the input; if its training is the cause, train again with a lower "
+        "--learning_rate or a longer warmup (--warmup_step, --warmup_proportion)."), warnings[3]

@@ -227,7 +227,7 @@ class _Run:
         self.best = {}
         level = task.constant_loss(self.train_features) if self.train_features else None
         self.watch = StuckWatch(level, self.num_warmup_steps, options.learning_rate,
-                                options.log_steps)
+                                options.log_steps, self.num_train_steps, options.do_train)
 
     def build_model(self):
         return self.task.build_model(self.make_encoder())

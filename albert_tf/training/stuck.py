@@ -33,16 +33,24 @@ def constant_loss(labels, regression=False, multi_label=False):
 
 class StuckWatch:
     """Warns (once for the loss, at each evaluation for the predictions) when a run is stuck,
-    with what to try."""
+    with what to try. `train_steps`: the run's last step (an earlier evaluation's one class
+    may still change); `training`: whether this invocation trains (else the learning rate and
+    warmup it was given are not the ones that trained the model)."""
 
-    def __init__(self, constant_loss, num_warmup_steps, learning_rate, log_steps):
+    def __init__(self, constant_loss, num_warmup_steps, learning_rate, log_steps,
+                 train_steps=None, training=True):
         self.level = constant_loss
         self.warmup = num_warmup_steps
         self.learning_rate = learning_rate
         self.log_steps = log_steps
+        self.train_steps = train_steps
+        self.training = training
         self.warned = False
 
     def advice(self):
+        if not self.training:
+            return ("if its training is the cause, train again with a lower --learning_rate or "
+                    "a longer warmup (--warmup_step, --warmup_proportion)")
         return (f"try a lower --learning_rate (now {self.learning_rate:g}) or a longer warmup "
                 f"(--warmup_step, --warmup_proportion; now {self.warmup} steps)")
 
@@ -64,7 +72,10 @@ class StuckWatch:
         classes = np.asarray(classes).reshape(-1)
         if classes.size < 2 or np.any(classes != classes[0]):
             return False
+        early = self.training and self.train_steps and step < self.train_steps
         logging.warning("Every %s prediction at step %d is %r (%d of %d): the model predicts "
-                        "one class whatever the input; %s.", name, step, str(classes[0]),
-                        classes.size, classes.size, self.advice())
+                        "one class whatever the input%s.", name, step, str(classes[0]),
+                        classes.size, classes.size,
+                        f" so far (step {step} of {self.train_steps}): if it still does later, "
+                        f"{self.advice()}" if early else f"; {self.advice()}")
         return True
