@@ -92,8 +92,22 @@ for line in sys.stdin.buffer:
 
 def start_tool():
     """Called first thing by each tool run as a program."""
+    _rerun_if_a_checkout_is_taken_for_the_package()
     signal.signal(signal.SIGINT, _stopped_while_starting)
     quiet_stderr()
+
+
+def _rerun_if_a_checkout_is_taken_for_the_package():
+    """`python -m albert_tf.run_classifier` from the folder above a checkout named albert_tf:
+    Python takes that folder (it has no __init__.py) for the package, ahead of the installed one,
+    and runs the checkout's shim run_classifier.py, which then imports itself. The same command
+    again with -P (the working directory off sys.path) finds the installed package."""
+    package = sys.modules.get("albert_tf")
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if (package is None or getattr(package, "__file__", None) or sys.flags.safe_path
+            or spec is None or not spec.name.startswith("albert_tf.")):
+        return
+    os.execv(sys.executable, [sys.orig_argv[0], "-P", *sys.orig_argv[1:]])
 
 
 def tool_name(program=None):

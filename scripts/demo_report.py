@@ -73,16 +73,21 @@ def write_initial(config_path, out_dir, seed=12345):
 
 
 def fill_mask_ranks(model_dir, spm_model, sentences=SENTENCES):
-    """[(rank of the right word (1 = top), its probability, top-5 words)] per sentence."""
+    """[(rank of the right word (1 = top), its probability, top-5 words)] per sentence, among
+    words: the pieces' texts, each once (a word-start and a continuation piece spell "i" alike),
+    without the bare word-start piece "▁" (no word of its own)."""
     from albert_tf.serving.fill_mask import FillMask
     predictor = FillMask(model_dir, top_k=10 ** 6, spm_model_file=spm_model)
     results = predictor([text for text, _ in sentences])
     out = []
     for (text, answer), result in zip(sentences, results):
-        predictions = result["masks"][0]["predictions"]
-        words = [(p["text"] or p["token"]).lower() for p in predictions]
-        rank = words.index(answer) + 1 if answer in words else None
-        out.append((rank, predictions[rank - 1]["probability"] if rank else 0.0, words[:5]))
+        found = {}
+        for p in result["masks"][0]["predictions"]:
+            if p["text"].strip():
+                found.setdefault(p["text"].lower(), p["probability"])
+        words = list(found)
+        rank = words.index(answer) + 1 if answer in found else None
+        out.append((rank, found.get(answer, 0.0), words[:5]))
     return out
 
 

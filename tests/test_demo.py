@@ -117,6 +117,7 @@ def test_fill_mask_ranks_before_and_after(run, tmp_path):
     for rank, probability, top in ranks:
         assert rank is None or 1 <= rank <= run["vocab"]
         assert 0 <= probability <= 1 and len(top) == 5
+        assert len(set(top)) == 5 and all(w.strip() and w != "▁" for w in top), top
     text, before_ranks, after_ranks = report.show_fill_mask(initial, run["out"], run["spm"],
                                                             sentences)
     assert after_ranks == ranks

@@ -253,6 +253,25 @@ def test_classify_regression_head_gives_a_score(assets, tmp_path):
     assert row["score"] == pytest.approx(float(expected["predictions"][0]), abs=1e-5)
 
 
+@pytest.mark.parametrize("task,pairs", [("RTE", True), ("CoLA", False)])
+def test_a_run_s_task_says_whether_it_classifies_pairs(assets, tmp_path, task, pairs):
+    """A run_classifier output_dir of a GLUE task reads what the run read, as its export does:
+    a pair task refuses a text alone, a single-text task a second text."""
+    run = tmp_path / task
+    shutil.copytree(assets["clf_dir"], run)
+    (run / "run.json").write_text(json.dumps(
+        {"kind": f"fine-tuning of {task.lower()}", "settings": {"task_name": task}}))
+    classifier = serving.Classifier(str(run), spm_model_file=assets["spm"])
+    given, wrong = ((["a cat"], ["a dog"]), (["a cat"], None)) if pairs else (
+        (["a cat"], None), (["a cat"], ["a dog"]))
+    assert len(classifier(*given)) == 1
+    with pytest.raises(serving.PredictError) as e:
+        classifier(*wrong)
+    assert str(e.value) == (
+        f"the run in {run} classifies pairs: give --text_b (or two tab-separated columns)"
+        if pairs else f"the run in {run} classifies single texts; it takes no --text_b")
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_errors(assets, tmp_path):
@@ -390,7 +409,9 @@ def test_input_files_are_read_by_column_as_training_reads_them(assets, tmp_path,
                                  for i, r in enumerate(expected)]
     assert written[".txt"] == expected
 
-    # Pairs from two named columns, a ;-separated .csv, as readable text after the id.
+    # Pairs from two named columns, a ;-separated .csv, as readable text after the id, for a
+    # run that read pairs (one that read single texts refuses them).
+    LabelSet("single_label", ("neg", "pos"), text_columns=("a", "b")).save(str(run))
     pairs = tmp_path / "pairs.csv"
     firsts, seconds = _lines(2, 11), _lines(2, 12)
     pairs.write_text("q;first;second\n" + "".join(f"q{i};{a};{b}\n" for i, (a, b) in
@@ -449,3 +470,9 @@ def test_blank_lines_of_a_text_file_are_skipped_with_a_warning(tmp_path, caplog)
     assert (texts, texts_b, columns) == (["first", "second", "third"], None, None)
     assert f"--input_file={path}: 2 blank lines skipped (line 2, 4): the results follow its 3 " \
            "non-blank lines" in caplog.text
+
+
+def test_a_text_file_saved_with_a_byte_order_mark_and_windows_line_ends(tmp_path):
+    path = tmp_path / "windows.txt"
+    path.write_bytes("\ufeffthe cat\tsat\r\nthe dog\tran\r\n".encode("utf-8"))
+    assert read_input_file(str(path)) == (["the cat", "the dog"], ["sat", "ran"], None)

@@ -98,6 +98,19 @@ def test_reads_all_txt_json_lines(tmp_path):
         ("middle7.txt-0", 0), ("middle7.txt-1", 1), ("middle8.txt-0", 3), ("middle8.txt-1", 2)]
 
 
+def test_a_byte_order_mark_and_windows_line_ends_are_read_through(tmp_path):
+    """Article files saved by Windows editors (a UTF-8 BOM, CRLF): the same questions."""
+    _write(str(tmp_path / "RACE/dev/high/1.txt"), "\ufeff" + json.dumps(ARTICLE))
+    other = dict(ARTICLE, id="middle8.txt")
+    _write(str(tmp_path / "RACE/dev/middle/all.txt"),
+           "\ufeff" + json.dumps(ARTICLE) + "\r\n" + json.dumps(other) + "\r\n")
+    examples = race.read_examples(str(tmp_path), "dev")
+    assert [e.guid for e in examples] == ["middle7.txt-0", "middle7.txt-1", "middle8.txt-0",
+                                          "middle8.txt-1", "middle7.txt-0", "middle7.txt-1"]
+    assert examples[-1].options == ARTICLE["options"][1] and examples[0].article == (
+        ARTICLE["article"])
+
+
 def test_option_combination():
     assert race.combine("Tom has a _ ball.", "red") == "Tom has a red ball."
     assert race.combine("What color is the ball?", "red") == "What color is the ball? red"

@@ -335,6 +335,22 @@ def test_a_checkout_s_shim_runs_as_the_module_does(tmp_path):
         2, "run_pretraining: error: ALBERT config file not found: missing.json\n")
 
 
+def test_the_module_runs_from_the_folder_above_a_checkout_named_albert_tf(tmp_path):
+    """`git clone .../albert_tf` then `python -m albert_tf.run_classifier` from where the
+    clone was made: Python takes the checkout (no __init__.py) for the package and runs its
+    shim, which imported itself ("partially initialized module"); the tool runs instead."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkout = tmp_path / "albert_tf"
+    checkout.mkdir()
+    for name in ("run_classifier.py", "README.md"):
+        shutil.copy(os.path.join(root, name), checkout / name)
+    shown = subprocess.run([sys.executable, "-m", "albert_tf.run_classifier", "--helpshort"],
+                           capture_output=True, text=True, timeout=300, check=False,
+                           cwd=tmp_path)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr[-2000:]
+    assert "--task_name" in shown.stdout
+
+
 def test_records_are_checked_in_every_file(world, tmp_path, capsys):
     vocab = world["vocab"]
     bigger = write_pretraining_records(tmp_path / "b.tfrecord", 8, vocab=vocab + 40, seed=3)

@@ -98,8 +98,11 @@ def cached_features(cache_dir, stem, settings, build_fn, path=None, flag=None):
         with tf.io.gfile.GFile(tmp, "wb") as f:
             f.write(buffer.getvalue())
         tf.io.gfile.rename(tmp, path, overwrite=True)
-    logging.info("Wrote %d features (one per window of a long text) to feature %s %s",
-                 len(features["lengths"]),
+    owners = next((features[k] for k in ("host_example", "host_question") if k in features), ())
+    examples = len(np.unique(owners))
+    logging.info("Wrote %d features%s to feature %s %s", len(features["lengths"]),
+                 f" ({examples} examples, long ones in windows: one feature per window)"
+                 if 0 < examples < len(features["lengths"]) else "",
                  "file" if explicit else "cache", path)
     return features
 

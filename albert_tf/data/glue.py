@@ -53,6 +53,10 @@ class Task:
     def num_labels(self):
         return len(self.labels) or 1
 
+    @property
+    def is_pair(self):
+        return any(split.text_b is not None for split in self.splits.values())
+
 
 def _pair(a, b, label, test_a=None, test_b=None, test_guid=0):
     test_a = a if test_a is None else test_a

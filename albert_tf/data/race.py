@@ -91,7 +91,7 @@ def _natural(name):
 
 def _read_text(path):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark is not the article's
             return f.read()
     except UnicodeDecodeError as e:
         raise ValueError(f"{path} is not UTF-8 text: {e}") from None

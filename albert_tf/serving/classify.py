@@ -4,7 +4,7 @@ checkpoint, a raw-string serving export or an exported .tflite (strings or ids i
 import numpy as np
 
 from albert_tf.data.conll import read_labels
-from albert_tf.data.glue import window_starts
+from albert_tf.data.glue import get_task, window_starts
 from albert_tf.data.labeled_text import saved_labels
 from albert_tf.modeling.classifier import pool_windows
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
@@ -21,9 +21,8 @@ def label_names(labels=None, task_name=None):
             raise PredictError(f"--labels={labels!r} has an empty label")
         return names, False
     if task_name:
-        from albert_tf.data import glue
         try:
-            task = glue.get_task(task_name)
+            task = get_task(task_name)
         except ValueError as e:
             raise PredictError(str(e)) from e
         return list(task.labels), task.is_regression
@@ -90,6 +89,7 @@ class Classifier(Predictor):
             self.num_labels = num_labels
             self.labels = None if self.regression else (
                 names or [str(i) for i in range(num_labels)])
+            self.inputs = self._trained_inputs()
         elif kind in ("text_classifier", "tflite_text", "tflite_ids"):
             if regression:
                 raise PredictError(f"--task_name={task_name} is a regression task; the export "
@@ -126,6 +126,7 @@ class Classifier(Predictor):
         for part in batches(len(texts), self.batch_size):
             a, b = texts[part], texts_b[part]
             if self.source.kind == "checkpoint":
+                self._check_pairs(b, "the run in")
                 out = self._run_checkpoint(a, b)
             elif self.source.kind == "tflite_ids":
                 out = self._outputs(self._run_tflite_ids(a, b))
@@ -203,13 +204,28 @@ class Classifier(Predictor):
             out["labels"] = [list(labels)] * len(probabilities)
         return out
 
-    def _check_pairs(self, b):
+    def _trained_inputs(self):
+        """The text inputs a checkpoint's run read: text_a, and text_b for a pair task (its
+        labels.json's text columns, else its GLUE --task_name); None where it does not say."""
+        columns = self.label_set.text_columns if self.label_set else ()
+        if columns:
+            return ("text_a", "text_b")[:len(columns)]
+        task_name = self.run_settings.get("task_name")
+        try:
+            task = get_task(task_name) if task_name else None
+        except ValueError:  # not a GLUE task (CLUE, own data): it does not say
+            task = None
+        return None if task is None else ("text_a", "text_b")[:1 + task.is_pair]
+
+    def _check_pairs(self, b, what="the export"):
+        if self.inputs is None:
+            return
         has_b = [y is not None for y in b]
         if "text_b" in self.inputs and not all(has_b):
-            raise PredictError(f"the export {self.source.path} classifies pairs: give --text_b "
+            raise PredictError(f"{what} {self.source.path} classifies pairs: give --text_b "
                                f"(or two tab-separated columns)")
         if "text_b" not in self.inputs and any(has_b):
-            raise PredictError(f"the export {self.source.path} classifies single texts; it takes "
+            raise PredictError(f"{what} {self.source.path} classifies single texts; it takes "
                                f"no --text_b")
 
     def _run_export(self, a, b):

@@ -35,7 +35,7 @@ def _read_lines(path):
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 raise PredictError(f"--input_file={path}: line {number} is not UTF-8 ({e.reason} "
                                    f"at byte {e.start + 1}); convert the file to UTF-8") from None
