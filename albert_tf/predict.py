@@ -35,7 +35,7 @@ if __name__ == "__main__":
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.data import labeled_text
+from albert_tf.data import glue, labeled_text
 from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Answerer, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
@@ -133,7 +133,8 @@ def main(_):
         predictor = Answerer(FLAGS.model, window_stride=FLAGS.window_stride, **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
-    texts, texts_b, columns = _inputs(predictor.text_columns)
+    texts, texts_b, columns = _inputs(predictor.text_columns, getattr(
+        predictor, "run_settings", {}).get("task_name") if FLAGS.task == "classify" else None)
     vectors = None
     if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
         vectors, results = predictor.vectors(texts, texts_b), []
@@ -150,11 +151,22 @@ def main(_):
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
 
 
-def _inputs(remembered):
+def _inputs(remembered, task_name=None):
     """(texts, texts_b or None, each row's other columns or None) of --text or --input_file,
-    whose text columns default to those the model's run read (`remembered`)."""
+    whose text columns default to those the model's run read (`remembered`); a file of the
+    run's GLUE task (`task_name`: its train/dev/test file by name) read as that task's split."""
     if not FLAGS.input_file:
         return [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b], None
+    task = glue.find_task(task_name)
+    spec = task and not FLAGS.text_column_names and glue.split_of_file(task, FLAGS.input_file)
+    if spec:
+        logging.info("--input_file=%s read as %s's %s (the run's --task_name)", FLAGS.input_file,
+                     task.directory, spec.filename)
+        examples = glue.read_split_file(FLAGS.input_file, task, spec)
+        return ([e.text_a for e in examples],
+                None if spec.text_b is None else [e.text_b for e in examples],
+                [{"id": e.guid, **({} if e.label is None else {"label": e.label})}
+                 for e in examples])
     return read_input_file(FLAGS.input_file, FLAGS.text_column_names or remembered,
                            FLAGS.delimiter, "" if FLAGS.text_column_names else
                            "the model's run read them")

@@ -272,6 +272,33 @@ def test_a_run_s_task_says_whether_it_classifies_pairs(assets, tmp_path, task, p
         if pairs else f"the run in {run} classifies single texts; it takes no --text_b")
 
 
+def test_a_glue_run_reads_its_task_s_own_files(assets, tmp_path, capsys):
+    """A CoLA run's predict --input_file=CoLA/dev.tsv (no header: id, label, mark, sentence)
+    and test.tsv (a header: index, sentence): each row's sentence, its id and gold label
+    carried, as the run read them."""
+    run = tmp_path / "run"
+    shutil.copytree(assets["clf_dir"], run)
+    (run / "run.json").write_text(json.dumps(
+        {"kind": "fine-tuning of cola", "settings": {"task_name": "CoLA"}}))
+    sentences = _lines(3, 13)
+    glue_dir = tmp_path / "CoLA"
+    glue_dir.mkdir()
+    (glue_dir / "dev.tsv").write_text("".join(f"gj04\t{i % 2}\t\t{t}\n"
+                                              for i, t in enumerate(sentences)))
+    (glue_dir / "test.tsv").write_text("index\tsentence\n" + "".join(
+        f"{i + 7}\t{t}\n" for i, t in enumerate(sentences)))
+    expected = serving.Classifier(str(run), spm_model_file=assets["spm"])(sentences)
+    for name, carried in (("dev.tsv", [{"id": str(i), "input_label": str(i % 2)}
+                                       for i in range(3)]),
+                          ("test.tsv", [{"id": str(i + 7)} for i in range(3)])):
+        status, stdout, stderr = run_tool_captured(
+            predict, capsys, "--task=classify", f"--model={run}",
+            f"--spm_model_file={assets['spm']}", f"--input_file={glue_dir / name}")
+        assert status == 0, stderr
+        got = [json.loads(line) for line in stdout.splitlines()]
+        assert got == [{**c, **json.loads(json.dumps(r))} for c, r in zip(carried, expected)]
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_errors(assets, tmp_path):

@@ -97,6 +97,14 @@ ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli-mm": "mismnli", "mnli_mismatc
            "diagnostic": "ax"}
 
 
+def find_task(name):
+    """The task for a --task_name, or None for none or a name that is not a GLUE task's."""
+    try:
+        return get_task(name) if name else None
+    except ValueError:
+        return None
+
+
 def get_task(name):
     """The task for a --task_name (case-insensitive); a clear error listing the valid names."""
     key = (name or "").strip().lower()
@@ -128,6 +136,18 @@ def read_examples(data_dir, task, split):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{task.name} {split} file not found: {path} (--data_dir should "
                                 f"hold {task.directory}/{spec.filename})")
+    return read_split_file(path, task, spec)
+
+
+def split_of_file(task, path):
+    """The split of `task` whose file has `path`'s name (GLUE's dev.tsv, test_matched.tsv, ...),
+    or None."""
+    name = os.path.basename(path)
+    return next((spec for spec in task.splits.values() if spec.filename == name), None)
+
+
+def read_split_file(path, task, spec):
+    """Examples of `path` read as `task`'s split `spec` lays its columns out."""
     needed = [c for c in (spec.text_a, spec.text_b, spec.label, spec.guid) if c is not None]
     # Columns counted from the end come after those counted from the start.
     width = max(c + 1 for c in needed if c >= 0)

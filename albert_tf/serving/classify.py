@@ -4,7 +4,7 @@ checkpoint, a raw-string serving export or an exported .tflite (strings or ids i
 import numpy as np
 
 from albert_tf.data.conll import read_labels
-from albert_tf.data.glue import get_task, window_starts
+from albert_tf.data.glue import find_task, get_task, window_starts
 from albert_tf.data.labeled_text import saved_labels
 from albert_tf.modeling.classifier import pool_windows
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
@@ -210,11 +210,7 @@ class Classifier(Predictor):
         columns = self.label_set.text_columns if self.label_set else ()
         if columns:
             return ("text_a", "text_b")[:len(columns)]
-        task_name = self.run_settings.get("task_name")
-        try:
-            task = get_task(task_name) if task_name else None
-        except ValueError:  # not a GLUE task (CLUE, own data): it does not say
-            task = None
+        task = find_task(self.run_settings.get("task_name"))  # None: CLUE, own data
         return None if task is None else ("text_a", "text_b")[:1 + task.is_pair]
 
     def _check_pairs(self, b, what="the export"):
