@@ -315,8 +315,6 @@ class _Run:
         --predict_file's answers) writes the scores to eval_results.txt, as the original's
         --do_predict did, unless an evaluation's results are there (this run's --do_eval, or
         an earlier one's): then to predict_results.txt."""
-        from albert_tf.training.results import write_eval_results
-
         _restore_for_inference(self.trainer, self.task, self.flags, "predicting")
         for name, features in self.task.predict_sets():
             scores = self.task.write_predictions(
