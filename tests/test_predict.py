@@ -299,6 +299,25 @@ def test_a_glue_run_reads_its_task_s_own_files(assets, tmp_path, capsys):
         assert got == [{**c, **json.loads(json.dumps(r))} for c, r in zip(carried, expected)]
 
 
+def test_a_regression_export_gives_a_score(assets, tmp_path):
+    """An STS-B export (its labels.json: regression) returns `predictions` and `logits`: a
+    score, not a probability of one class; no --task_name needed."""
+    model = AlbertClassifier(assets["config"], num_labels=1, regression=True)
+    _randomize(model, 4)
+    export = tmp_path / "stsb"
+    finetuned.export_text_serving(
+        model, str(export), assets["spm"], seq_length=32,
+        signatures={"serving_default": ("text_a", "text_b")},
+        output_fn=lambda o: {"predictions": o["predictions"], "logits": o["logits"]})
+    LabelSet("regression", ()).save(str(export))
+    row = serving.predict("classify", str(export), "the cat", "a dog")[0]
+    ids, types = _packed(assets["tokenizer"], "the cat", "a dog")
+    expected = model({"input_word_ids": tf.constant([ids]), "input_type_ids": tf.constant([types]),
+                      "input_mask": tf.ones([1, len(ids)], tf.int32)}, training=False)
+    assert set(row) == {"text", "text_b", "score"}
+    assert row["score"] == pytest.approx(float(expected["predictions"][0]), abs=1e-5)
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_errors(assets, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, predict, run_squad
-from albert_tf.tasks import SquadTask
+from albert_tf.tasks import SquadTask, squad_metrics
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
@@ -185,6 +185,22 @@ def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path):
         albert_config_file=str(out / "albert_config.json"), do_predict=True,
         version_2_with_negative=True, null_score_diff_threshold=-1e9)
     assert all(p == "" for p in _load(forced / "predictions.json").values())
+    # A threshold above 1: the scores are those of predictions.json as written (an answer
+    # whose null_odds lay between 1 and the threshold was once scored as "").
+    assert max(odds.values()) > 1.0, odds
+    high = tmp_path / "high"
+    run(predict_file=dev, output_dir=high, spm_model_file=assets["spm"],
+        init_checkpoint=str(out / "model.ckpt-best"),
+        albert_config_file=str(out / "albert_config.json"), do_predict=True,
+        version_2_with_negative=True, null_score_diff_threshold=max(odds.values()) + 1)
+    answered = _load(high / "predictions.json")
+    assert all(answered.values())
+    golds = {qa["id"]: [a["text"] for a in qa["answers"]]
+             for article in _load(dev)["data"] for p in article["paragraphs"] for qa in p["qas"]}
+    as_written = squad_metrics.squad_v2(golds, answered)
+    scored = _read_kv(high / "eval_results.txt")
+    assert (scored["exact"], scored["f1"]) == pytest.approx(
+        (as_written["exact"], as_written["f1"]), abs=1e-6)
 
 
 def test_cache_keyed_by_sequence_length_and_stride(assets, tmp_path):

@@ -57,6 +57,7 @@ class Classifier(Predictor):
     def __init__(self, model, labels=None, task_name=None, max_seq_length=None, **kwargs):
         super().__init__(model, max_seq_length=max_seq_length, **kwargs)
         names, regression = label_names(labels, task_name)
+        named_regression = regression  # --task_name's
         kind = self.source.kind
         self.label_set = saved_labels(getattr(self.source, "directory", None))
         self.windows_read = 0  # the long texts' windows read so far (a model trained on them)
@@ -91,10 +92,10 @@ class Classifier(Predictor):
                 names or [str(i) for i in range(num_labels)])
             self.inputs = self._trained_inputs()
         elif kind in ("text_classifier", "tflite_text", "tflite_ids"):
-            if regression:
+            if named_regression:
                 raise PredictError(f"--task_name={task_name} is a regression task; the export "
                                    f"gives its own outputs")
-            self.regression = False
+            self.regression = regression  # its labels.json's: a score even beside logits
             self.num_labels = None
             if kind == "text_classifier":
                 self.inputs = self.source.text_inputs()
@@ -255,7 +256,7 @@ class Classifier(Predictor):
 
     def _outputs(self, out):
         """Labels and probabilities (or a score) from an export's numpy outputs."""
-        if "probabilities" not in out and "logits" not in out:
+        if self.regression or "probabilities" not in out and "logits" not in out:
             for key in ("predictions", "score", "scores"):  # a regression export (STS-B)
                 if key in out and out[key].dtype.kind == "f":
                     return {"score": [float(v) for v in np.reshape(out[key], [-1])]}

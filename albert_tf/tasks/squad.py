@@ -238,13 +238,14 @@ class SquadTask(FinetuningTask):
             return None
         if not self.version_2:
             return squad_metrics.squad_v1(golds, predictions)
-        # As the original: the official v2.0 dict with null_odds as the no-answer scores
-        # (the script's default --na-prob-thresh 1.0), and the threshold applied above; not on
+        # The official v2.0 dict of predictions.json as written: null_odds as the no-answer
+        # scores at the threshold applied above (at the official script's default 1.0 they
+        # blanked the answers whose null_odds lie between 1.0 and a higher threshold); not on
         # the questions the run's evaluation chose that threshold on.
         tuned = self._threshold_questions(output_dir)
         extra = {"threshold_questions": len(tuned)} if tuned else {}
         return dict(squad_metrics.squad_v2({q: a for q, a in golds.items() if q not in tuned},
-                                           predictions, null_odds, 1.0),
+                                           predictions, null_odds, threshold),
                     null_score_diff_threshold=threshold, **extra)
 
     def _threshold_questions(self, output_dir):
