@@ -15,7 +15,8 @@ import zh_release
 
 WORDS = ("the cat sat on a mat, while (muller) ran far away and a bird sang in the tree near "
          "the house by the river. 3.0 seventy zebra anna").split()
-ACCENTED = "  Café\u00a0Müller  sang «naïve» fine songs,\tnear\n\nthe  RIVER.  "
+ACCENTED = ("  Café\u00a0Müller,  sang «naïve» ﬁne songs,\tnear\n\nthe  RIVER. Márta. "
+            "İstanbul\u2003x  ")
 # (max_seq_length, doc_stride, max_query_length): stride below and above the window.
 SHAPES = [(40, 16, 12), (24, 5, 12), (64, 128, 4)]
 
@@ -51,8 +52,9 @@ def _windows(tokenizer, questions, shape):
                                         ("wordpiece", True)])
 def test_windows_are_the_features_run_squad_reads(vocabularies, kind, lower):
     """Each shape: the windows, their ids and owners, and each position's most-context flag
-    equal the host features'; each context piece's bytes hold the characters the host gives
-    it, exactly where preprocessing keeps its word's bytes (else they are the whole word)."""
+    equal the host features'; each context piece's bytes are the characters the host gives it,
+    accented words, ligatures and no-break spaces included (a WordPiece run of Chinese
+    characters, which preprocessing spaces apart, gives each of them the whole run)."""
     host = FullTokenizer(vocabularies[kind], lower)
     graph = in_graph_tokenizer(vocabularies[kind], do_lower_case=lower)
     questions = _questions()
@@ -81,9 +83,10 @@ def test_windows_are_the_features_run_squad_reads(vocabularies, kind, lower):
                 got, want = data[start:end].decode(), context[first:last + 1]
                 if got.strip() == want.strip():
                     exact += 1
-                else:  # the piece's whole word
-                    assert want.strip() in got and not got.isascii(), (got, want)
-    assert exact >= 0.9 * total, (exact, total)
+                else:
+                    assert kind == "wordpiece" and want in got and got in ("北京", "学生"), (
+                        got, want)
+    assert exact >= total - 14 * len(SHAPES), (exact, total)
 
 
 def _random_outputs(rng, windows, length, version_2, k=(5, 3)):
@@ -107,7 +110,7 @@ def test_answers_are_the_host_post_processing_s(vocabularies, version_2):
     span's; v2's null_odds its lowest cls_logits, its answer "" past the threshold."""
     host = FullTokenizer(vocabularies["sentencepiece"], True)
     graph = in_graph_tokenizer(vocabularies["sentencepiece"])
-    questions = [q for q in _questions(2) if q.context.isascii()]
+    questions = _questions(2)
     shape, max_answer_length, threshold = (32, 6, 8), 4, 0.5
     features = squad.convert_questions(questions, host, *shape, is_training=False)
     inputs, example, offsets, most = _windows(graph, questions, shape)

@@ -166,17 +166,45 @@ class InGraphWordpieceTokenizer(tf.Module):
 
 
 def _kept_in_place(words, processed, starts, ends):
-    """(starts, ends) as int32, or each word's whole range [0, its bytes) where preprocessing
-    changed its length (the pieces' offsets are then not the word's)."""
-    length = tf.strings.length(words)
-    kept = tf.equal(length, tf.strings.length(processed))
+    """The pieces' byte offsets in `processed` (each word preprocessed) as offsets in `words`.
+    Where preprocessing changed a word's length (an accent dropped, a ligature split), the
+    bytes before and after the changed part are matched from either end (ASCII case aside):
+    an offset there moves with them, one inside it goes to the part's edge, so a piece
+    overlapping "ü" of "Müller," gets "ü" and "," stays its own."""
+    length, changed = tf.strings.length(words), tf.strings.length(processed)
+    ours, theirs = (tf.strings.bytes_split(tf.strings.lower(x)) for x in (words, processed))
+    head = _common_prefix(ours, theirs)
+    tail = tf.minimum(_common_prefix(_reversed(ours), _reversed(theirs)),
+                      tf.minimum(length, changed) - head)
     owner = starts.value_rowids()
-    kept_piece = tf.gather(kept, owner)
-    starts = starts.with_flat_values(tf.where(kept_piece, tf.cast(starts.flat_values, tf.int32),
-                                              0))
-    ends = ends.with_flat_values(tf.where(kept_piece, tf.cast(ends.flat_values, tf.int32),
-                                          tf.gather(length, owner)))
-    return starts, ends
+    head, tail, length, changed = (tf.gather(x, owner) for x in (head, tail, length, changed))
+
+    def moved(x, inside):
+        x = tf.cast(x.flat_values, tf.int32)
+        mapped = tf.where(x <= head, x, tf.where(x >= changed - tail, x + length - changed,
+                                                 inside))
+        return tf.where(length == changed, x, mapped)
+    return (starts.with_flat_values(moved(starts, head)),
+            ends.with_flat_values(moved(ends, length - tail)))
+
+
+def _common_prefix(a, b):
+    """How many leading items of each row of ragged `a` and `b` are equal: int32 [rows]."""
+    shorter = tf.minimum(a.row_lengths(), b.row_lengths())
+    width = tf.maximum(tf.reduce_max(tf.concat([a.row_lengths(), b.row_lengths(), [0]], 0)), 1)
+    a, b = (x.to_tensor("", shape=tf.stack([x.nrows(), width])) for x in (a, b))
+    inside = tf.range(width, dtype=shorter.dtype)[None] < shorter[:, None]
+    same = tf.cast(tf.equal(a, b) & inside, tf.int32)
+    return tf.reduce_sum(tf.math.cumprod(same, axis=1), axis=1)
+
+
+def _reversed(ragged):
+    """Each row of `ragged` in reverse order."""
+    rows = ragged.value_rowids()
+    place = tf.range(tf.size(ragged.flat_values, out_type=rows.dtype)) - tf.gather(
+        ragged.row_starts(), rows)
+    return ragged.with_flat_values(tf.gather(ragged.flat_values,
+                                             tf.gather(ragged.row_limits(), rows) - 1 - place))
 
 
 def in_graph_tokenizer(vocabulary, do_lower_case=True):
