@@ -522,3 +522,16 @@ def test_a_text_file_saved_with_a_byte_order_mark_and_windows_line_ends(tmp_path
     path = tmp_path / "windows.txt"
     path.write_bytes("\ufeffthe cat\tsat\r\nthe dog\tran\r\n".encode("utf-8"))
     assert read_input_file(str(path)) == (["the cat", "the dog"], ["sat", "ran"], None)
+
+
+def test_answers_as_text_lines():
+    """predict --task=qa --format=text: one line each, its fields free of tabs and newlines;
+    an export's score, a v1 model's answer found nowhere."""
+    assert format_text({"question": "who\tcame?", "answer": "anna\tand\nbo", "start": 3,
+                        "end": 14, "score": 1.5}) == "anna and bo [3:14] score 1.5000\twho came?"
+    assert format_text({"question": "q", "answer": "x", "start": 0, "end": 1,
+                        "probability": 0.25}) == "x [0:1] 0.2500\tq"
+    assert format_text({"question": "q", "answer": "", "start": None, "end": None,
+                        "score": 0.0}) == "(no answer: no span in the context)\tq"
+    assert format_text({"question": "q", "answer": "", "null_odds": 2.0, "best_span": "x",
+                        "start": None, "end": None}) == "(no answer: null_odds 2.0000)\tq"

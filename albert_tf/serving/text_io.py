@@ -71,14 +71,14 @@ def format_text(result):
         return "\n".join(lines)
     if "answer" in result:
         if result["answer"]:  # a checkpoint's n-best probability, an export's score
-            found = (f"{result['answer']} [{result['start']}:{result['end']}] " + (
+            found = (f"{_one_line(result['answer'])} [{result['start']}:{result['end']}] " + (
                 f"{result['probability']:.4f}" if "probability" in result else
                 f"score {result['score']:.4f}"))
         elif "null_odds" in result:
             found = f"(no answer: null_odds {result['null_odds']:.4f})"
         else:
             found = "(no answer: no span in the context)"
-        return f"{found}\t{result['question']}"
+        return f"{found}\t{_one_line(result['question'])}"
     if "tags" in result:
         entities = "  ".join(f"{e['type']}: {e['text']} [{e['start']}:{e['end']}]"
                              for e in result["entities"])
@@ -101,6 +101,12 @@ def format_text(result):
     head = " ".join(f"{x:.4f}" for x in vector[:8])
     more = " ..." if len(vector) > 8 else ""
     return f"[{head}{more}] ({len(vector)} dims)\t{result['text']}{pair}"
+
+
+def _one_line(text):
+    """`text` with its tabs and line breaks (any whitespace run) as one space: a field of a
+    tab-separated line."""
+    return " ".join(text.split())
 
 
 def _carried(result, columns):
