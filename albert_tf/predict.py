@@ -133,8 +133,8 @@ def main(_):
         predictor = Answerer(FLAGS.model, window_stride=FLAGS.window_stride, **common)
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
-    texts, texts_b, columns = _inputs(predictor.text_columns, getattr(
-        predictor, "run_settings", {}).get("task_name") if FLAGS.task == "classify" else None)
+    texts, texts_b, columns = _inputs(predictor.text_columns, predictor.run_settings.get(
+        "task_name") if FLAGS.task == "classify" else None)
     vectors = None
     if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
         vectors, results = predictor.vectors(texts, texts_b), []

@@ -71,4 +71,6 @@ class SentenceOrderHead(keras.layers.Layer):
         pass  # weights are created in __init__: their shapes come from the config
 
     def call(self, pooled_output):
-        return float32_logits(pooled_output, self.output_weights, self.output_bias)
+        x = tf.cast(pooled_output, tf.float32)
+        logits = tf.matmul(x, tf.cast(self.output_weights, tf.float32), transpose_b=True)
+        return tf.nn.bias_add(logits, tf.cast(self.output_bias, tf.float32))

@@ -6,7 +6,7 @@ context at the pieces' own bytes."""
 
 import tensorflow as tf
 
-from albert_tf.serving.saved_model import pack_inputs, place_offsets, word_pieces
+from albert_tf.serving.saved_model import pack_inputs, place_offsets, window_spans, word_pieces
 from albert_tf.tracing import graph_function
 
 NONE = -1
@@ -26,13 +26,8 @@ def question_windows(tokenizer, questions, contexts, seq_length, stride, max_que
     query = tf.cast(query[:, :max_query_length], tf.int32)
     pieces, ranges = word_pieces(tokenizer, contexts, own_bytes=True)
     budget = seq_length - tf.cast(query.row_lengths(), tf.int32) - 3
-    step = tf.minimum(stride, budget)
-    lengths = tf.cast(pieces.row_lengths(), tf.int32)
-    count = tf.maximum((lengths - budget + step - 1) // step, 0) + 1
-    example = tf.repeat(tf.range(tf.size(lengths)), count)
-    number = tf.range(tf.size(example)) - tf.gather(tf.cumsum(count, exclusive=True), example)
-    start = number * tf.gather(step, example)
-    end = tf.minimum(start + tf.gather(budget, example), tf.gather(lengths, example))
+    example, start, end = window_spans(tf.cast(pieces.row_lengths(), tf.int32), budget,
+                                       tf.minimum(stride, budget))  # data.squad.windows' step
     first = tf.cast(tf.gather(pieces.row_starts(), example), tf.int32) + start
     index = tf.ragged.range(first, first + end - start)  # each window's pieces, [windows, (n)]
     piece = index.flat_values

@@ -77,12 +77,15 @@ def pack_texts(tokenizer, texts, seq_length, pad_to_longest=False, first_segment
 def window_spans(lengths, budget, stride):
     """The windows of `budget` tokens over texts of `lengths` tokens (int32 [texts]), every
     `stride` tokens until one reaches the end (`data.glue.window_starts`), in builtin ops: for
-    each window, int32 [windows], its text, its first token and its end."""
+    each window, int32 [windows], its text, its first token and its end. `budget` and `stride`
+    are one for all texts or one per text."""
+    budget, stride = (tf.broadcast_to(x, tf.shape(lengths)) for x in (budget, stride))
     count = tf.maximum((lengths - budget + stride - 1) // stride, 0) + 1
     example = tf.repeat(tf.range(tf.size(lengths)), count)
     start = (tf.range(tf.size(example))
-             - tf.gather(tf.cumsum(count, exclusive=True), example)) * stride
-    return example, start, tf.minimum(start + budget, tf.gather(lengths, example))
+             - tf.gather(tf.cumsum(count, exclusive=True), example)) * tf.gather(stride, example)
+    return example, start, tf.minimum(start + tf.gather(budget, example),
+                                      tf.gather(lengths, example))
 
 
 def pack_windows(tokenizer, texts, seq_length, stride):

@@ -79,9 +79,8 @@ class InGraphTokenizer(tf.Module):
 
     def tokenize_words_with_offsets(self, words):
         """Ids of a batch of whitespace-free words (string [words]), ragged [words, (pieces)],
-        and each piece's UTF-8 byte range [start, end) in its word: the piece's own bytes where
-        preprocessing kept the word's bytes in place (its length unchanged), else the whole word.
-        A piece split by the digit-comma rule gives its parts its range."""
+        and each piece's UTF-8 byte range [start, end) in its word (`_in_word_bytes`). A piece
+        split by the digit-comma rule gives its parts its range."""
         processed = self.preprocess(words)
         ids, starts, ends = self._sp.tokenize_with_offsets(processed)
         if self._needs_split:
@@ -90,7 +89,7 @@ class InGraphTokenizer(tf.Module):
             ids = parts.merge_dims(1, 2)
             starts = ids.with_flat_values(tf.repeat(starts.flat_values, repeat))
             ends = ids.with_flat_values(tf.repeat(ends.flat_values, repeat))
-        return ids, _kept_in_place(words, processed, starts, ends)
+        return ids, _in_word_bytes(words, processed, starts, ends)
 
 
 class InGraphWordpieceTokenizer(tf.Module):
@@ -150,7 +149,7 @@ class InGraphWordpieceTokenizer(tf.Module):
 
     def tokenize_words_with_offsets(self, words):
         """As `InGraphTokenizer.tokenize_words_with_offsets`: ids of whitespace-free words and
-        each piece's byte range in its word (the whole word where preprocessing moved bytes)."""
+        each piece's byte range in its word (`_in_word_bytes`)."""
         processed = self.preprocess(words)
         tokens, token_starts, _ = tf_text.regex_split_with_offsets(processed, self._split,
                                                                     self._punct)
@@ -162,10 +161,10 @@ class InGraphWordpieceTokenizer(tf.Module):
         ids = tf.cast(ids.merge_dims(1, 2), tf.int32)
         starts = ids.with_flat_values(first + tf.cast(starts.flat_values, tf.int64))
         ends = ids.with_flat_values(first + tf.cast(ends.flat_values, tf.int64))
-        return ids, _kept_in_place(words, processed, starts, ends)
+        return ids, _in_word_bytes(words, processed, starts, ends)
 
 
-def _kept_in_place(words, processed, starts, ends):
+def _in_word_bytes(words, processed, starts, ends):
     """The pieces' byte offsets in `processed` (each word preprocessed) as offsets in `words`.
     Where preprocessing changed a word's length (an accent dropped, a ligature split), the
     bytes before and after the changed part are matched from either end (ASCII case aside):
