@@ -2,6 +2,8 @@
 FullTokenizer's, in TensorFlow and in LiteRT's interpreter, and string-in classifiers against
 the serving SavedModel's path (in-graph tokenizer + pack_texts), float and quantized."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -95,6 +97,37 @@ def test_the_digit_comma_table_expands_ids_in_tf_and_litert():
     want = [1, 5, 6, 3, 7, 8, 9, 5, 6]
     assert lite.expand(tf.constant(ids), *table).numpy().tolist() == want
     assert run(ids=ids)["out"].tolist() == want
+
+
+def test_words_and_their_bytes_are_str_split_s_in_litert():
+    """The string-in files' words: Python's `str.split` words (every one of its 29 spaces, the
+    multi-byte ones included, where tf_text's WhitespaceTokenizer kept a no-break space's first
+    byte in the word before it) and each word's UTF-8 byte range, run in LiteRT."""
+    from albert_tf.tokenization.characters import unicode_tables
+
+    splitter = lite.WordSplitter()
+
+    @tf.function(input_signature=[tf.TensorSpec([1], tf.string, name="text")])
+    def words(text):
+        words, starts, ends = splitter.split(text)
+        return {"words": words, "starts": starts, "ends": ends}
+    run = lite.interpreter(model_content=lite.convert(words, "none", splitter=splitter)
+                           ).get_signature_runner()
+    spaces = unicode_tables()["split_spaces"]
+    assert len(spaces) == 29 and "\u00a0" in spaces and "\u3000" in spaces
+    texts = ["Café\u00a0Müller", "", " ", "a", "x" + "".join(spaces) + "ü" + spaces[-1],
+             "".join(f"w{i}é{space}" for i, space in enumerate(spaces)),
+             "  Ünï\u2003x\u200by\u00a0\u00a0z\t\u3000東京 "]  # U+200B is no space
+    for text in texts:
+        text = "first " + text  # a word in every text: LiteRT's Python API reads no empty output
+        got = run(text=np.array([text.encode()], object))
+        encoded = text.encode()
+        want = [(m.group().encode(), len(text[:m.start()].encode()),
+                 len(text[:m.end()].encode())) for m in re.finditer(r"\S+", text)]
+        assert [m.group() for m in re.finditer(r"\S+", text)] == text.split()
+        assert list(zip(got["words"].tolist(), got["starts"].tolist(),
+                        got["ends"].tolist())) == want, text
+        assert all(encoded[a:b] == w for w, a, b in want)
 
 
 def test_wordpiece_maps_compatibility_characters_unlike_bert(vocabularies):
@@ -203,8 +236,8 @@ def test_an_unknown_quantization_is_refused():
 def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
     """run_ner's tagger_text.tflite (SentencePiece: test_run_ner.py) with a WordPiece
     vocabulary: words, tags and scores of the serving tagger, a word with no piece read as
-    [UNK], sentences longer than a window through the same windows (two strides), and no
-    word for an empty sentence."""
+    [UNK], sentences longer than a window through the same windows (two strides), no word for
+    an empty sentence, and words separated by multi-byte spaces."""
     vocab = vocabularies["wordpiece"]
     tf.keras.utils.set_random_seed(0)
     model = AlbertTokenClassifier(AlbertConfig(**dict(TINY, vocab_size=len(_full(vocab)))), 3)
@@ -215,7 +248,8 @@ def test_string_in_tagger_equals_the_serving_tagger_wordpiece(vocabularies):
             model, vocab, True, 32, labels, stride=stride)).get_signature_runner()
         served = tagging_function(model, tokenization.in_graph_tokenizer(vocab, True), 32,
                                   labels, stride)
-        for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y", long, " "]:
+        for text in ["Anna Smith went to Paris.", "北京 hello 中国人民", "x \u0301 y", long, " ",
+                     "Café\u00a0Müller went\u2003to Paris."]:
             got = runner(sentences=np.array([text.encode()], object))
             want = {k: v.numpy()[0] for k, v in served(tf.constant([text])).items()}
             n = int(want["word_count"])

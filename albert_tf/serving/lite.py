@@ -19,6 +19,7 @@ from albert_tf.formats.litert import interpreter
 from albert_tf.serving.lite_files import QUANTIZATIONS
 from albert_tf.serving.saved_model import (Trackable, float32_model, place_offsets, tf_variables,
                                           window_spans)
+from albert_tf.tokenization.characters import unicode_tables
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.sentencepiece_tokenizer import FastEncoder, load_sp_model, special_ids
 from albert_tf.tokenization.vocabulary import (CLS, PAD, SENTENCEPIECE, SEP, UNK,
@@ -115,6 +116,44 @@ class LiteTokenizer(tf.Module):
         return expand(ids, self._row_starts, self._row_lengths, self._pieces), counts
 
 
+class WordSplitter(tf.Module):
+    """A text's words as `str.split` gives them, with their UTF-8 byte ranges, in ops LiteRT runs
+    (tf_text's WhitespaceTokenizer, the one such kernel, keeps the first bytes of a multi-byte
+    space such as a no-break space in the word before it): the text's bytes, the spaces found by
+    their byte sequences, the words cut out by offset."""
+
+    def __init__(self, name="word_splitter"):
+        super().__init__(name=name)
+        self._bytes = tf_text.ByteSplitter()
+        by_length = {1: [], 2: [], 3: []}  # each space's UTF-8 bytes as one big-endian number
+        for space in unicode_tables()["split_spaces"]:
+            encoded = space.encode()
+            by_length[len(encoded)].append(int.from_bytes(encoded, "big"))
+        self._spaces = [tf.constant(by_length[n], tf.int32) for n in (1, 2, 3)]
+
+    def split(self, text):
+        """(words [n] string, starts [n] int32, ends [n] int32) of a string tensor of shape [1]:
+        its whitespace-separated words and their byte ranges [start, end)."""
+        text = tf.reshape(text, [])
+        data = tf.cast(self._bytes.split(text), tf.int32)
+        size = tf.size(data)
+        padded = tf.pad(data, [[0, 2]])
+        key, starts_space = tf.zeros_like(data), []
+        for n, spaces in enumerate(self._spaces):  # n + 1 bytes from each position
+            key = key * 256 + padded[n:n + size]
+            starts_space.append(tf.cast(tf.reduce_any(
+                tf.equal(key[:, None], spaces[None]), 1), tf.int32))
+        # Every byte of a space: where one starts, and the 1 or 2 bytes after a longer one's start.
+        space = starts_space[0] + starts_space[1] + starts_space[2]
+        space += tf.pad(starts_space[1] + starts_space[2], [[1, 0]])[:size]
+        space += tf.pad(starts_space[2], [[2, 0]])[:size]
+        word = tf.pad(tf.cast(space == 0, tf.int32), [[1, 1]])  # 0 either side of the text
+        inside = word[1:-1]
+        starts = tf.cast(tf.where(inside > word[:-2])[:, 0], tf.int32)
+        ends = tf.cast(tf.where(inside > word[2:])[:, 0], tf.int32) + 1
+        return self._bytes.split_by_offsets(text, starts, ends), starts, ends
+
+
 def expand(ids, row_starts, row_lengths, pieces):
     """Each id replaced by its row of `pieces` (rows given by starts and lengths), in builtin
     ops: the digit-comma rule's table lookup."""
@@ -180,18 +219,17 @@ def text_model_to_tflite(model, vocabulary, do_lower_case, seq_length, keys, out
         raise ValueError(f"windows read one text, without offsets: got {keys}")
     model = float32_model(model)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
-    whitespace = tf_text.WhitespaceTokenizer()
+    whitespace = WordSplitter()
     specs = {k: tf.TensorSpec([1], tf.string, name=k) for k in keys}
 
     @graph_function(input_signature=[specs])
     def serving_default(texts):
         segments = [tokenizer.tokenize(texts[k]) for k in keys[:-1]]
         if offsets:
-            words, starts, ends = whitespace.tokenize_with_offsets(texts[keys[-1]])
-            last, counts = tokenizer.tokenize_words(words.flat_values)
+            words, starts, ends = whitespace.split(texts[keys[-1]])
+            last, counts = tokenizer.tokenize_words(words)
             owner = tf.repeat(tf.range(tf.size(counts)), counts)
-            ranges = tf.stack([tf.gather(tf.cast(starts.flat_values, tf.int32), owner),
-                               tf.gather(tf.cast(ends.flat_values, tf.int32), owner)], -1)
+            ranges = tf.stack([tf.gather(starts, owner), tf.gather(ends, owner)], -1)
         else:
             last = tokenizer.tokenize(texts[keys[-1]])
         if windows:
@@ -282,12 +320,12 @@ def tagger_to_tflite(model, vocabulary, do_lower_case, seq_length, labels,
     check_window(seq_length, stride)
     model = float32_model(model)
     tokenizer = LiteTokenizer(vocabulary, do_lower_case)
-    whitespace = tf_text.WhitespaceTokenizer()
+    whitespace = WordSplitter()
     label_table = tf.constant(list(labels))
 
     @graph_function(input_signature=[tf.TensorSpec([1], tf.string, name="sentences")])
     def serving_default(sentences):
-        words = whitespace.tokenize(sentences).flat_values
+        words = whitespace.split(sentences)[0]
         ids, counts = tokenizer.tokenize_words(words)
         # A word with no piece is read as one <unk>: each word's row of ids, or [unk].
         ids = tf.concat([ids, [tokenizer.unk_id]], 0)

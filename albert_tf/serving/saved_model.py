@@ -111,10 +111,10 @@ def word_pieces(tokenizer, texts, own_bytes=False):
     each piece's word as a UTF-8 byte range [start, end), ragged [batch, (pieces), 2]; with
     `own_bytes`, the piece's own bytes in its word where the tokenizer can tell
     (`tokenize_words_with_offsets`)."""
-    import tensorflow_text as tf_text
+    # tensorflow-text: only what serves text imports it (tests/test_layout.py).
+    from albert_tf.tokenization.in_graph import split_words
 
-    # Not tf_text's WhitespaceTokenizer: its words keep the first bytes of a multi-byte space.
-    words, starts, ends = tf_text.regex_split_with_offsets(texts, tokenizer.space + "+")
+    words, starts, ends = split_words(texts)
     word_start = tf.cast(starts.flat_values, tf.int32)
     word_end = tf.cast(ends.flat_values, tf.int32)
     if own_bytes:

@@ -15,6 +15,7 @@ from albert_tf.serving.finetuned import save_serving
 from albert_tf.serving.predictor import PredictError, Predictor, batches
 from albert_tf.serving.saved_model import float32_model
 from albert_tf.tokenization import in_graph_tokenizer
+from albert_tf.tokenization.in_graph import split_words
 from albert_tf.tracing import graph_function
 
 SENTENCES = "sentences"
@@ -30,7 +31,7 @@ def tagging_function(model, tokenizer, max_seq_length, labels, stride=None):
 
     @graph_function(input_signature=[tf.TensorSpec([None], tf.string, name=SENTENCES)])
     def tag(sentences):
-        words = tf.strings.split(sentences)
+        words = split_words(sentences)[0]
         pieces = tokenizer.tokenize(words.flat_values)
         # A word with no piece (only characters the tokenizer drops) is read as one [UNK].
         counts = pieces.row_lengths()

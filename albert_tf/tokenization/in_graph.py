@@ -26,6 +26,14 @@ def _regexes():
     return re2_class(map(ord, t["split_spaces"])), re2_class(map(ord, t["combining"]))
 
 
+def split_words(strings):
+    """`str.split`'s words of a string tensor [batch] (ragged [batch, (words)]) and their UTF-8
+    byte starts and ends, as `tf_text.regex_split_with_offsets` gives them. Neither
+    `tf.strings.split` (ASCII whitespace only) nor tf_text's WhitespaceTokenizer (a word before
+    a multi-byte space keeps that space's first bytes) splits as `str.split` does."""
+    return tf_text.regex_split_with_offsets(strings, _regexes()[0] + "+")
+
+
 class InGraphTokenizer(tf.Module):
     """The `FullTokenizer` in TensorFlow ops: `tokenize(strings) -> tf.RaggedTensor[int32]`.
 
