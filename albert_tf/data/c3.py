@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from albert_tf.data import race
+from albert_tf.data.text_files import read_text
 
 LEVELS = ("dialogue", "mixed")
 _PREFIXES = (("d", "dialogue"), ("m", "mixed"))
@@ -61,11 +62,11 @@ def read_examples(data_dir, split):
     """Every question of a split, in file order; an unanswered (test) question has label -1."""
     examples = []
     for path, level in split_files(data_dir, split):
-        with open(path, encoding="utf-8-sig") as f:
-            try:
-                items = json.load(f)
-            except ValueError as e:
-                raise ValueError(f"{path}: not JSON ({e})") from None
+        text = read_text(path)
+        try:
+            items = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from None
         if not isinstance(items, list):
             raise ValueError(f"{path}: expected a JSON list of [context lines, questions, id]")
         for n, item in enumerate(items):

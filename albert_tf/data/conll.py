@@ -11,10 +11,12 @@ reads S-, and lets a B- right after an E- of the same type continue the chunk).
 """
 
 import collections
+import io
 import os
 
 import tensorflow as tf
 
+from albert_tf.data.text_files import read_text
 from albert_tf.files import atomic_write_text
 
 SPLIT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"), "test": ("test.txt",)}
@@ -46,7 +48,7 @@ def read_conll(path):
             sentences.append(Sentence(list(tokens), list(tags), list(lines)))
         tokens.clear(), tags.clear(), lines.clear()
 
-    with tf.io.gfile.GFile(path, "r") as f:
+    with io.StringIO(read_text(path)) as f:  # lines end at "\n" only, as the file's own do
         for number, raw in enumerate(f, 1):
             line = raw.rstrip("\r\n")
             columns = line.split()

@@ -3,10 +3,13 @@
 import contextlib
 import csv
 import dataclasses
+import io
 import os
 import sys
 
 import numpy as np
+
+from albert_tf.data.text_files import read_text
 
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
 BINARY = ("0", "1")
@@ -154,12 +157,9 @@ def read_split_file(path, task, spec):
     if any(c < 0 for c in needed):
         width = max(width + 1, max(-c for c in needed if c < 0))
     examples = []
-    with open(path, encoding="utf-8", newline="") as f:
-        try:
-            with unlimited_csv_fields():
-                rows = list(csv.reader(f, delimiter="\t", quotechar=None))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path} is not UTF-8 text: {e}") from None
+    with unlimited_csv_fields():
+        rows = list(csv.reader(io.StringIO(read_text(path), newline=""), delimiter="\t",
+                               quotechar=None))
     for line, row in enumerate(rows, 1):
         if spec.header and line == 1:
             continue

@@ -6,7 +6,6 @@ Examples are `glue.Example`s, so features, caching and the trainer are the GLUE 
 multi-label example's label is a tuple of names.
 """
 
-import codecs
 import contextlib
 import csv
 import dataclasses
@@ -22,6 +21,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf.data.glue import Example, unlimited_csv_fields
+from albert_tf.data.text_files import read_text
 from albert_tf.files import atomic_write_text
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
@@ -143,22 +143,6 @@ def table_format(path):
                     f"or .jsonl (JSON Lines: one object per line)")
 
 
-def _decode(path, data):
-    """UTF-8 text with any byte-order mark removed; anything else is one line naming the first
-    byte that is not UTF-8."""
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise DataError(f"{path} is UTF-16 text; save it as UTF-8")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise DataError(f"{path}:{line}: byte {e.start} (0x{data[e.start]:02x}, column {column}) "
-                        f"is not UTF-8; save the file as UTF-8") from None
-
-
 def read_table(source, name=None, delimiter=None, problems=None):
     """A Table from a .csv/.tsv/.jsonl path, a pandas DataFrame or a list of dicts (`name` is
     what errors call the latter). A .csv file's delimiter is `delimiter`, else detected from its
@@ -177,8 +161,7 @@ def read_table(source, name=None, delimiter=None, problems=None):
     kind = table_format(path)
     if not tf.io.gfile.exists(path):
         raise DataError(f"{path}: no such file")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        text = _decode(path, f.read())
+    text = read_text(path, DataError)
     with _collecting(problems) as problems:
         if kind == "jsonl":
             return _read_json_lines(path, text, problems)

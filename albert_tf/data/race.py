@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 
+from albert_tf.data.text_files import read_text
+
 LEVELS = ("middle", "high")
 SPLITS = ("train", "dev", "test")
 LETTERS = "ABCD"
@@ -71,7 +73,7 @@ def _articles(directory):
     """(article dict, 'file' or 'file:line') for every article of a level directory."""
     all_txt = os.path.join(directory, ALL_FILE)
     if os.path.isfile(all_txt):
-        for number, line in enumerate(_read_text(all_txt).splitlines(), 1):
+        for number, line in enumerate(read_text(all_txt).splitlines(), 1):
             if line.strip():
                 yield _parse(line, f"{all_txt}:{number}"), f"{all_txt}:{number}"
         return
@@ -80,21 +82,13 @@ def _articles(directory):
                    key=_natural)
     for name in names:
         path = os.path.join(directory, name)
-        yield _parse(_read_text(path), path), path
+        yield _parse(read_text(path), path), path
 
 
 def _natural(name):
     """Sort key putting 2.txt before 10.txt, as the release numbers its articles."""
     return [(0, int(part), "") if part.isdigit() else (1, 0, part)
             for part in re.split(r"(\d+)", name)]
-
-
-def _read_text(path):
-    try:
-        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark is not the article's
-            return f.read()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text: {e}") from None
 
 
 def _parse(text, where):

@@ -11,6 +11,7 @@ import unicodedata
 import numpy as np
 from absl import logging
 
+from albert_tf.data.text_files import read_text
 from albert_tf.tokenization import (SPIECE_UNDERLINE, WORDPIECE, encode_pieces,
                                     preprocess_text)
 
@@ -40,12 +41,9 @@ def read_squad(path, is_training, version_2_with_negative):
     skipped with a warning and counted in the returned ReadStats.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_text(path))
     except FileNotFoundError:
         raise FileNotFoundError(f"SQuAD file not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text: {e}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
