@@ -392,6 +392,32 @@ def test_a_run_directory_holding_another_vocabulary_is_refused(world, tmp_path, 
     assert sorted(n for n in os.listdir(same) if n.endswith(".model")) == ["30k.model"]
 
 
+def test_a_vocabulary_flag_naming_another_than_the_model_s_is_refused(world, tmp_path, capsys):
+    """--spm_model_file naming another vocabulary of the same size than the one beside
+    --init_checkpoint (or predict's --model) is refused before anything is written: its ids
+    would index the model's embeddings as the model's own. The same vocabulary saved elsewhere
+    is the model's."""
+    rng = random.Random(1)
+    text = tmp_path / "other.txt"
+    text.write_text("".join(" ".join(w[::-1] for w in rng.choices(WORDS, k=8)) + ".\n"
+                            for _ in range(300)))
+    other = train_sentencepiece(str(text), str(tmp_path / "other"), world["vocab"],
+                                hard_vocab_limit=False)
+    release_model = os.path.join(world["release"], "30k-clean.model")
+    out = tmp_path / "out"
+    said = (f"--spm_model_file={other} is not the vocabulary the model was trained with "
+            f"({release_model}; id ")
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", task_name="sst-2",
+                            data_dir=world["glue"], output_dir=out,
+                            init_checkpoint=world["release"], spm_model_file=other), said)
+    assert not out.exists()
+    assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
+                            text="the old mill", spm_model_file=other), said)
+    status, _, err = run_tool(predict, capsys, task="embed", model=world["release"],
+                              text="the old mill", spm_model_file=world["spm"])
+    assert status == 0, err[-2000:]
+
+
 def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world, tmp_path):
     """A record past the first holds an id the config has no embedding for: the batch check
     stops training and the message names the file and the record."""

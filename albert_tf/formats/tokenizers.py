@@ -86,7 +86,7 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
     else True (the original default). vocab_size: the model's; a vocabulary with more
     entries is refused, one with fewer is a warning.
     """
-    carried_lower = None
+    carried_lower, models = None, []
     if model is not None:
         path, models, carried_lower, carried_vocab = _carried(model)
         vocab_size = carried_vocab or vocab_size
@@ -103,6 +103,8 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
             message += ", or a model that carries its vocabulary"
         raise SourceError(message) from None
     where = tokenizer.asset_file
+    if model is not None and where and models:
+        _check_carried(tokenizer, models, spm_model_file, vocab_file)
     if vocab_size is not None and len(tokenizer) != vocab_size:
         message = (f"the vocabulary {where} has {len(tokenizer)} entries but the model's "
                    f"vocab_size is {vocab_size}: is it the model's vocabulary?")
@@ -111,6 +113,31 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
         logging.warning(message)
     logging.info("Tokenizer %s (%s, do_lower_case=%s)", where, tokenizer.kind, do_lower_case)
     return tokenizer
+
+
+def _check_carried(tokenizer, carried, spm_model_file, vocab_file):
+    """A vocabulary named by a flag must be the one the model carries (beside its checkpoint,
+    among its export's assets), byte for byte or piece for piece: another one's ids index the
+    model's embeddings as if they were its own, and nothing else would say so."""
+    given = _read_bytes(tokenizer.asset_file)
+    if given in {_read_bytes(path) for path in carried}:
+        return
+    pieces = tokenizer.convert_ids_to_tokens(range(len(tokenizer)))
+    for path in carried:
+        other = open_vocabulary(path, tokenizer.do_lower_case)
+        theirs = other.convert_ids_to_tokens(range(len(other)))
+        if theirs == pieces:
+            return
+    first = next((i for i, (a, b) in enumerate(zip(pieces, theirs)) if a != b),
+                 min(len(pieces), len(theirs)))
+    difference = (f"id {first} is {pieces[first]!r} there, {theirs[first]!r} in the model's"
+                  if first < min(len(pieces), len(theirs)) else
+                  f"{len(pieces)} entries against the model's {len(theirs)}")
+    flag = "spm_model_file" if spm_model_file else "vocab_file"
+    raise SourceError(
+        f"--{flag}={spm_model_file or vocab_file} is not the vocabulary the model was trained "
+        f"with ({', '.join(carried)}; {difference}): leave out --{flag} to use the model's, or "
+        f"move that file away from the model if you mean to replace its vocabulary")
 
 
 def _read_bytes(path):

@@ -64,11 +64,12 @@ def prepare(options):
     # The tokenizer may not give ids the model has no embedding for.
     vocab_size = None if hub else encoder_config(
         options.albert_config_file, options.init_checkpoint, options.output_dir).vocab_size
-    carrier = None  # without a vocabulary flag: the hub module's, the release's beside
-    if not explicit:  # --init_checkpoint, or the one an earlier run kept in --output_dir
-        carrier = resolve_hub_handle(hub) if hub else options.init_checkpoint
-        if not carrier and vocabularies_beside(options.output_dir):
-            carrier = options.output_dir
+    # The model's vocabulary (the hub module's, the one beside --init_checkpoint, or the one an
+    # earlier run kept in --output_dir): the tokenizer without a vocabulary flag, and what a
+    # flag's must equal.
+    carrier = resolve_hub_handle(hub) if hub else options.init_checkpoint
+    if not carrier and not explicit and vocabularies_beside(options.output_dir):
+        carrier = options.output_dir
     tokenizer = load_tokenizer(
         options.spm_model_file, options.do_lower_case if explicit or not hub else None,
         model=carrier, vocab_size=vocab_size, vocab_file=options.vocab_file)
