@@ -252,6 +252,50 @@ def test_a_run_killed_after_a_recovery_and_rerun_is_the_same_run(records, whole,
     assert_same_state(whole, tmp_path / "killed", atol=0)
 
 
+def test_a_resumed_run_evaluates_and_records_where_an_uninterrupted_one_did(records, tmp_path):
+    """Resumed from the checkpoint an interrupt saved between two scheduled ones (step 7), a
+    run does not evaluate it: an uninterrupted run never did, and its accuracy made it
+    model.ckpt-best. Resumed from a scheduled one evaluated before the interrupt (step 10), it
+    evaluates it again for the guard only: eval_results.txt, the best and TensorBoard's points
+    are an uninterrupted run's."""
+    out, evaluated = tmp_path / "run", []
+
+    def run(stop_at=None, save_at_stop=False):
+        trainer = _trainer(out, "none")
+        trainer.restore_or_initialize()
+
+        def on_log(step, metrics):
+            if step == stop_at:
+                if save_at_stop:  # as a SIGTERM's stop does
+                    trainer.save()
+                raise Killed
+
+        def on_checkpoint(path, step):
+            evaluated.append(step)
+            trainer.observe_eval(step, 3.0)
+            accuracy = 1.0 if step % SAVE else step / 100
+            trainer.record_eval({"global_step": step, "masked_lm_accuracy": accuracy,
+                                 "loss": 1.0}, path, "masked_lm_accuracy")
+        try:
+            trainer.train(_dataset_fn(records, (-1,)), 3 * SAVE, on_log=on_log,
+                          on_checkpoint=on_checkpoint, evaluate_restarts=True)
+        finally:
+            trainer.close()
+    with pytest.raises(Killed):
+        run(stop_at=7, save_at_stop=True)
+    with pytest.raises(Killed):
+        run(stop_at=2 * SAVE + 1)
+    run()
+    assert evaluated == [SAVE, 2 * SAVE, 2 * SAVE, 3 * SAVE]
+    best = (out / "best_checkpoint.txt").read_text()
+    assert best.startswith(f"global_step = {3 * SAVE}\n"), best
+    assert (out / "eval_results.txt").read_text().startswith(f"global_step = {3 * SAVE}\n")
+    points = [event.step for path in sorted((out / "eval").glob("events*"))
+              for event in tf.compat.v1.train.summary_iterator(str(path))
+              for value in event.summary.value if value.tag == "masked_lm_accuracy"]
+    assert points == [SAVE, 2 * SAVE, 3 * SAVE]
+
+
 def test_a_held_out_rise_goes_back_to_the_lowest_held_out_loss(records, tmp_path, caplog):
     """Held-out losses that fall to step 15 and rise at 20 and 25: back to step 15 (kept for it
     though the trainer keeps one other checkpoint), whose evaluation runs again."""

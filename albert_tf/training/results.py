@@ -20,6 +20,19 @@ def write_eval_results(path, result):
     atomic_write_text(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))
 
 
+def recorded_step(output_dir):
+    """The step of the evaluation eval_results.txt holds, or None."""
+    path = os.path.join(output_dir, "eval_results.txt")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        for line in f:
+            key, _, value = line.partition(" = ")
+            if key == "global_step" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
 def copy_checkpoint(prefix, target_prefix):
     """Copies a checkpoint's files to a new prefix, through temporary names."""
     tmp = f"{target_prefix}.tmp-{os.getpid()}"

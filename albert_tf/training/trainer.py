@@ -78,6 +78,7 @@ class Trainer:
         self._train_fn = graph_function(self._train_steps)
         self._eval_fn = graph_function(self._eval_step)
         self._writers = {}
+        self._recorded_step = None  # eval_results.txt's step, in a resumed run's evaluation
         self._input = None
         self._agree_fn = None
         self._logged_unreached = False
@@ -222,7 +223,9 @@ class Trainer:
         With a guard, a loss excursion is reported or recovered (training.recovery);
         `evaluate_restarts`: on_checkpoint evaluates, and runs again for the checkpoint that
         training resumes or rolls back to (whose checkpoint cannot hold its own evaluation),
-        so that the guard sees the held-out losses an uninterrupted run saw.
+        so that the guard sees the held-out losses an uninterrupted run saw: a resumed one
+        only where that run evaluated (not the checkpoint an interrupt saved between two), and
+        recorded only if it was not before the interrupt (`record_eval`).
         """
         last_saved = self._last_checkpoint()
         if self.step >= num_train_steps:
@@ -240,8 +243,13 @@ class Trainer:
         try:
             with training_failures(dataset_fn, self.num_workers, lambda: self.step,
                                    self._last_checkpoint):
-                if restarts and last_saved and self.step > 0:
-                    self.recovery.evaluated(restarts, last_saved)
+                if (restarts and last_saved and self.step > 0
+                        and self._boundary(self.options.save_checkpoints_steps, num_train_steps)):
+                    self._recorded_step = results.recorded_step(self.output_dir)
+                    try:
+                        self.recovery.evaluated(restarts, last_saved)
+                    finally:
+                        self._recorded_step = None
                 while self.step < num_train_steps and not stopping:
                     chunk = self._chunk(num_train_steps)
                     with watchdog, progress.timed(chunk):
@@ -380,6 +388,10 @@ class Trainer:
         """Writes eval_results.txt and summaries; copies the best checkpoint to model.ckpt-best.
         Returns True when `checkpoint_path` is the new best."""
         if not self.chief:
+            return False
+        if result["global_step"] == self._recorded_step:  # a resumed run's, for the guard
+            logging.info("Eval at step %d again, for the loss guard (recorded before the run "
+                         "was interrupted)", result["global_step"])
             return False
         with self._writer("eval").as_default(step=result["global_step"]):
             for name, value in result.items():
