@@ -217,11 +217,14 @@ def test_run_pretraining_out_of_memory_is_one_line_and_status_1(
 def test_examples_per_second_leave_out_the_first_call_and_what_runs_between_calls(
         tmp_path, monkeypatch, caplog):
     """The first training call traces and compiles (timed apart, in its own line); time spent
-    between calls (checkpoints, evaluation) is not training time."""
+    between calls (checkpoints, evaluation) is not training time, but is in the time left. A
+    line whose steps were all in the first call (a resumed run's first line can be) has no
+    examples/s, rather than one counting the compilation."""
     from albert_tf.training import progress as progress_module
     clock = iter([0.0, 30.0,            # the first call: 30 s
                   100.0, 101.0,          # then 3 calls of 2 steps, 1 s each, 60 s apart
-                  160.0, 161.0, 220.0, 221.0])
+                  160.0, 161.0, 220.0, 221.0,
+                  221.0])                # the line: 191 s for the 6 steps since the first call
     monkeypatch.setattr(progress_module.time, "perf_counter", lambda: next(clock))
     caplog.set_level("INFO", logger="absl")
     progress = progress_module.Progress(tf.summary.create_noop_writer(), 8, 100)
@@ -233,7 +236,17 @@ def test_examples_per_second_leave_out_the_first_call_and_what_runs_between_call
     assert metrics["examples_per_second"] == 6 * 8 / 3.0
     assert "The first training call (1 step) took 30.00 s: it traces and compiles the step, " \
            "and the examples/s leave it out" in caplog.messages
-    assert "step 7/100  loss 1  learning_rate 0.001  examples_per_second 16" in caplog.messages
+    # 93 steps left at 191 / 6 s each: 2960.5 s
+    assert ("step 7/100  loss 1  learning_rate 0.001  examples_per_second 16  eta 49m20s"
+            in caplog.messages)
+    resumed = progress_module.Progress(tf.summary.create_noop_writer(), 8, 400)
+    clock = iter([0.0, 17.0])
+    with resumed.timed(1):
+        pass
+    resumed.add({"loss_sum": 1.0, "count": 1.0}, 1)
+    metrics = resumed.log(280, lambda sums: {"loss": sums["loss_sum"] / sums["count"]}, 1e-3)
+    assert "examples_per_second" not in metrics
+    assert caplog.messages[-1] == "step 280/400  loss 1  learning_rate 0.001"
 
 
 def test_batch_must_divide(tmp_path):
