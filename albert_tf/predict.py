@@ -134,7 +134,7 @@ def main(_):
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
     texts, texts_b, columns = _inputs(predictor.text_columns, predictor.run_settings.get(
-        "task_name") if FLAGS.task == "classify" else None)
+        "task_name") if FLAGS.task == "classify" else None, pairs=FLAGS.task != "ner")
     vectors = None
     if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
         vectors, results = predictor.vectors(texts, texts_b), []
@@ -151,10 +151,11 @@ def main(_):
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
 
 
-def _inputs(remembered, task_name=None):
+def _inputs(remembered, task_name=None, pairs=True):
     """(texts, texts_b or None, each row's other columns or None) of --text or --input_file,
     whose text columns default to those the model's run read (`remembered`); a file of the
-    run's GLUE task (`task_name`: its train/dev/test file by name) read as that task's split."""
+    run's GLUE task (`task_name`: its train/dev/test file by name) read as that task's split.
+    Without `pairs` (single sentences), a plain text file's tabs are part of its lines."""
     if not FLAGS.input_file:
         return [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b], None
     task = glue.find_task(task_name)
@@ -169,7 +170,7 @@ def _inputs(remembered, task_name=None):
                  for e in examples])
     return read_input_file(FLAGS.input_file, FLAGS.text_column_names or remembered,
                            FLAGS.delimiter, "" if FLAGS.text_column_names else
-                           "the model's run read them")
+                           "the model's run read them", pairs)
 
 
 def run(argv=None):

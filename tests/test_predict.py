@@ -364,16 +364,20 @@ def test_errors(assets, tmp_path):
         for _ in range(400)), encoding="utf-8")
     other = train_sentencepiece(str(tmp_path / "words.txt"), str(tmp_path / "big"), 150,
                                 hard_vocab_limit=False)
-    with pytest.raises(E, match="entries but the model's vocab_size is"):
+    with pytest.raises(E, match=r"big.model is not the vocabulary the model was trained with "
+                                r"\(.*tiny.model; id \d+ is "):
         serving.Embedder(assets["ckpt"], spm_model_file=other)(["a"])
     bare = tmp_path / "bare"
     shutil.copytree(assets["ckpt"], bare)
     os.remove(bare / "albert_config.json")
     with pytest.raises(E, match="pass --albert_config_file"):
         serving.Embedder(str(bare))
-    (tmp_path / "bad.txt").write_text("a\tb\nc\n", encoding="utf-8")
-    with pytest.raises(E, match="one text or two tab-separated"):
+    (tmp_path / "bad.txt").write_text("a\tb\n\nc\n", encoding="utf-8")
+    with pytest.raises(E, match="one text or two tab-separated texts, all lines alike: line 1 "
+                                "has 2, line 3 1$"):
         read_input_file(str(tmp_path / "bad.txt"))
+    # Single sentences (--task=ner): a tab is part of the sentence, whatever the other lines.
+    assert read_input_file(str(tmp_path / "bad.txt"), pairs=False) == (["a\tb", "c"], None, None)
 
 
 # ---- command line ---------------------------------------------------------------------------

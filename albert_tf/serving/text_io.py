@@ -14,21 +14,23 @@ from albert_tf.outputs import make_parent_dir
 from albert_tf.serving.predictor import PredictError
 
 
-def read_input_file(path, text_columns=None, delimiter=None, text_from=""):
+def read_input_file(path, text_columns=None, delimiter=None, text_from="", pairs=True):
     """(texts, texts_b or None, each row's other columns or None). A .csv, .tsv or JSON Lines
     file is read as run_classifier reads a test file: `text_columns` (one, or two for pairs),
     else the first of labeled_text.DEFAULT_TEXT_COLUMNS it has (`text_from`: where
     `text_columns` came from, for errors); a .csv's `delimiter`, else detected. Any other file
-    is one text per line, or two tab-separated texts."""
+    is one text per line, or with `pairs` two tab-separated texts (without, a tab is part of
+    the line's text)."""
     if not labeled_text.is_table(path):
-        return (*_read_lines(path), None)
+        return (*_read_lines(path, pairs), None)
     data = labeled_text.read_unlabeled(path, text_columns, delimiter, text_from)
     texts_b = [ex.text_b for ex in data.examples] if len(data.text_columns) > 1 else None
     return [ex.text_a for ex in data.examples], texts_b, data.extras
 
 
-def _read_lines(path):
-    """(texts, texts_b or None): a second tab-separated column makes pairs (all or none)."""
+def _read_lines(path, pairs=True):
+    """(texts, texts_b or None): with `pairs`, a second tab-separated column makes pairs (all
+    or none)."""
     if not os.path.isfile(path):
         raise PredictError(f"--input_file={path} not found")
     rows, blank = [], []
@@ -40,7 +42,7 @@ def _read_lines(path):
                 raise PredictError(f"--input_file={path}: line {number} is not UTF-8 ({e.reason} "
                                    f"at byte {e.start + 1}); convert the file to UTF-8") from None
             if line.strip():
-                rows.append(line.split("\t"))
+                rows.append((number, line.split("\t") if pairs else [line]))
             else:
                 blank.append(number)
     if blank and rows:
@@ -50,13 +52,16 @@ def _read_lines(path):
                         else "s", shown, len(rows))
     if not rows:
         raise PredictError(f"--input_file={path} holds no text")
-    widths = {len(r) for r in rows}
-    if widths == {1}:
-        return [r[0] for r in rows], None
-    if widths == {2}:
-        return [r[0] for r in rows], [r[1] for r in rows]
+    first = len(rows[0][1])
+    if first <= 2:
+        number, other = next(((n, r) for n, r in rows if len(r) != first), (None, None))
+        if number is None:
+            return [r[0] for _, r in rows], [r[1] for _, r in rows] if first == 2 else None
+    else:
+        number, other = rows[0]
     raise PredictError(f"--input_file={path}: every line needs one text or two tab-separated "
-                       f"texts (found lines with {sorted(widths)} columns)")
+                       f"texts, all lines alike: line {rows[0][0]} has {first}, line {number} "
+                       f"{len(other)}")
 
 
 def format_text(result):
