@@ -178,6 +178,37 @@ def test_train_vocab_settings(model_path):
     assert np.all([p.piece == p.piece.lower() for p in proto.pieces if p.type == 1])
 
 
+def test_train_vocab_reads_a_repeated_line_once(tmp_path, caplog):
+    """Each distinct (preprocessed) line once: the vocabulary of the corpus without its copies,
+    piece for piece and score for score, said in the log; --keep_duplicate_lines counts every
+    copy (other scores)."""
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    def pieces(path):
+        proto = model_pb2.ModelProto()
+        with open(path, "rb") as f:
+            proto.ParseFromString(f.read())
+        return [(p.piece, round(p.score, 4)) for p in proto.pieces]
+    lines = _corpus_lines(400)
+    (tmp_path / "once.txt").write_text("\n".join(lines), encoding="utf-8")
+    # Each line 3 times, the copies differing in case and spacing only (preprocessed alike).
+    (tmp_path / "thrice.txt").write_text("\n".join(
+        lines + [line.upper() for line in lines] + [f"  {line}\t" for line in lines]),
+        encoding="utf-8")
+    caplog.set_level("INFO", logger="absl")
+    once = train_sentencepiece(str(tmp_path / "once.txt"), str(tmp_path / "once"), 120,
+                               hard_vocab_limit=False)
+    assert "repeated lines read once" not in caplog.text
+    thrice = train_sentencepiece(str(tmp_path / "thrice.txt"), str(tmp_path / "thrice"), 120,
+                                 hard_vocab_limit=False)
+    assert pieces(thrice) == pieces(once)
+    assert ("Trained on 400 distinct lines of 1200: 800 repeated lines read once "
+            "(--keep_duplicate_lines counts every copy)") in caplog.text
+    every = train_sentencepiece(str(tmp_path / "thrice.txt"), str(tmp_path / "every"), 120,
+                                hard_vocab_limit=False, keep_duplicate_lines=True)
+    assert pieces(every) != pieces(once)
+
+
 def test_in_graph_tokenizer_in_a_saved_model(model_path, tokenizer, tmp_path):
     import tensorflow as tf
 

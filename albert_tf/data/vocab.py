@@ -7,8 +7,11 @@ from tensorflow-text's WordPiece learner over the basic tokenizer's words (each 
 one word, so one token).
 """
 
+import hashlib
 import os
 import re
+
+from absl import logging
 
 from albert_tf.outputs import check_output_files, make_parent_dir
 
@@ -17,31 +20,52 @@ USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
 
 class _Sentences:
-    """The files' lines for SentencePiece's trainer. An error reading a file ends the lines and
-    is kept in `error`: raised inside the trainer, it would come out wrapped in its own."""
+    """The files' lines for SentencePiece's trainer, preprocessed, each distinct line once
+    unless `keep_duplicates` (SentencePiece's seed step slows down by orders of magnitude on
+    repeated lines: 155 s against 1 s on 264 KB of license texts with 40% of their lines
+    repeated). An error reading a file ends the lines and is kept in `error`: raised inside the
+    trainer, it would come out wrapped in its own."""
 
-    def __init__(self, files, do_lower_case):
+    def __init__(self, files, do_lower_case, keep_duplicates=False):
         self.files, self.do_lower_case, self.error = files, do_lower_case, None
+        self.keep_duplicates = keep_duplicates
+        self.lines, self.duplicates = 0, 0
 
     def __iter__(self):
         from albert_tf.data.build_records import InputError, read_lines
         from albert_tf.tokenization import preprocess_text
 
+        seen = set()  # 16-byte digests: a corpus's distinct lines in a fraction of their size
         try:
             for path in self.files:
                 for line in read_lines(path):
                     line = preprocess_text(line, lower=self.do_lower_case)
-                    if line:
-                        yield line
+                    if not line:
+                        continue
+                    self.lines += 1
+                    if not self.keep_duplicates:
+                        digest = hashlib.blake2b(line.encode(), digest_size=16).digest()
+                        if digest in seen:
+                            self.duplicates += 1
+                            continue
+                        seen.add(digest)
+                    yield line
         except InputError as e:
             self.error = e
+
+    def log(self):
+        if self.duplicates:
+            logging.info("Trained on %d distinct lines of %d: %d repeated lines read once "
+                         "(--keep_duplicate_lines counts every copy)", self.lines -
+                         self.duplicates, self.lines, self.duplicates)
 
 
 def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_case=True,
                         character_coverage=0.99995, input_sentence_size=10_000_000,
-                        num_threads=1, overwrite=False, **extra):
-    """Trains `{model_prefix}.model` and `.vocab` from text files (one sentence per line).
-    Existing files there are replaced only with `overwrite`, never when they are inputs."""
+                        num_threads=1, overwrite=False, keep_duplicate_lines=False, **extra):
+    """Trains `{model_prefix}.model` and `.vocab` from text files (one sentence per line; a
+    line repeated is read once unless `keep_duplicate_lines`). Existing files there are
+    replaced only with `overwrite`, never when they are inputs."""
     import sentencepiece as spm
 
     from albert_tf.data.build_records import InputError, expand_globs
@@ -51,7 +75,7 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
                        what="a SentencePiece vocabulary", overwrite=overwrite,
                        inputs={"input_file": files})
     make_parent_dir(model_prefix)
-    sentences = _Sentences(files, do_lower_case)
+    sentences = _Sentences(files, do_lower_case, keep_duplicate_lines)
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
@@ -91,6 +115,7 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             if os.path.exists(path):
                 os.remove(path)
         raise sentences.error
+    sentences.log()
     return model_prefix + ".model"
 
 
