@@ -108,6 +108,9 @@ def test_reading_conll_files(tmp_path):
     assert split_file(str(tmp_path), "dev").endswith("valid.txt")
     with pytest.raises(FileNotFoundError, match=r"no test.txt in --data_dir="):
         split_file(str(tmp_path), "test")
+    with pytest.raises(FileNotFoundError, match=rf"^--data_dir={tmp_path}/nerr is not a "
+                                                r"directory \(it should hold train.txt\)$"):
+        split_file(str(tmp_path / "nerr"), "train")
     (tmp_path / "bad.txt").write_text("token_without_tag\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.txt:1: a token line needs a tag"):
         read_conll(str(tmp_path / "bad.txt"))

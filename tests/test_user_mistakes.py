@@ -247,14 +247,16 @@ def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_pat
         assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
             world, out, albert_config_file=path)), f"{path}: {message}")
         assert not out.exists()
-    # The run's own config, with another depth: the shared weights would load.
+    # The run's own config, with another depth: the shared weights would load. Keys no model
+    # reads (the original release files' vestiges) are no difference.
     deeper = tmp_path / "deeper.json"
-    deeper.write_text(json.dumps(dict(base, num_hidden_layers=8)))
+    deeper.write_text(json.dumps(dict(base, num_hidden_layers=8, gap_size=0,
+                                      net_structure_type=0)))
     before = digests(run_dir)
     assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
         world, run_dir, albert_config_file=deeper, num_train_steps=6)),
         f"the config differs from the one the run in --output_dir={run_dir} was started with, "
-        f"in num_hidden_layers (run: 4, given: 8)")
+        f"in num_hidden_layers (run: 4, given: 8). Resume with")
     assert digests(run_dir) == before
 
 

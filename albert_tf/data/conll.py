@@ -31,6 +31,9 @@ def split_file(data_dir, split):
     names = SPLIT_FILES[split]
     if not data_dir:
         raise FileNotFoundError(f"no --data_dir (the directory of {' or '.join(names)})")
+    if not tf.io.gfile.isdir(data_dir):
+        raise FileNotFoundError(f"--data_dir={data_dir} is not a directory (it should hold "
+                                f"{' or '.join(names)})")
     for name in names:
         path = os.path.join(data_dir, name)
         if tf.io.gfile.exists(path):

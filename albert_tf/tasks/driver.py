@@ -286,13 +286,15 @@ class _Run:
         if self.trainer.step >= self.num_train_steps and f.do_eval:
             results = os.path.join(f.output_dir, "eval_results.txt")
             if os.path.exists(results):
-                logging.info("--output_dir holds a finished run (step %d of %d), evaluated in "
-                             "%s: nothing to train or evaluate (--do_eval without --do_train "
-                             "evaluates its checkpoints again; a larger --train_step trains on)",
-                             self.trainer.step, self.num_train_steps, results)
+                logging.info("--output_dir holds a run trained to step %d (this command's last "
+                             "step: %d), evaluated in %s: nothing to train or evaluate (--do_eval "
+                             "without --do_train evaluates its checkpoints again; a larger "
+                             "--train_step trains on)", self.trainer.step, self.num_train_steps,
+                             results)
                 return
-            logging.info("--output_dir holds a finished run (step %d of %d): --do_eval "
-                         "evaluates its checkpoints", self.trainer.step, self.num_train_steps)
+            logging.info("--output_dir holds a run trained to step %d (this command's last "
+                         "step: %d): --do_eval evaluates its checkpoints", self.trainer.step,
+                         self.num_train_steps)
             self.evaluate_saved()
             return
         each = self.task.sequences_per_example

@@ -1,6 +1,7 @@
 """The run's checkpoint files in output_dir: which can resume a run, whether the run's config
 matches, and dropout's random state saved with them."""
 
+import dataclasses
 import json
 import os
 import re
@@ -86,9 +87,11 @@ def check_run_config(output_dir, config, settings=None):
     (options) differ from those it started with."""
     path = os.path.join(output_dir, "albert_config.json")
     if tf.io.gfile.exists(path):
-        ours, given = AlbertConfig.from_json_file(path).to_dict(), config.to_dict()
-        changed = [f"{k} (run: {ours.get(k)!r}, given: {given.get(k)!r})"
-                   for k in sorted(set(ours) | set(given)) if ours.get(k) != given.get(k)]
+        ours = AlbertConfig.from_json_file(path)
+        # What the model reads: not the keys it keeps unread (the original's vestiges).
+        changed = [f"{k} (run: {getattr(ours, k)!r}, given: {getattr(config, k)!r})"
+                   for k in sorted(f.name for f in dataclasses.fields(AlbertConfig))
+                   if k != "extra" and getattr(ours, k) != getattr(config, k)]
         if changed:
             raise ValueError(
                 f"the config differs from the one the run in --output_dir={output_dir} was "
