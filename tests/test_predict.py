@@ -203,7 +203,7 @@ def test_embeddings_from_checkpoint_and_encoder_export_agree(assets):
 
 # ---- classification -------------------------------------------------------------------------
 
-def test_classify_from_a_run_classifier_output_dir(assets):
+def test_classify_from_a_run_classifier_output_dir(assets, caplog):
     tokenizer, classifier = assets["tokenizer"], assets["classifier"]
     texts, texts_b = _lines(4, 5), _lines(4, 6)
     results = serving.predict("classify", assets["clf_dir"], texts, texts_b,
@@ -223,8 +223,13 @@ def test_classify_from_a_run_classifier_output_dir(assets):
     named = serving.predict("classify", assets["clf_dir"], texts, texts_b,
                             spm_model_file=assets["spm"], labels="bad,good")
     assert [r["label"] for r in named] == [["bad", "good"][int(r["label"])] for r in results]
-    # The raw-string export of the same classifier: its own label strings.
-    exported = serving.predict("classify", assets["serving"], texts, texts_b)
+    # The raw-string export of the same classifier: its own label strings; it tokenizes in its
+    # graph, and says that a vocabulary given is not used.
+    caplog.set_level("WARNING", logger="absl")
+    exported = serving.predict("classify", assets["serving"], texts, texts_b,
+                               spm_model_file=assets["spm"])
+    assert (f"--spm_model_file={assets['spm']} is not used: {assets['serving']} tokenizes texts "
+            f"in its graph, with the vocabulary it was exported with") in caplog.text
     names = {"0": "unacceptable", "1": "acceptable"}
     assert [r["label"] for r in exported] == [names[r["label"]] for r in results]
     for row, ref in zip(exported, results):

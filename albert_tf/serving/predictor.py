@@ -93,6 +93,11 @@ class Predictor:
             logging.warning("--max_seq_length=%d, but the run in %s trained at %d (run.json): "
                             "long texts are cut otherwise than in its evaluation",
                             max_seq_length, self.source.directory, trained)
+        vocabulary = spm_model_file or vocab_file
+        if vocabulary and self.source.kind in RAW_STRING_KINDS:
+            logging.warning("--%s=%s is not used: %s tokenizes texts in its graph, with the "
+                            "vocabulary it was exported with", "spm_model_file" if spm_model_file
+                            else "vocab_file", vocabulary, self.source.path)
         if max_seq_length is None:  # 128, or less when the model has fewer positions
             max_seq_length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
                                  if config is not None else DEFAULT_MAX_SEQ_LENGTH)
