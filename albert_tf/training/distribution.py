@@ -136,6 +136,17 @@ def resolve_jit_compile(jit_compile, strategy):
             or bool(tf.config.list_logical_devices("GPU")))
 
 
+def describe_compilation(strategy, whole_step_jit, gradients_jit):
+    """What of the training step XLA compiles, for the log."""
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return "the TPU compiles the whole step with XLA"
+    if whole_step_jit:
+        return "forward, backward and update compiled as one XLA computation"
+    if gradients_jit:
+        return "forward and backward compiled with XLA, the update outside it"
+    return "TensorFlow ops, XLA only in each variable's optimizer update"
+
+
 def check_batch_sizes(strategy, train_batch_size=None, accumulation=1, **other_sizes):
     """Every global batch size divides over the replicas (the training one over replicas ×
     accumulation steps): checked before any work, not met after training."""

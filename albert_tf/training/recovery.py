@@ -10,6 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.modeling.optimizers import scale_learning_rate
+from albert_tf.training import results
 from albert_tf.training.checkpoint_files import CHECKPOINT_NAME
 from albert_tf.training.excursions import LossExcursionError, plan_recovery, read_log, write_log
 from albert_tf.training.failures import NonFiniteLossError
@@ -27,6 +28,7 @@ def learning_rate_factor(optimizer):
 class NoRecovery:
     """A run without a loss guard: nothing observed, and training never goes back."""
     recovers = False
+    replayed_step = None
 
     def __init__(self, saver):
         self.saver = saver
@@ -61,6 +63,7 @@ class Recovery:
         self.output_dir = saver.output_dir
         self.input_skip = 0  # batches a resumed recovery still has to skip (Trainer.train)
         self._eval_excursion = None
+        self.replayed_step = None  # an evaluation recorded before, run again (`resumed`)
 
     @property
     def recovers(self):
@@ -85,6 +88,19 @@ class Recovery:
         on_checkpoint(path, self.saver.step)
         excursion, self._eval_excursion = self._eval_excursion, None
         return self.recovered(excursion, on_checkpoint)
+
+    def resumed(self, on_checkpoint, path, scheduled):
+        """The evaluation of the checkpoint a resumed run starts from (saved before its own), for
+        the guard's held-out history: only where an uninterrupted run evaluated (`scheduled`; not
+        the checkpoint an interrupt saved between two), and not recorded again where
+        eval_results.txt already holds it (`replayed_step`: Trainer.record_eval skips it)."""
+        if not scheduled:
+            return
+        self.replayed_step = results.recorded_step(self.output_dir)
+        try:
+            self.evaluated(on_checkpoint, path)
+        finally:
+            self.replayed_step = None
 
     def restored(self, with_state, step):
         """After a checkpoint is restored: one of an older run, without the guard's state,

@@ -25,7 +25,8 @@ from albert_tf.training import results
 from albert_tf.training.checkpoint_files import (
     check_run_config, refuse_foreign_checkpoints, resumable_checkpoints)
 from albert_tf.training.checkpoint_saving import CheckpointSaver
-from albert_tf.training.distribution import check_batch_sizes, is_chief, log_step_memory
+from albert_tf.training.distribution import (check_batch_sizes, describe_compilation, is_chief,
+                                             log_step_memory)
 from albert_tf.training.excursions import LossGuard
 from albert_tf.training.failures import (
     NonFiniteLossError, StopRequest, eval_failures, interrupted, out_of_memory, service_watchdog,
@@ -78,7 +79,6 @@ class Trainer:
         self._train_fn = graph_function(self._train_steps)
         self._eval_fn = graph_function(self._eval_step)
         self._writers = {}
-        self._recorded_step = None  # eval_results.txt's step, in a resumed run's evaluation
         self._input = None
         self._agree_fn = None
         self._logged_unreached = False
@@ -204,14 +204,7 @@ class Trainer:
         return self._writers[name]
 
     def _compiled(self):
-        """What of the training step XLA compiles, for the log."""
-        if isinstance(self.strategy, tf.distribute.TPUStrategy):
-            return "the TPU compiles the whole step with XLA"
-        if self.whole_step_jit:
-            return "forward, backward and update compiled as one XLA computation"
-        if self.gradients_jit:
-            return "forward and backward compiled with XLA, the update outside it"
-        return "TensorFlow ops, XLA only in each variable's optimizer update"
+        return describe_compilation(self.strategy, self.whole_step_jit, self.gradients_jit)
 
     def train(self, dataset_fn, num_train_steps, *, on_checkpoint=None, on_log=None,
               evaluate_restarts=False):
@@ -223,9 +216,7 @@ class Trainer:
         With a guard, a loss excursion is reported or recovered (training.recovery);
         `evaluate_restarts`: on_checkpoint evaluates, and runs again for the checkpoint that
         training resumes or rolls back to (whose checkpoint cannot hold its own evaluation),
-        so that the guard sees the held-out losses an uninterrupted run saw: a resumed one
-        only where that run evaluated (not the checkpoint an interrupt saved between two), and
-        recorded only if it was not before the interrupt (`record_eval`).
+        so that the guard sees the held-out losses an uninterrupted run saw.
         """
         last_saved = self._last_checkpoint()
         if self.step >= num_train_steps:
@@ -243,13 +234,9 @@ class Trainer:
         try:
             with training_failures(dataset_fn, self.num_workers, lambda: self.step,
                                    self._last_checkpoint):
-                if (restarts and last_saved and self.step > 0
-                        and self._boundary(self.options.save_checkpoints_steps, num_train_steps)):
-                    self._recorded_step = results.recorded_step(self.output_dir)
-                    try:
-                        self.recovery.evaluated(restarts, last_saved)
-                    finally:
-                        self._recorded_step = None
+                if restarts and last_saved and self.step > 0:
+                    self.recovery.resumed(restarts, last_saved, self._boundary(
+                        self.options.save_checkpoints_steps, num_train_steps))
                 while self.step < num_train_steps and not stopping:
                     chunk = self._chunk(num_train_steps)
                     with watchdog, progress.timed(chunk):
@@ -389,9 +376,7 @@ class Trainer:
         Returns True when `checkpoint_path` is the new best."""
         if not self.chief:
             return False
-        if result["global_step"] == self._recorded_step:  # a resumed run's, for the guard
-            logging.info("Eval at step %d again, for the loss guard (recorded before the run "
-                         "was interrupted)", result["global_step"])
+        if result["global_step"] == self.recovery.replayed_step:  # recorded before (resumed)
             return False
         with self._writer("eval").as_default(step=result["global_step"]):
             for name, value in result.items():
