@@ -95,6 +95,7 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
     try:
         tokenizer = tokenizer_from_flags(spm_model_file, vocab_file, do_lower_case,
                                          required=model is None)
+        named = tokenizer is not None
         if tokenizer is None:
             tokenizer = open_vocabulary(_carried_model(path, models), do_lower_case)
     except (FileNotFoundError, ValueError) as e:
@@ -103,7 +104,7 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
             message += ", or a model that carries its vocabulary"
         raise SourceError(message) from None
     where = tokenizer.asset_file
-    if model is not None and where and models:
+    if named and models:  # a flag's vocabulary against the model's own
         _check_carried(tokenizer, models, spm_model_file, vocab_file)
     if vocab_size is not None and len(tokenizer) != vocab_size:
         message = (f"the vocabulary {where} has {len(tokenizer)} entries but the model's "
