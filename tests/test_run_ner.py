@@ -325,6 +325,15 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
     assert_refused(run_tool(run_ner, capsys, "--do_train", output_dir=tmp_path / "b",
                             **dict(common, data_dir=empty)),
                    f"no train.txt in --data_dir={empty}")
+    broken = tmp_path / "broken"  # a bad line of the test file stops the run before training
+    shutil.copytree(assets["data_dir"], broken)
+    with open(broken / "test.txt", "a", encoding="utf-8") as f:
+        f.write("\nword\n")
+    lines = (broken / "test.txt").read_text(encoding="utf-8").count("\n")
+    assert_refused(run_tool(run_ner, capsys, "--do_train", "--do_predict",
+                            output_dir=tmp_path / "f", **dict(common, data_dir=broken)),
+                   f"{broken}/test.txt:{lines}: a token line needs a tag in its last column")
+    assert not list((tmp_path / "f").glob("model.ckpt-*"))
     assert_refused(run_tool(run_ner, capsys, output_dir=tmp_path / "c", **common),
                    "at least one of --do_train, --do_eval, --do_predict")
     assert_refused(run_tool(run_ner, capsys, "--do_eval", output_dir=tmp_path / "c",

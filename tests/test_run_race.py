@@ -231,3 +231,41 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
     np.testing.assert_allclose([r["probabilities"] for r in r7],
                                [r["probabilities"] for r in r1], atol=1e-5)
 
+
+
+def test_a_broken_test_split_stops_the_run_before_training(assets, tmp_path):
+    """docs/safety.md: the splits a run's actions read are parsed before any training (a bad
+    answer letter or a missing level in the test set used to stop the run after training)."""
+    import shutil
+    data = tmp_path / "data"
+    shutil.copytree(assets["data_dir"], data)
+    path = sorted((data / "RACE" / "test" / "high").iterdir())[0]
+    article = json.loads(path.read_text(encoding="utf-8"))
+    article["answers"][0] = "E"
+    path.write_text(json.dumps(article), encoding="utf-8")
+    out = tmp_path / "out"
+    common = dict(data_dir=str(data), output_dir=out, spm_model_file=assets["spm"],
+                  init_checkpoint=assets["init"], train_step=10, warmup_step=2, do_predict=True)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} \(article .*, question 0\): "
+                                         r"answer 'E' is not one of A, B, C, D$"):
+        run(**common)
+    shutil.rmtree(data / "RACE" / "test" / "high")
+    with pytest.raises(FileNotFoundError, match=r"RACE test/high directory not found"):
+        run(**common)
+    assert not list(out.glob("model.ckpt-*")) and not list(out.glob("*.npz"))
+    # Epochs with the original's 1000 warmup steps: the message names the flag that fits.
+    with pytest.raises(ValueError, match=r"^--warmup_step=1000 must be between 0 and the \d+ "
+                                         r"training steps \(or give --warmup_proportion"):
+        run(**{**common, "data_dir": assets["data_dir"], "warmup_step": 1000,
+               "num_train_epochs": 1, "train_batch_size": 64})
+
+
+def test_predict_refuses_to_classify_with_a_multiple_choice_run(matrix_runs):
+    from albert_tf.serving.classify import CHOICE_RUN_KINDS, Classifier
+    from albert_tf.serving.predictor import PredictError
+    from albert_tf.tasks.c3 import C3Task
+    from albert_tf.tasks.driver import run_kind
+    with pytest.raises(PredictError, match=r"is a multiple-choice run \(fine-tuning of race\): "
+                                           r"its head scores answer choices, not classes"):
+        Classifier(str(matrix_runs("none", "false")))
+    assert run_kind(C3Task) in CHOICE_RUN_KINDS

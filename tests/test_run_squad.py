@@ -277,6 +277,14 @@ def test_flag_errors(assets, tmp_path, caplog):
         run(train_file=train, output_dir=tmp_path, spm_model_file=assets["spm"],
             init_checkpoint=assets["init"], do_train=True, max_seq_length=20,
             max_query_length=17)
+    broken = tmp_path / "broken_dev.json"  # read before training, not after it
+    broken.write_text(json.dumps({"data": [{"paragraphs": [{"context": "a b", "qas": [
+        {"question": "a?", "answers": []}]}]}]}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"missing key 'id'"):
+        run(train_file=train, predict_file=broken, output_dir=tmp_path / "broken",
+            spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+            do_predict=True)
+    assert not list((tmp_path / "broken").glob("*"))
     with caplog.at_level("WARNING", logger="absl"):
         with pytest.raises(Exception, match="no_such.model"):
             run(train_file=train, output_dir=tmp_path, spm_model_file=tmp_path / "no_such.model",

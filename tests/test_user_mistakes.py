@@ -494,7 +494,7 @@ def test_an_output_dir_that_is_a_file_or_read_only_is_one_line(world, tmp_path, 
             subprocess.run(["umount", "--lazy", str(read_only)], check=True)
 
 
-def test_a_missing_predict_file_stops_fine_tuning_before_training(world, tmp_path, capsys):
+def test_a_missing_or_broken_predict_file_stops_fine_tuning_before_training(world, tmp_path, capsys):
     glue = tmp_path / "glue"
     shutil.copytree(world["glue"], glue)
     (glue / "SST-2" / "test.tsv").unlink()
@@ -507,6 +507,15 @@ def test_a_missing_predict_file_stops_fine_tuning_before_training(world, tmp_pat
                                 init_checkpoint=world["release"], spm_model_file=world["spm"]),
                        f"sst-2 test file not found: {glue}/SST-2/test.tsv")
         assert (tmp_path / "runs").exists() == there and (not there or os.listdir(out) == [])
+    # A bad row of the test file, too, stops the run before training (not after it).
+    test = glue / "SST-2" / "test.tsv"
+    test.write_text("index\tsentence\n0\tthe river ran\n1\n", encoding="utf-8")
+    assert_refused(run_tool(run_classifier, capsys, "--do_train", "--do_predict",
+                            task_name="sst-2", data_dir=glue, output_dir=out,
+                            init_checkpoint=world["release"], spm_model_file=world["spm"]),
+                   f"{test}:3: expected at least 2 tab-separated columns (text_a in column 1), "
+                   f"found 1")
+    assert os.listdir(out) == []
 
 
 def test_only_the_directories_a_run_made_itself_are_removed_and_only_when_empty(tmp_path):

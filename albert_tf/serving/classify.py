@@ -9,6 +9,11 @@ from albert_tf.data.labeled_text import saved_labels
 from albert_tf.modeling.classifier import pool_windows
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
                                          inference_function, pad_batch)
+from albert_tf.training.checkpoint_files import recorded_kind
+
+# run_race's runs: their head (output_weights, output_bias, as a classifier's) scores each
+# answer choice, not classes.
+CHOICE_RUN_KINDS = ("fine-tuning of race", "fine-tuning of c3")
 
 
 def label_names(labels=None, task_name=None):
@@ -67,6 +72,12 @@ class Classifier(Predictor):
             names, regression = list(self.label_set.labels) or None, self.label_set.is_regression
         multi_label = bool(self.label_set and self.label_set.is_multi_label)
         if kind == "checkpoint":
+            run_kind = recorded_kind(self.source.directory)
+            if run_kind in CHOICE_RUN_KINDS:
+                raise PredictError(f"{self.source.path} is a multiple-choice run ({run_kind}): "
+                                   f"its head scores answer choices, not classes. run_race "
+                                   f"--do_predict answers its questions; --task=embed reads "
+                                   f"its encoder")
             num_labels = self.source.num_classifier_labels()
             if num_labels is None:
                 raise PredictError(f"{self.source.path} has no classifier head (output_weights, "

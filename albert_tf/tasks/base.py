@@ -63,8 +63,9 @@ class FinetuningTask(abc.ABC):
     # ---- optional -----------------------------------------------------------------------------
 
     def check_inputs(self, splits):
-        """Raises when the data of `splits` ("train", "dev", "test") is missing: a mistyped
-        file stops the run before any training. Default: nothing checked."""
+        """Raises when the data of `splits` ("train", "dev", "test") is missing or cannot be
+        read (each file parsed, nothing written): a mistyped file or a bad row of the test set
+        stops the run before any training, not after it. Default: nothing checked."""
 
     def write_labels(self, output_dir):
         """Before training, on the chief: the label files that predictions, conversions and

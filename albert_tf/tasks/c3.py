@@ -25,9 +25,12 @@ class C3Task(RaceTask):
     def data_digest(self, split):
         return c3.digest(self.data_dir, split)
 
+    def read(self, split):
+        return c3.read_examples(self.data_dir, split)
+
     def convert(self, split):
-        return c3.convert_examples(c3.read_examples(self.data_dir, split), self.tokenizer,
-                                   self.max_seq_length, self.max_qa_length)
+        return c3.convert_examples(self.read(split), self.tokenizer, self.max_seq_length,
+                                   self.max_qa_length)
 
     def cache_stem(self, split):
         return "c3_" + split

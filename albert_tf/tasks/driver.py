@@ -45,7 +45,7 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
         warmup_step = int(train_step * warmup_proportion)
     if not 0 <= warmup_step <= train_step:
         raise ValueError(f"--warmup_step={warmup_step} must be between 0 and the {train_step} "
-                         f"training steps")
+                         f"training steps (or give --warmup_proportion, a fraction of them)")
     return int(train_step), int(warmup_step)
 
 

@@ -51,9 +51,29 @@ class GlueTask(ClassificationTask):
                         tuple(self.task.labels))
 
     def check_inputs(self, splits):
-        """The data files of `splits` (train, dev, test) exist (before any training)."""
+        """The data files of `splits` (train, dev, test; MNLI's other dev and test sets) exist
+        and parse (before any training)."""
+        from albert_tf.data import glue
         for split in splits:
-            self._split_path(split, self.task)
+            for _, task in self._sets(split):
+                self._split_path(split, task)
+                glue.read_examples(self.data_dir, task, split)
+
+    def _sets(self, split, warn=False):
+        """[(name, GLUE task)] of what a split reads: MNLI's dev adds the mismatched set, its
+        test the mismatched set and AX, where their files exist (with `warn`, missing ones
+        are logged)."""
+        from albert_tf.data import glue
+        sets = [(split, self.task)]
+        others = {"dev": (("dev_mismatched", "mismnli"),),
+                  "test": (("test_mismatched", "mismnli"), ("ax", "ax"))}
+        for name, other in others.get(split, ()) if self.name == "mnli" else ():
+            path = glue.split_path(self.data_dir, glue.TASKS[other], split)
+            if os.path.isfile(path):
+                sets.append((name, glue.TASKS[other]))
+            elif warn and split == "test":
+                logging.warning("%s not found: no %s predictions", path, name)
+        return sets
 
     def _split_path(self, split, task):
         from albert_tf.data import glue
@@ -79,30 +99,15 @@ class GlueTask(ClassificationTask):
         return self.features("train")
 
     def eval_sets(self):
-        from albert_tf.data import glue
-        sets = [("dev", self.features("dev"))]
-        if self.name == "mnli":
-            mismatched = glue.TASKS["mismnli"]
-            if os.path.isfile(glue.split_path(self.data_dir, mismatched, "dev")):
-                sets.append(("dev_mismatched", self.features("dev", mismatched)))
-        return sets
+        return [(name, self.features("dev", task)) for name, task in self._sets("dev")]
 
     def eval_metrics(self, name, features, outputs):
         return glue_metrics(self.task, features["label_ids"], outputs)
 
     def predict_sets(self):
         """(name, features); MNLI adds the mismatched test set and AX when their files exist."""
-        from albert_tf.data import glue
-        sets = [("test", self.features("test"))]
-        if self.name == "mnli":
-            for name, other in (("test_mismatched", glue.TASKS["mismnli"]),
-                                ("ax", glue.TASKS["ax"])):
-                if os.path.isfile(glue.split_path(self.data_dir, other, "test")):
-                    sets.append((name, self.features("test", other)))
-                else:
-                    logging.warning("%s not found: no %s predictions",
-                                    glue.split_path(self.data_dir, other, "test"), name)
-        return sets
+        return [(name, self.features("test", task))
+                for name, task in self._sets("test", warn=True)]
 
     @property
     def text_keys(self):

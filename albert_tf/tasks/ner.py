@@ -108,9 +108,10 @@ class NerTask(FinetuningTask):
         return features
 
     def check_inputs(self, splits):
-        """The data files of `splits` exist (before any training); predicting reads dev too."""
+        """The data files of `splits` exist and parse (before any training); predicting reads
+        dev too."""
         for split in set(splits) | ({"dev"} if "test" in splits else set()):
-            conll.split_file(self.data_dir, split)
+            self.sentences(split)
 
     def train_features(self):
         return self.features("train")

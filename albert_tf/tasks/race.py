@@ -61,31 +61,48 @@ class RaceTask(FinetuningTask):
         from albert_tf.data import race
         return _tree_digest(race.split_dir(self.data_dir, split), self.levels)
 
+    def read(self, split):
+        """A split's examples (its files parsed)."""
+        from albert_tf.data import race
+        return race.read_examples(self.data_dir, split, self.high_only, self.middle_only)
+
     def convert(self, split):
         from albert_tf.data import race
-        return race.convert_examples(
-            race.read_examples(self.data_dir, split, self.high_only, self.middle_only),
-            self.tokenizer, self.max_seq_length, self.max_qa_length)
+        return race.convert_examples(self.read(split), self.tokenizer, self.max_seq_length,
+                                     self.max_qa_length)
+
+    def check_inputs(self, splits):
+        """The files of `splits` parse (before any training), where no feature file given
+        (--train_file, --eval_file, --predict_file) stands in for them."""
+        for split in splits:
+            if self._data(split) is not None:
+                self.read(split)
+
+    def _data(self, split):
+        """The digest of a split's files; None where they are gone but its feature file
+        (built before from them) is there."""
+        try:
+            return self.data_digest(split)
+        except FileNotFoundError:
+            feature_file = self.feature_files.get(split)
+            if not (feature_file and tf.io.gfile.exists(feature_file)):
+                raise
+            return None
 
     def cache_stem(self, split):
         return "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
 
     def features(self, split):
-        feature_file = self.feature_files.get(split)
-        try:
-            data = self.data_digest(split)
-        except FileNotFoundError:
-            if not (feature_file and tf.io.gfile.exists(feature_file)):
-                raise
-            data = None  # built before from data that is gone: the other settings are checked
-        settings = dict(task=self.name, split=split, data=data,
+        # data None: built before from data that is gone; the other settings are checked
+        settings = dict(task=self.name, split=split, data=self._data(split),
                         levels=self.levels, max_seq_length=self.max_seq_length,
                         max_qa_length=self.max_qa_length,
                         tokenizer=self.tokenizer.digest(),
                         do_lower_case=self.tokenizer.do_lower_case)
         flag = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}[split]
         return cached_features(self.cache_dir, self.cache_stem(split), settings,
-                               lambda: self.convert(split), path=feature_file, flag=flag)
+                               lambda: self.convert(split), path=self.feature_files.get(split),
+                               flag=flag)
 
     def train_features(self):
         return self.features("train")

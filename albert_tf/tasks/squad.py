@@ -101,12 +101,13 @@ class SquadTask(FinetuningTask):
         return have_data
 
     def check_inputs(self, splits):
-        """The files of `splits` (train; dev and test read --predict_file) exist (before any
-        training)."""
+        """The files of `splits` (train; dev and test read --predict_file) exist and parse
+        (before any training), where no feature file stands in for them."""
         for split in splits:
             is_training = split == "train"
-            self._check_source(self.train_file if is_training else self.predict_file,
-                               is_training)
+            path = self.train_file if is_training else self.predict_file
+            if self._check_source(path, is_training):
+                self.questions(path, is_training)
 
     def train_features(self):
         return self.features(self.train_file, True)

@@ -107,11 +107,17 @@ def check_run_kind(output_dir, kind):
     """A run's directory is resumed only by a run of its kind (`run.json`, written with the
     first checkpoint: "pretraining", "fine-tuning of sst-2", ...), refused before anything is
     written there."""
-    theirs = _read_run(output_dir).get("kind")
+    theirs = recorded_kind(output_dir)
     if theirs and theirs != kind:
         raise ValueError(f"--output_dir={output_dir} holds the checkpoints of another run "
                          f"({theirs}), and this is {kind}: give --output_dir a new directory "
                          f"(to start from that run's weights, pass it as --init_checkpoint)")
+
+
+def recorded_kind(output_dir):
+    """The kind of run in `output_dir` (run.json: "pretraining", "fine-tuning of race", ...),
+    or None."""
+    return _read_run(output_dir).get("kind") or None
 
 
 def _read_run(output_dir):
