@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -418,6 +419,21 @@ def test_a_vocabulary_flag_naming_another_than_the_model_s_is_refused(world, tmp
     status, _, err = run_tool(predict, capsys, task="embed", model=world["release"],
                               text="the old mill", spm_model_file=world["spm"])
     assert status == 0, err[-2000:]
+    # A rerun into a run's directory: its checkpoints are the model, their vocabulary the one
+    # the run kept there (not "give --output_dir a new directory", which has no checkpoints).
+    common = dict(task_name="sst-2", data_dir=world["glue"], output_dir=out,
+                  init_checkpoint=world["release"], train_step=1, save_checkpoints_steps=1,
+                  train_batch_size=8, max_seq_length=16, mixed_precision="none")
+    status, last, err = run_tool(run_classifier, capsys, "--do_train", **common)
+    assert status == 0, last
+    del common["init_checkpoint"]
+    status, last, _ = run_tool(run_classifier, capsys, "--nodo_train", "--do_predict",
+                               spm_model_file=other, **common)
+    assert status == 2 and re.fullmatch(
+        rf"run_classifier: error: --spm_model_file={re.escape(other)} is not the vocabulary the "
+        rf"model was trained with \({re.escape(str(out))}/30k-clean.model; id \d+ is '[^']+' in "
+        r"--spm_model_file's, '[^']+' in the model's\): leave out --spm_model_file to use the "
+        r"model's, .*", last), last
 
 
 def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world, tmp_path):

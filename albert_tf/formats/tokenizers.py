@@ -131,10 +131,10 @@ def _check_carried(tokenizer, carried, spm_model_file, vocab_file):
             return
     first = next((i for i, (a, b) in enumerate(zip(pieces, theirs)) if a != b),
                  min(len(pieces), len(theirs)))
-    difference = (f"id {first} is {pieces[first]!r} there, {theirs[first]!r} in the model's"
-                  if first < min(len(pieces), len(theirs)) else
-                  f"{len(pieces)} entries against the model's {len(theirs)}")
     flag = "spm_model_file" if spm_model_file else "vocab_file"
+    difference = (f"id {first} is {pieces[first]!r} in --{flag}'s, {theirs[first]!r} in the "
+                  f"model's" if first < min(len(pieces), len(theirs)) else
+                  f"{len(pieces)} entries in --{flag}'s, {len(theirs)} in the model's")
     raise SourceError(
         f"--{flag}={spm_model_file or vocab_file} is not the vocabulary the model was trained "
         f"with ({', '.join(carried)}; {difference}): leave out --{flag} to use the model's, or "

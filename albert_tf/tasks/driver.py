@@ -64,12 +64,17 @@ def prepare(options):
     # The tokenizer may not give ids the model has no embedding for.
     vocab_size = None if hub else encoder_config(
         options.albert_config_file, options.init_checkpoint, options.output_dir).vocab_size
-    # The model's vocabulary (the hub module's, the one beside --init_checkpoint, or the one an
-    # earlier run kept in --output_dir): the tokenizer without a vocabulary flag, and what a
-    # flag's must equal.
-    carrier = resolve_hub_handle(hub) if hub else options.init_checkpoint
-    if not carrier and not explicit and vocabularies_beside(options.output_dir):
+    # The model's vocabulary (the one the run in --output_dir kept beside its checkpoints,
+    # which a rerun goes on from; else the hub module's or the one beside --init_checkpoint;
+    # else one an earlier run kept in --output_dir): the tokenizer without a vocabulary flag,
+    # and what a flag's must equal.
+    kept = vocabularies_beside(options.output_dir)
+    if kept and _saved_checkpoints(options.output_dir):
         carrier = options.output_dir
+    else:
+        carrier = resolve_hub_handle(hub) if hub else options.init_checkpoint
+        if not carrier and not explicit and kept:
+            carrier = options.output_dir
     tokenizer = load_tokenizer(
         options.spm_model_file, options.do_lower_case if explicit or not hub else None,
         model=carrier, vocab_size=vocab_size, vocab_file=options.vocab_file)
