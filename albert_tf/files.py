@@ -47,6 +47,12 @@ def writing(what, path, cleanup=(), intact=""):
                        f"command") from e
 
 
+def absolute_path(path):
+    """A local path made absolute (what run.json records, so that a rerun from another directory
+    finds it); a URL (gs://...), None or "" as it is."""
+    return os.path.abspath(path) if isinstance(path, str) and path and "://" not in path else path
+
+
 def make_output_dir(path, flag="output_dir"):
     """Creates a tool's output directory (and its parents), with one-line errors for a path
     that is a file or cannot be written."""

@@ -152,6 +152,9 @@ def test_a_fine_tuning_run_records_its_data_flags_and_a_resume_names_those_it_ch
     fields = {f.name for f in dataclasses.fields(FinetuningOptions)}
     assert not set(data) & (fields | {"verbosity", "v", "help", "flagfile", "hbm_oom_exit"})
     options = FinetuningOptions(learning_rate=1e-4).settings()
+    # run_race's and the GLUE layout's --data_dir, an option, too
+    assert FinetuningOptions(data_dir="race").settings()["data_dir"] == os.path.abspath("race")
+    assert FinetuningOptions(data_dir="gs://b/race").settings()["data_dir"] == "gs://b/race"
     record_run(str(tmp_path), "fine-tuning of text", {**options, **data})
     now = {**data, "train_file": "b.csv", "text_column_names": ("title", "body"),
            "long_text": None, "do_eval": True}

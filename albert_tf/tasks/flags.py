@@ -2,12 +2,13 @@
 `FinetuningOptions` (tasks/options.py) with the original's defaults per script."""
 
 import dataclasses
-import os
 import sys
 
 from absl import app, flags, logging
 
-from albert_tf.tasks.options import EXPORT_FIELDS, FinetuningOptions, flag_definition
+from albert_tf.files import absolute_path
+from albert_tf.tasks.options import (DATA_PATH_FLAGS, EXPORT_FIELDS, FinetuningOptions,
+                                     flag_definition)
 from albert_tf.training import distribution, excursions
 from albert_tf.training.checkpoint_files import recorded_settings
 
@@ -55,11 +56,6 @@ def define_export_flags(what, flag_values=None):
         define_if_missing(define, name, *args, flag_values=flag_values, **kwargs)
 
 
-# The data a rerun that names none takes from run.json: recorded as absolute paths, so that it
-# finds them from any directory.
-DATA_PATH_FLAGS = ("data_dir", "train_file", "validation_file", "test_file", "predict_file")
-
-
 def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
     """The parsed values of a script's own flags, those that are not FinetuningOptions' fields
     (the data: task name, files, columns, windows...), by name: `run_finetuning` records them
@@ -68,12 +64,9 @@ def script_settings(FLAGS):  # noqa: N803 (absl's FLAGS object)
     main = getattr(sys.modules.get("__main__"), "__file__", None)  # absl's name for a main's
     ours = {id(f) for module, defined in FLAGS.flags_by_module_dict().items()
             if module.startswith("albert_tf.") or module == main for f in defined}
-    return {name: _absolute(FLAGS[name].value) if name in DATA_PATH_FLAGS else FLAGS[name].value
+    return {name: absolute_path(FLAGS[name].value) if name in DATA_PATH_FLAGS
+            else FLAGS[name].value
             for name in sorted(FLAGS) if name not in fields and id(FLAGS[name]) in ours}
-
-
-def _absolute(path):
-    return os.path.abspath(path) if isinstance(path, str) and path and "://" not in path else path
 
 
 # How a script cuts its examples, and where run_classifier's and run_ner's files hold them: a

@@ -11,12 +11,16 @@ from typing import Optional
 from absl import flags
 
 from albert_tf.data.features import PADDINGS
+from albert_tf.files import absolute_path
 from albert_tf.modeling.attention import MIN_FUSED_SEQ, MODES
 from albert_tf.modeling.optimizers import FINETUNING_UPDATE, OPTIMIZER_NAMES
 from albert_tf.serving.lite_files import LITE_FILES, QUANTIZATIONS
 from albert_tf.training.distribution import FLAG_NAMES, JIT_CHOICES, PRECISIONS, STRATEGIES
 from albert_tf.training.excursions import ACTIONS, ExcursionSettings
 
+# The data a rerun that names none takes from run.json: recorded as absolute paths, so that it
+# finds them from any directory.
+DATA_PATH_FLAGS = ("data_dir", "train_file", "validation_file", "test_file", "predict_file")
 # A validator for learning rates: (check, message).
 POSITIVE = (lambda v: math.isfinite(v) and v > 0, "must be a positive number")
 # Fields whose flags training.distribution and training.excursions define for every training
@@ -76,7 +80,8 @@ class LoopOptions:
     def settings(self):
         """Every option by name but the export's (what a run exports, like what it does, is
         each rerun's own choice): what run.json records of the run (checkpoint_files)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in EXPORT_FIELDS}
+        return {k: absolute_path(v) if k in DATA_PATH_FLAGS else v
+                for k, v in dataclasses.asdict(self).items() if k not in EXPORT_FIELDS}
 
     # The classes built on this one hold the distribution and loss guard fields.
     def distribution(self):
