@@ -402,9 +402,10 @@ def test_single_label_csv_names_its_labels_everywhere(runs, assets, precision, j
     losses = [float(r["loss"]) for r in worst]
     assert losses == sorted(losses, reverse=True) and len(worst) == 96
     predictions = list(csv.DictReader(open(out / "predictions.csv")))
-    assert list(predictions[0]) == ["id", "prediction", "p_bad", "p_good"]
+    assert list(predictions[0]) == ["id", "label", "prediction", "p_bad", "p_good"]
     assert [r["id"] for r in predictions] == [f"test-{i}" for i in range(40)]
     truth = [r["label"] for r in csv.DictReader(open(out.parent / "data-single" / "test.csv"))]
+    assert [r["label"] for r in predictions] == truth  # the test file's own, as it has them
     assert np.mean([p["prediction"] == t for p, t in zip(predictions, truth)]) > 0.85
     assert all(p["prediction"] == max(("bad", "good"), key=lambda n: float(p[f"p_{n}"]))
                for p in predictions)
@@ -505,9 +506,10 @@ def test_multi_label_json_lines_picks_thresholds_and_beats_all_negative(runs):
     assert float(at_half) == pytest.approx(results["micro_f1"], abs=1e-4)
     assert float(picked) > all_positive + 0.1
     predictions = [json.loads(line) for line in open(out / "predictions.jsonl")]
-    assert set(predictions[0]) == {"id", "prediction", "p_animal", "p_place"}
+    assert list(predictions[0]) == ["id", "label", "prediction", "p_animal", "p_place"]
     truth = [json.loads(line)["label"] for line in
              open(out.parent / "data-multi" / "test.jsonl")]
+    assert [p["label"] for p in predictions] == truth
     hits = [set(filter(None, p["prediction"].split("|"))) == set(t)
             for p, t in zip(predictions, truth)]
     assert np.mean(hits) > np.mean([not t for t in truth]) + 0.15  # all-negative's exact matches
@@ -548,7 +550,8 @@ def test_regression_tsv_beats_the_mean(runs, tmp_path):
         "problem_type": "regression", "labels": [], "target_mean": pytest.approx(train.mean()),
         "target_std": pytest.approx(train.std()), "text_columns": ["review"]}
     predictions = list(csv.DictReader(open(out / "predictions.tsv"), delimiter="\t"))
-    assert list(predictions[0]) == ["id", "prediction"]
+    assert list(predictions[0]) == ["id", "label", "prediction"]
+    assert [float(r["label"]) for r in predictions] == _scores(out, "test").tolist()
     texts = ["the cat ran by the house", "the sat on a mat"]
     ours = [r["score"] for r in Classifier(str(out))(texts)]
     assert ours[0] > 1814 and ours[1] < 1813, ours

@@ -582,12 +582,15 @@ class Columns:
 @dataclasses.dataclass
 class LabeledText:
     """One split: examples (text, pair, label), the other columns of each row (kept for the
-    predictions) and where they came from."""
+    predictions), each row's label cell as the file has it (`label_cells`, under
+    `label_column`; [] where the file has no label column) and where they came from."""
     table: Table
     examples: list
     text_columns: tuple
     extra_columns: list
     extras: list
+    label_column: str = None
+    label_cells: list = dataclasses.field(default_factory=list)
 
     @property
     def path(self):
@@ -607,7 +610,8 @@ def read_examples(table, label_set, columns=Columns(), labeled=True, optional=Fa
         raise _missing_column(table, columns.id, "id_column_name")
     id_column = columns.id or next((c for c in ID_COLUMNS if c in table.columns), None)
     extra_columns = [c for c in table.columns if c not in text and c != columns.label]
-    examples, extras = [], []
+    label_column = columns.label if columns.label in table.columns else None
+    examples, extras, label_cells = [], [], []
     with _collecting(problems) as problems:
         for i, row in enumerate(table.rows):
             try:
@@ -619,9 +623,11 @@ def read_examples(table, label_set, columns=Columns(), labeled=True, optional=Fa
             guid = str(row.get(id_column, i)) if id_column else str(i)
             examples.append(Example(guid, texts[0], texts[1] if len(texts) > 1 else None, label))
             extras.append({c: row.get(c, "") for c in extra_columns})
+            if label_column:
+                label_cells.append(row.get(label_column, ""))
         if not table.rows:
             problems.stop(table.path, f"{table.path} holds no examples")
-    return LabeledText(table, examples, text, extra_columns, extras)
+    return LabeledText(table, examples, text, extra_columns, extras, label_column, label_cells)
 
 
 def _text(value, column):

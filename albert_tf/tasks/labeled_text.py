@@ -399,13 +399,16 @@ class LabeledTextTask(ClassificationTask):
         return data.table.format if data.table.format != "rows" else "csv"
 
     def write_predictions(self, name, features, outputs, output_dir):
-        """predictions.<csv|tsv|jsonl> (the input's other columns, the predicted label and one
-        probability column per label) beside the original's test_results.tsv."""
+        """predictions.<csv|tsv|jsonl> (the input's other columns, its label column where it
+        has labels, the predicted label and one probability column per label) beside the
+        original's test_results.tsv."""
         data = self.splits[name]
         features, outputs = self._texts(features, outputs)
         if not self.label_set.is_multi_label:
             super().write_predictions(name, features, outputs, output_dir)
-        rows = [{**extra, **self._prediction(outputs, i)} for i, extra in enumerate(data.extras)]
+        gold = data.label_column if any(str(c).strip() for c in data.label_cells) else None
+        rows = [{**extra, **({gold: data.label_cells[i]} if gold else {}),
+                 **self._prediction(outputs, i)} for i, extra in enumerate(data.extras)]
         path = os.path.join(output_dir, f"predictions.{self._format(data)}")
         labeled_text.write_table(path, rows)
         logging.info("Wrote %d predictions to %s", len(rows), path)
