@@ -510,7 +510,8 @@ def test_an_output_dir_that_is_a_file_or_read_only_is_one_line(world, tmp_path, 
             subprocess.run(["umount", "--lazy", str(read_only)], check=True)
 
 
-def test_a_missing_or_broken_predict_file_stops_fine_tuning_before_training(world, tmp_path, capsys):
+def test_a_missing_or_broken_predict_file_stops_fine_tuning_before_training(world, tmp_path,
+                                                                          capsys):
     glue = tmp_path / "glue"
     shutil.copytree(world["glue"], glue)
     (glue / "SST-2" / "test.tsv").unlink()
