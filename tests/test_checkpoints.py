@@ -262,7 +262,9 @@ def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
     for name, cls in (("classifier", transformers.AlbertForSequenceClassification),
                       ("squad", transformers.AlbertForQuestionAnswering)):
         labels = 3 if name == "classifier" else 2  # QA: start and end
-        model = cls(transformers.AlbertConfig(**TINY, num_labels=labels)).eval()
+        names = {0: "positive", 1: "negative", 2: "neutral"} if name == "classifier" else None
+        model = cls(transformers.AlbertConfig(**TINY, num_labels=labels,
+                                              **({"id2label": names} if names else {}))).eval()
         with torch.no_grad():
             for p in model.parameters():
                 p.normal_(0.0, 0.3)
@@ -272,6 +274,17 @@ def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
             ours = AlbertClassifier.from_pretrained(str(tmp_path / name), num_labels=3)
             np.testing.assert_allclose(ours(batch)["logits"], expected.logits.numpy(),
                                        atol=1e-4, rtol=0)
+            # Its id2label names the outputs for predict, and a conversion keeps head and names.
+            from albert_tf.serving import Classifier
+            assert Classifier(str(tmp_path / name)).labels == ["positive", "negative", "neutral"]
+            for fmt in ("albert_tf", "hf"):
+                converted = convert(str(tmp_path / name), str(tmp_path / f"{name}_{fmt}"), fmt)
+                np.testing.assert_allclose(converted(batch)["logits"], expected.logits.numpy(),
+                                           atol=1e-4, rtol=0)
+                assert Classifier(str(tmp_path / f"{name}_{fmt}")).labels == [
+                    "positive", "negative", "neutral"]
+            hf_config = json.loads((tmp_path / f"{name}_hf" / "config.json").read_text())
+            assert hf_config["id2label"] == {"0": "positive", "1": "negative", "2": "neutral"}
             continue
         out = AlbertSquad.from_pretrained(str(tmp_path / name))(batch)
         real = batch["input_mask"] == 1

@@ -873,3 +873,32 @@ def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # 
     assert count > len(texts) and (
         f"Read the {len(texts)} texts in {count} windows of 16 tokens, stride 7, as the model's "
         f"run did (--long_text=windows): each text's logits averaged") in log, log
+
+
+@pytest.mark.slow
+def test_a_warm_start_reads_the_head_s_rows_by_label_not_by_position(runs, tmp_path, caplog):
+    """A classifier whose labels.json (or Hugging Face id2label) orders the labels otherwise
+    than the data: its head's rows are reordered to the data's, so each label keeps its row
+    (before: read by position, "good" scored as "bad" without a word)."""
+    trained = runs("single", "none", "false")
+    init = tmp_path / "init"
+    shutil.copytree(trained, init, ignore=shutil.ignore_patterns("export", "*.npz"))
+    saved = json.loads((init / "labels.json").read_text())
+    assert saved["labels"] == ["bad", "good"]
+    # The same head, said to be a model whose row 0 is "good" (as a Hugging Face id2label can).
+    (init / "labels.json").write_text(json.dumps({**saved, "labels": ["good", "bad"]}))
+    data = trained.parent / "data-single"
+    out = tmp_path / "out"
+    with caplog.at_level("INFO", logger="absl"):
+        run_main(run_classifier, {}, {
+            "test_file": str(data / "test.csv"), "text_column_names": "review",
+            "train_file": str(data / "train.csv"), "output_dir": out,
+            "spm_model_file": None, "init_checkpoint": str(init), "do_train": False,
+            "do_eval": False, "do_predict": True, "max_seq_length": 32,
+            "mixed_precision": "none", "strategy": "one_device"})
+    assert ("its rows reordered to this task's bad, good" in caplog.text), caplog.text
+    before = list(csv.DictReader(open(trained / "predictions.csv")))
+    after = list(csv.DictReader(open(out / "predictions.csv")))
+    # init's row 0 (trained as "bad") now claims "good": reordered, "good" reads that row.
+    np.testing.assert_allclose([float(r["p_good"]) for r in after],
+                               [float(r["p_bad"]) for r in before], atol=1e-5)

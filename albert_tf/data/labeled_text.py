@@ -355,12 +355,33 @@ class LabelSet:
 
 
 def saved_labels(directory):
-    """The LabelSet a run saved in `directory`, else None."""
+    """The LabelSet a run saved in `directory` (labels.json), else a Hugging Face sequence
+    classifier's there (config.json: id2label, problem_type), else None."""
     path = os.path.join(directory, LABELS_FILE) if directory else None
-    if not path or not tf.io.gfile.exists(path):
+    if path and tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            return LabelSet.from_json(json.load(f))
+    return _hf_classifier_labels(os.path.join(directory, "config.json")) if directory else None
+
+
+def _hf_classifier_labels(path):
+    """The labels of transformers' AlbertForSequenceClassification config.json at `path` (its
+    id2label names, as its pipelines name the outputs), else None."""
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            config = json.load(f)
+    except (ValueError, tf.errors.OpError):
         return None
-    with tf.io.gfile.GFile(path) as f:
-        return LabelSet.from_json(json.load(f))
+    if not isinstance(config, dict) or "AlbertForSequenceClassification" not in (
+            config.get("architectures") or ()):
+        return None
+    id2label = config.get("id2label") or {}
+    count = len(id2label) or int(config.get("num_labels", 2))
+    names = tuple(str(id2label.get(str(i), f"LABEL_{i}")) for i in range(count))
+    problem = (config.get("problem_type") or ("regression" if count == 1 else
+                                              "single_label_classification"))
+    problem = problem.removesuffix("_classification")
+    return LabelSet(problem, () if problem == "regression" else names)
 
 
 def _is_number(value):

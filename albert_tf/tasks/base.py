@@ -67,6 +67,10 @@ class FinetuningTask(abc.ABC):
         read (each file parsed, nothing written): a mistyped file or a bad row of the test set
         stops the run before any training, not after it. Default: nothing checked."""
 
+    def align_warm_head(self, model, init_checkpoint):
+        """After `model` was loaded from `init_checkpoint` (a warm start, not a resume): its
+        head made to mean what this task's outputs mean. Default: nothing to align."""
+
     def write_labels(self, output_dir):
         """Before training, on the chief: the label files that predictions, conversions and
         exports read later. Default: none."""

@@ -8,7 +8,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.data.labeled_text import saved_labels
 from albert_tf.files import atomic_write_text
+from albert_tf.formats.resolve import resolve_checkpoint
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.base import FinetuningTask
 from albert_tf.training.stuck import constant_loss
@@ -41,6 +43,29 @@ class ClassificationTask(FinetuningTask):
         """labels.json: the label names (and problem type) that `predict`, the conversions and
         the exports read."""
         self.label_set.save(output_dir)
+
+    def align_warm_head(self, model, init_checkpoint):
+        """A classifier head whose labels (its labels.json, a Hugging Face id2label) are this
+        task's in another order gets its rows reordered to this task's (a row is a label, not a
+        position); one with other labels is said to be read by position."""
+        _, _, config = resolve_checkpoint(init_checkpoint)  # the model's files are beside it
+        theirs = saved_labels(os.path.dirname(config)) if config else None
+        ours = self.label_set.labels
+        if (not theirs or self.label_set.is_regression or theirs.is_regression
+                or tuple(theirs.labels) == tuple(ours)
+                or len(theirs.labels) != model.output_weights.shape[0]
+                or len(ours) != len(theirs.labels)):
+            return
+        if sorted(theirs.labels) != sorted(ours):
+            logging.warning("The head of %s was trained for the labels %s; this task's are %s: "
+                            "its rows are read in that order", init_checkpoint,
+                            ", ".join(theirs.labels), ", ".join(ours))
+            return
+        order = [list(theirs.labels).index(name) for name in ours]
+        model.output_weights.assign(tf.gather(model.output_weights, order))
+        model.output_bias.assign(tf.gather(model.output_bias, order))
+        logging.info("The head of %s orders its labels %s: its rows reordered to this task's "
+                     "%s", init_checkpoint, ", ".join(theirs.labels), ", ".join(ours))
 
     def build_model(self, encoder):
         label_set = self.label_set

@@ -175,6 +175,7 @@ def _restore_for_inference(trainer, task, options, doing):
         logging.warning("no fine-tuned checkpoint in %s; %s with %s (its task head may be "
                         "untrained)", options.output_dir, doing, options.init_checkpoint)
         trainer.model.load_checkpoint(options.init_checkpoint, allow_missing=tuple(task.head_names))
+        task.align_warm_head(trainer.model, options.init_checkpoint)
     else:
         logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
 
@@ -285,6 +286,8 @@ class _Run:
         heads = tuple(self.task.head_names)  # a warm start's head may be another task's
         self.trainer.restore_or_initialize(f.init_checkpoint, allow_missing=heads,
                                            allow_reshaped=heads)
+        if self.trainer.step == 0 and f.init_checkpoint:
+            self.task.align_warm_head(self.trainer.model, f.init_checkpoint)
         if self.trainer.step == 0 and not (f.init_checkpoint or f.albert_hub_module_handle):
             logging.warning("no --init_checkpoint or --albert_hub_module_handle: the encoder "
                             "starts from random weights, not a pretrained ALBERT")
