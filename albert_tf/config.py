@@ -5,6 +5,7 @@ import copy
 import dataclasses
 import difflib
 import json
+import os
 
 import tensorflow as tf
 from absl import logging
@@ -166,6 +167,12 @@ class AlbertConfig:
         """Reads an original `albert_config.json` or a Hugging Face `config.json`."""
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"ALBERT config file not found: {path}")
+        if tf.io.gfile.isdir(path):
+            inside = [n for n in ("albert_config.json", "config.json")
+                      if tf.io.gfile.exists(os.path.join(path, n))]
+            raise ValueError(f"{path} is a directory, not an ALBERT config file" + (
+                f": give {os.path.join(path, inside[0])}, or leave the flag out where the "
+                f"checkpoint is in that directory" if inside else ""))
         with tf.io.gfile.GFile(path, "r") as f:
             text = f.read()
         try:

@@ -234,7 +234,8 @@ def test_predict_mistakes(world, tmp_path, capsys):
 
 # ---- 3. configs and flags are checked before anything is written -----------------------------
 
-def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_path, capsys):
+def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_path, capsys,
+                                                         monkeypatch):
     base = json.load(open(world["config"]))
     for name, change, message in [
             ("no_hidden", lambda c: c.pop("hidden_size"), "config has no 'hidden_size'"),
@@ -248,6 +249,21 @@ def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_pat
         assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
             world, out, albert_config_file=path)), f"{path}: {message}")
         assert not out.exists()
+    # A Hugging Face user's habits: the model's directory as the config file, a
+    # pytorch_model.bin without torch installed. One line each, not a traceback.
+    release = world["release"]
+    assert_refused(run_tool(predict, capsys, task="embed", model=release, text="the mill",
+                            albert_config_file=release),
+                   f"{release} is a directory, not an ALBERT config file: give "
+                   f"{release}/albert_config.json, or leave the flag out")
+    hf_dir = tmp_path / "hf_bin"
+    AlbertPretrainer.from_pretrained(release).save_pretrained(str(hf_dir), format="hf")
+    (hf_dir / "pytorch_model.bin").write_bytes(b"not read")
+    (hf_dir / "model.safetensors").unlink()
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    assert_refused(run_tool(predict, capsys, task="embed", model=hf_dir, text="the mill",
+                            spm_model_file=world["spm"]),
+                   f"{hf_dir}/pytorch_model.bin is a PyTorch pickle: install torch to read it")
     # The run's own config, with another depth: the shared weights would load. Keys no model
     # reads (the original release files' vestiges) are no difference.
     deeper = tmp_path / "deeper.json"

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.files import atomic_write_text
+from albert_tf.formats.resolve import SourceError
 from albert_tf.tokenization import SENTENCEPIECE, WORDPIECE_SPECIALS
 
 # Hugging Face ↔ TF1 names: (HF pattern, TF1 pattern, transpose). `{g}`/`{i}` are group and
@@ -122,8 +123,8 @@ def read_hf_state(location):
     try:
         import torch
     except ImportError:
-        raise ImportError(f"{location} is a PyTorch pickle: install torch to read it, or convert "
-                          f"it to model.safetensors") from None
+        raise SourceError(f"{location} is a PyTorch pickle: install torch to read it (pip "
+                          f"install torch), or save the model as model.safetensors") from None
     state = torch.load(location, map_location="cpu", weights_only=True)
     return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
             for k, v in state.items()}
