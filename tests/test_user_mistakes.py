@@ -256,8 +256,19 @@ def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_pat
                             albert_config_file=release),
                    f"{release} is a directory, not an ALBERT config file: give "
                    f"{release}/albert_config.json, or leave the flag out")
+    assert_refused(run_tool(predict, capsys, task="embed", model=release, text="the mill",
+                            spm_model_file=release),
+                   f"--spm_model_file={release} is a directory: give the vocabulary file in it "
+                   f"({release}/30k-clean.model)")
     hf_dir = tmp_path / "hf_bin"
     AlbertPretrainer.from_pretrained(release).save_pretrained(str(hf_dir), format="hf")
+    (hf_dir / "tokenizer.json").write_text("{}")  # all transformers 5 may save of a tokenizer
+    fast = "a Hugging Face fast tokenizer, which albert_tf does not read: give the SentencePiece"
+    assert_refused(run_tool(predict, capsys, task="embed", model=hf_dir, text="the mill"),
+                   f"beside the checkpoint in {hf_dir}; its {hf_dir}/tokenizer.json is {fast}")
+    assert_refused(run_tool(predict, capsys, task="embed", model=hf_dir, text="the mill",
+                            spm_model_file=hf_dir / "tokenizer.json"),
+                   f"--spm_model_file={hf_dir}/tokenizer.json is {fast}")
     (hf_dir / "pytorch_model.bin").write_bytes(b"not read")
     (hf_dir / "model.safetensors").unlink()
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError

@@ -14,7 +14,8 @@ from albert_tf.formats.names import local_model_path
 from albert_tf.formats.resolve import SourceError, is_saved_model, vocabularies_beside
 from albert_tf.formats.sources import ModelSource
 from albert_tf.tokenization import SENTENCEPIECE
-from albert_tf.tokenization.loader import REQUIRED, open_vocabulary, tokenizer_from_flags
+from albert_tf.tokenization.loader import (HF_FAST_TOKENIZER, HF_FAST_TOKENIZER_IS, REQUIRED,
+                                        open_vocabulary, tokenizer_from_flags)
 
 
 def _saved_model_settings(path):
@@ -68,8 +69,11 @@ def _carried_model(path, models):
                               f"--spm_model_file or --vocab_file")
         return models[0]
     if not models:
+        fast = os.path.join(path, HF_FAST_TOKENIZER)
         raise SourceError(f"no vocabulary: pass --spm_model_file or --vocab_file (there is no "
-                          f"*.model or vocab*.txt beside the checkpoint in {path})")
+                          f"*.model or vocab*.txt beside the checkpoint in {path}" + (
+                              f"; its {fast} is {HF_FAST_TOKENIZER_IS}"
+                              if tf.io.gfile.exists(fast) else "") + ")")
     if len(models) > 1:
         raise SourceError(f"several vocabularies beside the checkpoint "
                           f"({', '.join(map(os.path.basename, models))}); pass --spm_model_file "
