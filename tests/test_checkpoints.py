@@ -87,6 +87,31 @@ def test_parity_with_transformers_through_hf_checkpoint(hf_albert, batch):
     _assert_matches_torch(model, batch, torch_outputs(torch_model, batch))
 
 
+def test_a_transformers_masked_lm_without_pooler_loads_with_its_weights(hf_albert, batch,
+                                                                         tmp_path, caplog):
+    """transformers saves AlbertForMaskedLM without the pooler and the SOP head: it loads (fill
+    mask, the encoder's sequence output, a start for fine-tuning), those two left at their
+    initial values and named in a warning, as transformers' own classes do from it."""
+    torch, transformers = peers()
+    torch_model, _ = hf_albert
+    masked_lm = transformers.AlbertForMaskedLM(torch_model.config).eval()
+    masked_lm.albert.load_state_dict(torch_model.albert.state_dict(), strict=False)
+    masked_lm.predictions.load_state_dict(torch_model.predictions.state_dict())
+    masked_lm.save_pretrained(str(tmp_path / "mlm"))
+    expected = torch_outputs(torch_model, batch)
+    with caplog.at_level("WARNING", logger="absl"):
+        model = AlbertPretrainer.from_pretrained(str(tmp_path / "mlm"))
+    out = model(batch)
+    for key in ("sequence_output", "mlm_logits"):
+        np.testing.assert_allclose(out[key], expected[key], atol=1e-4, rtol=0, err_msg=key)
+    assert ("4 tensors not in the checkpoint keep their initial values: bert/pooler/dense/kernel, "
+            "bert/pooler/dense/bias, cls/seq_relationship/output_weights, "
+            "cls/seq_relationship/output_bias") in caplog.text, caplog.text
+    encoder = AlbertEncoder.from_pretrained(str(tmp_path / "mlm"))
+    np.testing.assert_allclose(encoder(batch)["sequence_output"], expected["sequence_output"],
+                               atol=1e-4, rtol=0)
+
+
 def test_parity_with_transformers_through_original_tf1_checkpoint(hf_albert, batch, tmp_path):
     torch_model, _ = hf_albert
     release = write_original_release(torch_model, str(tmp_path / "albert_tiny"))
@@ -154,7 +179,9 @@ def test_encoder_loads_from_pretrainer_checkpoint_and_back(tiny_config, batch, t
     np.testing.assert_array_equal(encoder(batch)["sequence_output"],
                                   pretrainer(batch)["sequence_output"])
     encoder.save_pretrained(str(tmp_path / "enc"), format="hf")
-    with pytest.raises(ValueError, match="7 tensors the model needs are missing"):
+    # The masked-LM head is missing (the SOP head may be, as in transformers' saved models).
+    with pytest.raises(ValueError, match="5 tensors the model needs are missing, e.g. "
+                                         "cls/predictions/"):
         AlbertPretrainer.from_pretrained(str(tmp_path / "enc"))
     partial = AlbertPretrainer.from_pretrained(str(tmp_path / "enc"), allow_missing=("cls/",))
     np.testing.assert_array_equal(partial(batch)["sequence_output"],

@@ -214,9 +214,12 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None, v
 
 
 def missing_allowed(fmt, allow_missing):
-    """KerasHub presets have no SOP head: a pretrainer loaded from one keeps its initial SOP
-    weights (assign_weights names them in a warning)."""
-    extra = ("cls/seq_relationship/",) if fmt == "keras_hub" else ()
+    """KerasHub presets have no SOP head, and transformers saves AlbertForMaskedLM,
+    ...ForTokenClassification and ...ForQuestionAnswering without the pooler (and SOP head): a
+    model loaded from one keeps its initial values there (assign_weights names them in a
+    warning), as transformers' own models built from such a checkpoint do."""
+    extra = {"keras_hub": ("cls/seq_relationship/",),
+             "hf": ("cls/seq_relationship/", "bert/pooler/")}.get(fmt, ())
     return tuple(allow_missing) + extra
 
 
