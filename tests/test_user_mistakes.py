@@ -256,6 +256,10 @@ def test_config_mistakes_stop_before_anything_is_written(world, run_dir, tmp_pat
                             albert_config_file=release),
                    f"{release} is a directory, not an ALBERT config file: give "
                    f"{release}/albert_config.json, or leave the flag out")
+    assert_refused(run_tool(predict, capsys, task="embed", model=f"{release}/albert_config.json",
+                            text="the mill"),
+                   f"{release}/albert_config.json is neither a checkpoint prefix nor a checkpoint "
+                   f"directory: give its directory, {release}")
     assert_refused(run_tool(predict, capsys, task="embed", model=release, text="the mill",
                             spm_model_file=release),
                    f"--spm_model_file={release} is a directory: give the vocabulary file in it "

@@ -104,7 +104,9 @@ def checkpoint_at(path):
     if path.endswith((".safetensors", ".bin")):
         return "hf", path, _first_existing(os.path.dirname(path), ("config.json",))
     if not tf.io.gfile.isdir(path):
-        raise ValueError(f"{path} is neither a checkpoint prefix nor a checkpoint directory")
+        directory = os.path.dirname(path) or "."
+        raise ValueError(f"{path} is neither a checkpoint prefix nor a checkpoint directory" + (
+            f": give its directory, {directory}" if path.endswith(".json") else ""))
     if keras_hub.is_preset(path):
         return "keras_hub", path, os.path.join(path, "config.json")
     for weights in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
