@@ -63,6 +63,7 @@ def test_the_optional_parts_default_to_doing_nothing(tmp_path):
     assert task.constant_loss({"label_ids": [0, 1]}) is None
     assert task.predicted_classes({}, {}) is None
     assert task.check_inputs(["train", "dev"]) is None
+    assert task.align_warm_head(None, str(tmp_path)) is None
     assert task.write_labels(str(tmp_path)) is None
     assert task.pick_thresholds("dev", {}, {}, str(tmp_path)) is None
     assert task.report("dev", {}, {}, 1, str(tmp_path)) is None
