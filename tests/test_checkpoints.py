@@ -110,6 +110,13 @@ def test_a_transformers_masked_lm_without_pooler_loads_with_its_weights(hf_alber
     encoder = AlbertEncoder.from_pretrained(str(tmp_path / "mlm"))
     np.testing.assert_allclose(encoder(batch)["sequence_output"], expected["sequence_output"],
                                atol=1e-4, rtol=0)
+    # Its pooled output would be the untrained pooler's: predict's embeddings say so.
+    from albert_tf.serving import Embedder
+    from albert_tf.serving.predictor import PredictError
+    with pytest.raises(PredictError, match=r"has no pooler .* use --pooling=mean or "
+                                           r"--pooling=first"):
+        Embedder(str(tmp_path / "mlm"))
+    assert Embedder(str(tmp_path / "mlm"), pooling="mean").pooling == "mean"
 
 
 def test_parity_with_transformers_through_original_tf1_checkpoint(hf_albert, batch, tmp_path):

@@ -141,8 +141,7 @@ def _check_carried(tokenizer, carried, spm_model_file, vocab_file):
                   f"{len(pieces)} entries in --{flag}'s, {len(theirs)} in the model's")
     raise SourceError(
         f"--{flag}={spm_model_file or vocab_file} is not the vocabulary the model was trained "
-        f"with ({', '.join(carried)}; {difference}): leave out --{flag} to use the model's, or "
-        f"move that file away from the model if you mean to replace its vocabulary")
+        f"with ({', '.join(carried)}; {difference}): leave out --{flag} to use the model's")
 
 
 def _read_bytes(path):

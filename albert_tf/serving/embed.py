@@ -17,6 +17,13 @@ class Embedder(Predictor):
         if pooling not in POOLINGS:
             raise PredictError(f"--pooling={pooling!r}: one of {', '.join(POOLINGS)}")
         self.pooling = pooling
+        source = self.source
+        if (pooling == "cls" and source.kind == "checkpoint"
+                and "bert/pooler/dense/kernel" not in source.arrays):
+            raise PredictError(f"{source.path} has no pooler (transformers saves "
+                               f"AlbertForMaskedLM, ...ForTokenClassification and "
+                               f"...ForQuestionAnswering without one), so --pooling=cls would "
+                               f"give untrained vectors: use --pooling=mean or --pooling=first")
         self._load_encoder("embed")
 
     def vectors(self, texts, texts_b=None):

@@ -13,8 +13,8 @@ REQUIRED = ("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is req
 HF_FAST_TOKENIZER = "tokenizer.json"
 HF_FAST_TOKENIZER_IS = (
     "a Hugging Face fast tokenizer, which albert_tf does not read: give the SentencePiece model "
-    "(spiece.model, which transformers' AlbertTokenizer.save_pretrained writes) or a WordPiece "
-    "vocab.txt")
+    "it was made from (spiece.model; transformers 5's save_pretrained may leave it out) or a "
+    "WordPiece vocab.txt")
 
 
 def open_vocabulary(path, do_lower_case=True):
