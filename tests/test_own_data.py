@@ -876,7 +876,9 @@ def test_long_texts_read_in_windows_everywhere(assets, tmp_path, precision):  # 
 
 
 @pytest.mark.slow
-def test_a_warm_start_reads_the_head_s_rows_by_label_not_by_position(runs, tmp_path, caplog):
+@pytest.mark.parametrize("precision", ["none", "bfloat16", "float16"])
+def test_a_warm_start_reads_the_head_s_rows_by_label_not_by_position(runs, tmp_path, caplog,
+                                                                      precision):
     """A classifier whose labels.json (or Hugging Face id2label) orders the labels otherwise
     than the data: its head's rows are reordered to the data's, so each label keeps its row
     (before: read by position, "good" scored as "bad" without a word)."""
@@ -895,10 +897,11 @@ def test_a_warm_start_reads_the_head_s_rows_by_label_not_by_position(runs, tmp_p
             "train_file": str(data / "train.csv"), "output_dir": out,
             "spm_model_file": None, "init_checkpoint": str(init), "do_train": False,
             "do_eval": False, "do_predict": True, "max_seq_length": 32,
-            "mixed_precision": "none", "strategy": "one_device"})
+            "mixed_precision": precision, "strategy": "one_device"})
     assert ("its rows reordered to this task's bad, good" in caplog.text), caplog.text
     before = list(csv.DictReader(open(trained / "predictions.csv")))
     after = list(csv.DictReader(open(out / "predictions.csv")))
     # init's row 0 (trained as "bad") now claims "good": reordered, "good" reads that row.
     np.testing.assert_allclose([float(r["p_good"]) for r in after],
-                               [float(r["p_bad"]) for r in before], atol=1e-5)
+                               [float(r["p_bad"]) for r in before],
+                               atol=1e-5 if precision == "none" else 3e-2)

@@ -51,10 +51,9 @@ class ClassificationTask(FinetuningTask):
         _, _, config = resolve_checkpoint(init_checkpoint)  # the model's files are beside it
         theirs = saved_labels(os.path.dirname(config)) if config else None
         ours = self.label_set.labels
+        # (another count: the head was left at its initial values, allow_reshaped)
         if (not theirs or self.label_set.is_regression or theirs.is_regression
-                or tuple(theirs.labels) == tuple(ours)
-                or len(theirs.labels) != model.output_weights.shape[0]
-                or len(ours) != len(theirs.labels)):
+                or len(theirs.labels) != len(ours) or tuple(theirs.labels) == tuple(ours)):
             return
         if sorted(theirs.labels) != sorted(ours):
             logging.warning("The head of %s was trained for the labels %s; this task's are %s: "

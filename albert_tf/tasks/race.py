@@ -75,8 +75,11 @@ class RaceTask(FinetuningTask):
         """The files of `splits` parse (before any training), where no feature file given
         (--train_file, --eval_file, --predict_file) stands in for them."""
         for split in splits:
-            if self._data(split) is not None:
+            try:
                 self.read(split)
+            except FileNotFoundError:
+                if not self._feature_file_stands_in(split):
+                    raise
 
     def _data(self, split):
         """The digest of a split's files; None where they are gone but its feature file
@@ -84,10 +87,13 @@ class RaceTask(FinetuningTask):
         try:
             return self.data_digest(split)
         except FileNotFoundError:
-            feature_file = self.feature_files.get(split)
-            if not (feature_file and tf.io.gfile.exists(feature_file)):
+            if not self._feature_file_stands_in(split):
                 raise
             return None
+
+    def _feature_file_stands_in(self, split):
+        feature_file = self.feature_files.get(split)
+        return bool(feature_file) and tf.io.gfile.exists(feature_file)
 
     def cache_stem(self, split):
         return "race_" + split + ("" if len(self.levels) == 2 else "_" + self.levels[0])
