@@ -313,7 +313,8 @@ def test_classifier_fits_and_serves_on_strings(policy, spm, tmp_path):
                                                              pad_to_longest=True))
     texts, labels = _texts(64, seed=1)
     texts = tf.constant(texts)  # Keras's array adapters take no NumPy unicode arrays
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=SCCE, metrics=["accuracy"])
+    # 3e-3 left seeds 7 and 9 at 0.73 on a CPU without AVX-512 (bfloat16 emulated); 6e-3: 0.88+
+    model.compile(optimizer=keras.optimizers.Adam(6e-3), loss=SCCE, metrics=["accuracy"])
     before = model.evaluate(texts, labels, verbose=0, return_dict=True)
     model.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(16), epochs=12,
               verbose=0)

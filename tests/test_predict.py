@@ -258,6 +258,30 @@ def test_classify_regression_head_gives_a_score(assets, tmp_path):
     assert row["score"] == pytest.approx(float(expected["predictions"][0]), abs=1e-5)
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_checkpoints_predict_in_float32_whatever_policy_the_process_holds(assets, policy):
+    """A notebook working under a mixed policy (or one that ran a fine-tuning in-process, which
+    leaves its policy set) gets the predictions the command line gives: the predictors build
+    their models in float32, and leave the caller's policy as it was."""
+    import keras
+    texts, texts_b = _lines(3, 5), _lines(3, 6)
+
+    def predictions():
+        classified = serving.predict("classify", assets["clf_dir"], texts, texts_b,
+                                     spm_model_file=assets["spm"])
+        filled = serving.predict("fill_mask", assets["ckpt"], ["the cat [MASK] on a mat"])
+        return ([r["probabilities"] for r in classified],
+                [t["probability"] for t in filled[0]["masks"][0]["predictions"]],
+                serving.Embedder(assets["ckpt"]).vectors(texts))
+
+    expected = predictions()
+    keras.mixed_precision.set_global_policy(policy)
+    got = predictions()
+    assert keras.mixed_precision.global_policy().name == policy
+    for ours, theirs in zip(got, expected):
+        np.testing.assert_allclose(ours, theirs, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("task,pairs", [("RTE", True), ("CoLA", False)])
 def test_a_run_s_task_says_whether_it_classifies_pairs(assets, tmp_path, task, pairs):
     """A run_classifier output_dir of a GLUE task reads what the run read, as its export does:

@@ -406,8 +406,15 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
     got = [json.loads(line) for line in answers.read_text().splitlines()]
     assert [g["id"] for g in got] == [r["id"] for r in rows]
     predicted = _load(out / "predictions.json")
-    same = sum(g["answer"] == predicted[g["id"]] for g in got)
-    assert same == len(rows) if precision == "none" else same >= 0.9 * len(rows), same
+    differ = [g["id"] for g in got if g["answer"] != predicted[g["id"]]]
+    if precision == "none":
+        # Only a question whose no-answer score is the threshold itself (v2 takes it from the
+        # dev scores) may land on the other side: batched otherwise, float32 rounds otherwise.
+        odds = _load(out / "null_odds.json") if version == "v2" else {}
+        threshold = _read_kv(out / "eval_results.txt").get("null_score_diff_threshold")
+        assert all(i in odds and abs(odds[i] - threshold) < 1e-5 for i in differ), differ
+    else:
+        assert len(differ) <= 0.1 * len(rows), differ
     for g, r in zip(got, rows):
         assert (r["context"][g["start"]:g["end"]] if g["answer"] else g["start"]) == (
             g["answer"] or None)

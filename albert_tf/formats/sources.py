@@ -6,6 +6,7 @@ import os
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.dtype_policy import float32_policy
 from albert_tf.formats.checkpoints import assign_weights, missing_allowed, read_local_checkpoint
 from albert_tf.formats.names import local_model_path, suggestion
 from albert_tf.formats.resolve import SourceError, is_saved_model
@@ -128,11 +129,14 @@ class ModelSource:
         return [k for k in ("text_a", "text_b") if k in spec]
 
     def build(self, model_cls, **kwargs):
-        """A model of `model_cls` with the checkpoint's weights (checked, all-or-nothing)."""
-        model = model_cls(self.config, **kwargs)
-        try:
-            assign_weights(model, self.arrays, source=f"{self.format} checkpoint {self.path}",
-                           allow_missing=missing_allowed(self.format, ()))
-        except ValueError as e:
-            raise SourceError(str(e)) from e
+        """A model of `model_cls` with the checkpoint's weights (checked, all-or-nothing), in
+        float32 whatever Keras policy the process holds (a run trained in it leaves its mixed
+        policy behind): predictions the same in a notebook as from the command line."""
+        with float32_policy():
+            model = model_cls(self.config, **kwargs)
+            try:
+                assign_weights(model, self.arrays, source=f"{self.format} checkpoint {self.path}",
+                               allow_missing=missing_allowed(self.format, ()))
+            except ValueError as e:
+                raise SourceError(str(e)) from e
         return model
