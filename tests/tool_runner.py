@@ -23,18 +23,29 @@ def digests(*paths):
     return out
 
 
+# FlagValues' registries: the flags by name, and the modules that define them or hold them key.
+_REGISTRIES = ("__flags", "__flags_by_module", "__flags_by_module_id", "__key_flags_by_module")
+
+
 @contextlib.contextmanager
 def own_flags():
-    """absl's FLAGS holding only absl's own flags while a tool defines and parses its flags."""
+    """absl's FLAGS holding only absl's own flags while a tool defines and parses its flags, as
+    in a new process, and as before once it is done. Every registry goes back: the modules' lists
+    kept each run's new flags, and a tool's pass over them (cli._list_in_help) grew from 0.05 s
+    to over 2 s of CPU a run in a test process that had run hundreds."""
     fv = flags.FLAGS
-    saved = fv.__dict__["__flags"]
-    core = {id(f) for module, fs in fv.flags_by_module_dict().items()
+    saved = {name: fv.__dict__[name] for name in _REGISTRIES}
+    core = {id(f) for module, fs in saved["__flags_by_module"].items()
             if module.startswith("absl.") for f in fs}
-    fv.__dict__["__flags"] = {name: f for name, f in saved.items() if id(f) in core}
+    fv.__dict__["__flags"] = {name: f for name, f in saved["__flags"].items() if id(f) in core}
+    for name in _REGISTRIES[1:]:
+        fv.__dict__[name] = {key: [f for f in fs if id(f) in core]
+                             for key, fs in saved[name].items()
+                             if any(id(f) in core for f in fs)}
     try:
         yield
     finally:
-        fv.__dict__["__flags"] = saved
+        fv.__dict__.update(saved)
 
 
 def tool_flags(module):
