@@ -68,6 +68,7 @@ def _temporary_files(directory):
     return [p for p in directory.rglob("*") if any(t in p.name for t in TEMPORARY)]
 
 
+@pytest.mark.slow  # a pretraining run and its rerun: the full suite, not the fast tier
 def test_a_checkpoint_that_runs_out_of_space_is_one_line_and_the_rerun_resumes(
         disk, tmp_path, capsys, monkeypatch):
     config = tmp_path / "albert_config.json"

@@ -104,6 +104,7 @@ CORRUPT = (30,)  # the batch of step 31 has wrong labels
 STEPS, SAVE, BATCH = 50, 5, 8
 
 
+# The tests below train (marked slow: the full suite runs them, the fast tier does not).
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
     return write_pretraining_records(tmp_path_factory.mktemp("rec") / "train.tfrecord", 128)
@@ -181,6 +182,7 @@ def _recoveries(out):
         return json.load(f)["recoveries"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["none", "bfloat16", "float16"])
 def test_corrupted_batches_are_seen_gone_back_from_and_skipped(records, tmp_path, precision,
                                                                 caplog):
@@ -235,6 +237,7 @@ def whole(records, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill", [_after_recovery(2), _after_recovery(2, checkpoints_after=1)],
                          ids=["before-the-next-checkpoint", "after-the-next-checkpoint"])
 def test_a_run_killed_after_a_recovery_and_rerun_is_the_same_run(records, whole, tmp_path,
@@ -252,6 +255,7 @@ def test_a_run_killed_after_a_recovery_and_rerun_is_the_same_run(records, whole,
     assert_same_state(whole, tmp_path / "killed", atol=0)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_evaluates_and_records_where_an_uninterrupted_one_did(records, tmp_path):
     """Resumed from the checkpoint an interrupt saved between two scheduled ones (step 7), a
     run does not evaluate it: an uninterrupted run never did, and its accuracy made it
@@ -296,6 +300,7 @@ def test_a_resumed_run_evaluates_and_records_where_an_uninterrupted_one_did(reco
     assert points == [SAVE, 2 * SAVE, 3 * SAVE]
 
 
+@pytest.mark.slow
 def test_a_held_out_rise_goes_back_to_the_lowest_held_out_loss(records, tmp_path, caplog):
     """Held-out losses that fall to step 15 and rise at 20 and 25: back to step 15 (kept for it
     though the trainer keeps one other checkpoint), whose evaluation runs again."""
@@ -313,6 +318,7 @@ def test_a_held_out_rise_goes_back_to_the_lowest_held_out_loss(records, tmp_path
     assert {f"model.ckpt-{STEPS}.index", "model.ckpt-15.index"} <= kept and len(kept) <= 3
 
 
+@pytest.mark.slow
 def test_the_command_line_recovers_then_stops_after_max_loss_recoveries(records, tmp_path,
                                                                         capsys):
     """run_pretraining's flags reach the guard: with a hair-trigger threshold the noise is a
@@ -344,6 +350,7 @@ def test_the_command_line_recovers_then_stops_after_max_loss_recoveries(records,
     assert not (tmp_path / "zero").exists()
 
 
+@pytest.mark.slow
 def test_a_non_finite_loss_is_recovered_from_when_recovering(records, tmp_path):
     """NaN weights in batch 30: the loss of step 31 is NaN (and so are the weights after it);
     a recovering run goes back to a checkpoint from before it and ends as a clean run, while
