@@ -264,3 +264,32 @@ def test_training_step_runs_the_last_block_at_cls_only(policy, rtol):
               .get_operations() if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")]
     assert (n, config["intermediate_size"]) in shapes
     assert (n * seq, config["intermediate_size"]) in shapes
+
+
+def test_evaluation_and_prediction_trace_twice_whatever_the_lengths(tmp_path):
+    """Evaluation batches come padded to a few lengths (the padding buckets): from the second
+    length on, one trace serves all (a base model's trace takes seconds), with the outputs each
+    length's own trace gives."""
+    from albert_tf import create_optimizer
+    from albert_tf.training.trainer import Trainer
+    from albert_tf.training.trainer_options import TrainerOptions
+    tf.keras.utils.set_random_seed(2)
+    trainer = Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                      lambda: AlbertClassifier(AlbertConfig(**SMALL), num_labels=3),
+                      lambda: create_optimizer(1e-3, 10, 0, "adamw"), str(tmp_path),
+                      TrainerOptions(global_batch_size=6))
+    batches = [_batch(seq=seq, seed=seq) for seq in (16, 12, 10, 8)]
+
+    def dataset_fn(ctx):
+        return tf.data.Dataset.from_generator(
+            lambda: iter(batches), output_signature={
+                k: tf.TensorSpec([None] * v.ndim, tf.as_dtype(v.dtype))
+                for k, v in batches[0].items()})
+
+    metrics = trainer.evaluate(dataset_fn)
+    logits = trainer.predict(dataset_fn)["logits"]
+    assert trainer._eval_fn.experimental_get_tracing_count() == 2
+    assert trainer._predict_fn.experimental_get_tracing_count() == 2
+    alone = [trainer.model(b, training=False)["logits"].numpy() for b in batches]
+    np.testing.assert_allclose(logits, np.concatenate(alone), atol=1e-5)
+    assert metrics["loss"] > 0 and 0 <= metrics["accuracy"] <= 1
