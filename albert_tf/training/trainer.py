@@ -78,8 +78,10 @@ class Trainer:
                          if self.whole_step_jit else self._replica_step)
         self._train_fn = graph_function(self._train_steps)
         # Evaluation and prediction batches come in a few lengths (the padding buckets): from
-        # the second, one trace for any length rather than one each.
-        self._eval_fn = graph_function(self._eval_step, reduce_retracing=True)
+        # the second, one trace for any length rather than one each. A TPU compiles each length
+        # apart whatever the trace, and keeps a trace per length.
+        self._shape_generic = not isinstance(strategy, tf.distribute.TPUStrategy)
+        self._eval_fn = graph_function(self._eval_step, reduce_retracing=self._shape_generic)
         self._writers = {}
         self._input = None
         self._agree_fn = None
@@ -364,7 +366,8 @@ class Trainer:
         """The model's `prediction_outputs(features, outputs)` for every batch, as numpy arrays
         concatenated in batch order and gathered over replicas (arrays need equal trailing dims)."""
         if getattr(self, "_predict_fn", None) is None:
-            self._predict_fn = graph_function(self._predict_step, reduce_retracing=True)
+            self._predict_fn = graph_function(self._predict_step,
+                                              reduce_retracing=self._shape_generic)
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         chunks = [{n: v.numpy() for n, v in self._predict_fn(features).items()}
                   for features in dataset]
