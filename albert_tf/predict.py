@@ -98,6 +98,10 @@ def define_flags():
 
 
 def main(_):
+    for name in ("text", "text_b"):
+        if FLAGS[name].present > 1:  # absl keeps the last: the others would go unanswered
+            raise app.UsageError(f"--{name} given {FLAGS[name].present} times: it takes one "
+                                 f"text; give several in --input_file, one per line")
     if (FLAGS.text is None) == (FLAGS.input_file is None):
         raise app.UsageError("give --text (and --text_b) or --input_file")
     if FLAGS.input_file and FLAGS.text_b is not None:

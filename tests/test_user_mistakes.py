@@ -226,6 +226,10 @@ def test_predict_mistakes(world, tmp_path, capsys):
     assert_refused(run_tool(predict, capsys, task="qa", model=world["release"], text="who?",
                             text_b="anna came", window_stride=0),
                    "flag --window_stride=0: 0 is not a positive integer")
+    assert_refused(run_tool(predict, capsys, "--text=the old mill", "--text=a new one",
+                            task="embed", model=world["release"]),
+                   "--text given 2 times: it takes one text; give several in --input_file, "
+                   "one per line")
     (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
     assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
                             input_file=tmp_path / "latin1.txt"),
