@@ -77,9 +77,8 @@ class Trainer:
         self._step_fn = (graph_function(self._replica_step, jit_compile=True)
                          if self.whole_step_jit else self._replica_step)
         self._train_fn = graph_function(self._train_steps)
-        # Evaluation and prediction batches come in a few lengths (the padding buckets): from
-        # the second, one trace for any length rather than one each. A TPU compiles each length
-        # apart whatever the trace, and keeps a trace per length.
+        # Eval batches come in a few lengths (the padding buckets): one trace for any length from
+        # the second, but on a TPU, which compiles each length apart anyway.
         self._shape_generic = not isinstance(strategy, tf.distribute.TPUStrategy)
         self._eval_fn = graph_function(self._eval_step, reduce_retracing=self._shape_generic)
         self._writers = {}
