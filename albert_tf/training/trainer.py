@@ -79,8 +79,9 @@ class Trainer:
         self._train_fn = graph_function(self._train_steps)
         # Eval batches come in a few lengths (the padding buckets): one trace for any length from
         # the second, but on a TPU, which compiles each length apart anyway.
-        self._shape_generic = not isinstance(strategy, tf.distribute.TPUStrategy)
-        self._eval_fn = graph_function(self._eval_step, reduce_retracing=self._shape_generic)
+        generic = not isinstance(strategy, tf.distribute.TPUStrategy)
+        self._eval_fn = graph_function(self._eval_step, reduce_retracing=generic)
+        self._predict_fn = graph_function(self._predict_step, reduce_retracing=generic)
         self._writers = {}
         self._input = None
         self._agree_fn = None
@@ -364,9 +365,6 @@ class Trainer:
     def predict(self, dataset_fn):
         """The model's `prediction_outputs(features, outputs)` for every batch, as numpy arrays
         concatenated in batch order and gathered over replicas (arrays need equal trailing dims)."""
-        if getattr(self, "_predict_fn", None) is None:
-            self._predict_fn = graph_function(self._predict_step,
-                                              reduce_retracing=self._shape_generic)
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         chunks = [{n: v.numpy() for n, v in self._predict_fn(features).items()}
                   for features in dataset]
