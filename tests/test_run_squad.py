@@ -407,10 +407,10 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
     assert [g["id"] for g in got] == [r["id"] for r in rows]
     predicted = _load(out / "predictions.json")
     differ = [g["id"] for g in got if g["answer"] != predicted[g["id"]]]
+    odds = _load(out / "null_odds.json") if version == "v2" else {}
     if precision == "none":
         # Only a question whose no-answer score is the threshold itself (v2 takes it from the
         # dev scores) may land on the other side: batched otherwise, float32 rounds otherwise.
-        odds = _load(out / "null_odds.json") if version == "v2" else {}
         threshold = _read_kv(out / "eval_results.txt").get("null_score_diff_threshold")
         assert all(i in odds and abs(odds[i] - threshold) < 1e-5 for i in differ), differ
     else:
@@ -420,7 +420,6 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
             g["answer"] or None)
         assert 0 < g["probability"] <= 1
     if version == "v2":
-        odds = _load(out / "null_odds.json")
         assert max(abs(g["null_odds"] - odds[g["id"]]) for g in got) < (
             1e-4 if precision == "none" else 0.1)
         assert any(g["answer"] == "" for g in got) and any(g["answer"] for g in got)
