@@ -34,6 +34,7 @@ from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
                                    keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
+from albert_tf.tasks.classification import checkpoint_labels
 from albert_tf.tasks.clue import ClueTask
 from albert_tf.tasks.glue import GlueTask
 from albert_tf.tasks.labeled_text import (ACTIONS, MAX_WINDOWS_PER_TEXT, SPLIT_FLAGS,
@@ -151,8 +152,10 @@ def _own_data():
     driver.check_flags(options)  # before the files are read
     try:
         LabeledTextTask.check_files(files, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
-        label_set, splits = labeled_text.read_splits(files, columns, FLAGS.problem_type,
-                                                     FLAGS.output_dir)
+        label_set, splits = labeled_text.read_splits(
+            files, columns, FLAGS.problem_type, FLAGS.output_dir,
+            model_labels=FLAGS.init_checkpoint and (
+                lambda: checkpoint_labels(FLAGS.init_checkpoint)))
         task = LabeledTextTask(label_set, splits, None, FLAGS.max_seq_length,
                                FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                                FLAGS.threshold_to_export, parse_class_weights(FLAGS.class_weights),

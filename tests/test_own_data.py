@@ -161,7 +161,8 @@ def test_each_bad_input_is_one_line_naming_file_and_line(tmp_path):
                                                                             HEADER)})
     assert _error(tmp_path, {"dev": ("dev.csv", [("1", "a", "pos")], HEADER)}, run_dir=t) == (
         f"no training file and no labels.json in --output_dir={t}: the labels come from the "
-        f"training file (or from the run that used it)")
+        f"training file, the run that used it, or the labels.json or Hugging Face id2label "
+        f"beside --init_checkpoint")
     latin = tmp_path / "latin.csv"
     latin.write_bytes(b"text,label\nok,pos\ncaf\xe9,neg\n")
     with pytest.raises(DataError, match=r"latin.csv:3: byte 21 \(0xe9, column 4\) is not UTF-8; "
@@ -905,3 +906,46 @@ def test_a_warm_start_reads_the_head_s_rows_by_label_not_by_position(runs, tmp_p
     np.testing.assert_allclose([float(r["p_good"]) for r in after],
                                [float(r["p_bad"]) for r in before],
                                atol=1e-5 if precision == "none" else 3e-2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["none", "bfloat16", "float16"])
+def test_predicting_without_the_training_file_takes_the_classifier_s_labels(
+        runs, assets, tmp_path, caplog, precision):  # noqa: F811
+    """--test_file alone and a fresh --output_dir: the labels are those of the classifier in
+    --init_checkpoint (its labels.json; a Hugging Face id2label), as its head was trained for
+    (before: refused, no training file)."""
+    trained = runs("single", "none", "false")
+    data = trained.parent / "data-single"
+    init = tmp_path / "init"
+    shutil.copytree(trained, init, ignore=shutil.ignore_patterns("export", "*.npz"))
+    models = {"ours": init}
+    if precision == "none":
+        convert(str(trained), str(tmp_path / "hf"), "hf")
+        models["hf"] = tmp_path / "hf"
+    before = list(csv.DictReader(open(trained / "predictions.csv")))
+    for kind, model in models.items():
+        out = tmp_path / f"out-{kind}"
+        with caplog.at_level("INFO", logger="absl"):
+            run_main(run_classifier, {}, {
+                "test_file": str(data / "test.csv"), "text_column_names": "review",
+                "output_dir": out, "spm_model_file": None, "init_checkpoint": str(model),
+                "do_train": False, "do_eval": False, "do_predict": True, "max_seq_length": 32,
+                "mixed_precision": precision, "strategy": "one_device"})
+        assert f"The labels of {model} (no training file): single_label: bad, good" \
+               in caplog.text, caplog.text
+        after = list(csv.DictReader(open(out / "predictions.csv")))
+        assert list(after[0]) == ["id", "label", "prediction", "p_bad", "p_good"]
+        np.testing.assert_allclose([float(r["p_good"]) for r in after],
+                                   [float(r["p_good"]) for r in before],
+                                   atol=1e-4 if precision == "none" else 3e-2)
+        agree = np.mean([a["prediction"] == b["prediction"] for a, b in zip(after, before)])
+        assert agree >= (1 if precision == "none" else 0.9), (kind, agree)
+    # A pretrained encoder has no labels beside it: the one line says where they were looked for.
+    with pytest.raises(app.UsageError) as e:
+        run_main(run_classifier, {}, {
+            "test_file": str(data / "test.csv"), "output_dir": tmp_path / "out-none",
+            "init_checkpoint": assets["init"], "do_predict": True})
+    assert str(e.value).startswith(
+        f"no training file and no labels.json in --output_dir={tmp_path}/out-none, nor beside "
+        f"{assets['init']}: "), str(e.value)

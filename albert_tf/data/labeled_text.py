@@ -687,11 +687,14 @@ def read_unlabeled(source, text_columns=(), delimiter=None, text_from=""):
     return data
 
 
-def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, labels=None):
+def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, labels=None,
+                model_labels=None):
     """(LabelSet, {split: LabeledText}) of `files` ({"train"|"dev"|"test": path, Table,
     DataFrame or rows}). The labels are `labels` (a LabelSet: a benchmark's fixed list), else
-    come from the training split, else from the LabelSet a training run saved in `run_dir`;
-    one that differs from the saved one is refused (its head would not fit). The text columns
+    come from the training split, else from the LabelSet a training run saved in `run_dir`,
+    else from `model_labels()` (those of the classifier the run starts from: a (LabelSet or
+    None, what it is) pair, asked for only here); one that differs from the saved one is
+    refused (its head would not fit). The text columns
     are `columns.text`, else those of the labels' run (without a training file), else the
     first file's of DEFAULT_TEXT_COLUMNS; the LabelSet returned names them. Every check runs
     here, before anything is written: every bad row of every file is found, then all are
@@ -702,7 +705,8 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
             if source is not None:
                 tables[split] = read_table(source, f"{split} rows", columns.delimiter, problems)
                 problems.start(tables[split].path)
-        label_set = _label_set(tables, columns, problem_type, run_dir, labels, problems)
+        label_set = _label_set(tables, columns, problem_type, run_dir, labels, problems,
+                               model_labels)
         if not columns.text and label_set.text_columns:
             columns = dataclasses.replace(columns, text=label_set.text_columns,
                                           text_from="the run's labels.json names them")
@@ -719,9 +723,9 @@ def read_splits(files, columns=Columns(), problem_type="auto", run_dir=None, lab
     return dataclasses.replace(label_set, text_columns=columns.text), splits
 
 
-def _label_set(tables, columns, problem_type, run_dir, labels, problems):
+def _label_set(tables, columns, problem_type, run_dir, labels, problems, model_labels):
     """`labels`, else the training table's, else the run's in `run_dir`, checked against the
-    run's."""
+    run's, else the model's."""
     saved = saved_labels(run_dir)
     if labels is not None:
         label_set = labels
@@ -740,8 +744,14 @@ def _label_set(tables, columns, problem_type, run_dir, labels, problems):
     elif saved:
         label_set = saved
     else:
-        raise DataError(f"no training file and no {LABELS_FILE} in --output_dir={run_dir}: the "
-                        f"labels come from the training file (or from the run that used it)")
+        label_set, model = model_labels() if model_labels else (None, None)
+        if label_set is None:
+            beside = f", nor beside {model}" if model else ""
+            raise DataError(f"no training file and no {LABELS_FILE} in --output_dir={run_dir}"
+                            f"{beside}: the labels come from the training file, the run that "
+                            f"used it, or the labels.json or Hugging Face id2label beside "
+                            f"--init_checkpoint")
+        logging.info("The labels of %s (no training file): %s", model, _describe(label_set))
     if problem_type not in ("auto", label_set.problem_type):
         raise DataError(f"--problem_type={problem_type}, but the run in {run_dir} is "
                         f"{label_set.problem_type}")

@@ -16,6 +16,14 @@ from albert_tf.tasks.base import FinetuningTask
 from albert_tf.training.stuck import constant_loss
 
 
+def checkpoint_labels(init_checkpoint):
+    """(LabelSet or None, the directory it would be read from) of the classifier at
+    `init_checkpoint`: its labels.json, or a Hugging Face id2label, beside it."""
+    _, _, config = resolve_checkpoint(init_checkpoint)  # the model's files are beside it
+    directory = os.path.dirname(config) if config else None
+    return (saved_labels(directory) if directory else None), directory or init_checkpoint
+
+
 class ClassificationTask(FinetuningTask):
     """A task that classifies (or scores) one text or a pair with `AlbertClassifier`.
 
@@ -48,8 +56,7 @@ class ClassificationTask(FinetuningTask):
         """A classifier head whose labels (its labels.json, a Hugging Face id2label) are this
         task's in another order gets its rows reordered to this task's (a row is a label, not a
         position); one with other labels is said to be read by position."""
-        _, _, config = resolve_checkpoint(init_checkpoint)  # the model's files are beside it
-        theirs = saved_labels(os.path.dirname(config)) if config else None
+        theirs, _ = checkpoint_labels(init_checkpoint)
         ours = self.label_set.labels
         # (another count: the head was left at its initial values, allow_reshaped)
         if (not theirs or self.label_set.is_regression or theirs.is_regression
