@@ -510,6 +510,7 @@ def test_input_file_column_mistakes_are_one_line(assets, tmp_path, capsys):
     (tmp_path / "a.csv").write_text("id,body\n1,the cat\n2,\n", encoding="utf-8")
     (tmp_path / "b.csv").write_text("id,text\n1,the cat\n", encoding="utf-8")
     (tmp_path / "c.txt").write_text("the cat\n", encoding="utf-8")
+    (tmp_path / "d.tsv").write_text("d1\tthe dog sat\nd2\tthe cat\n", encoding="utf-8")
     cases = [
         ((f"--input_file={tmp_path / 'a.csv'}", "--text_column_names=review"),
          f"{tmp_path / 'a.csv'} has no column 'review' (--text_column_names); its columns: id, "
@@ -517,6 +518,10 @@ def test_input_file_column_mistakes_are_one_line(assets, tmp_path, capsys):
         ((f"--input_file={tmp_path / 'b.csv'}",),  # the run's column
          f"{tmp_path / 'b.csv'} has no column 'body' (--text_column_names, as the model's run "
          f"read them); its columns: id, text"),
+        ((f"--input_file={tmp_path / 'd.tsv'}",),  # no header line
+         f"{tmp_path / 'd.tsv'} has no column 'body' (--text_column_names, as the model's run "
+         f"read them); its columns: d1, the dog sat (its first line is read as the header: add "
+         f"a header line naming the columns, or give the texts one per line in a .txt file)"),
         ((f"--input_file={tmp_path / 'a.csv'}",),
          f"{tmp_path / 'a.csv'}:3: empty text in column 'body'"),
         ((f"--input_file={tmp_path / 'c.txt'}", "--text_column_names=body"),

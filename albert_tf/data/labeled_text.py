@@ -264,6 +264,9 @@ def define_column_flags(define):
 def _missing_column(table, column, flag):
     close = difflib.get_close_matches(column, table.columns, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
+    if not close and table.format != "jsonl" and any(" " in c.strip() for c in table.columns):
+        hint = (" (its first line is read as the header: add a header line naming the "
+                "columns, or give the texts one per line in a .txt file)")
     return DataError(f"{table.path} has no column {column!r} (--{flag}); its columns: "
                      f"{', '.join(table.columns) or 'none'}{hint}")
 
