@@ -127,6 +127,7 @@ def chinese_sentences(count, seed=0):
     return out
 
 
-def write_sentences(path, sentences):
+def write_sentences(path, sentences, separator=" "):
     with open(path, "w", encoding="utf-8") as f:
-        f.write("\n\n".join("\n".join(f"{w} {t}" for w, t in s) for s in sentences) + "\n")
+        f.write("\n\n".join("\n".join(f"{w}{separator}{t}" for w, t in s) for s in sentences)
+                + "\n")

@@ -291,13 +291,15 @@ def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path, capl
 
 def test_wordpiece_iobes_and_valid_txt(tmp_path):
     """The Chinese releases' WordPiece vocabulary with one character a token, IOBES tags and
-    valid.txt for dev: it learns, and every character gets its tag back."""
+    valid.txt for dev: it learns, and every character gets its tag back; a tab-separated
+    test.txt gets its predictions tab-separated (conlleval -d '\t' reads them)."""
     data = tmp_path / "data"
     data.mkdir()
     for split, count, seed in (("train", 200, 0), ("valid", 40, 1), ("test", 40, 2)):
         sentences = [list(zip([c for c, _ in s], ner_data.to_iobes([t for _, t in s])))
                      for s in ner_data.chinese_sentences(count, seed)]
-        ner_data.write_sentences(data / f"{split}.txt", sentences)
+        ner_data.write_sentences(data / f"{split}.txt", sentences,
+                                 "\t" if split == "test" else " ")
     vocab = zh_release.write_vocab(tmp_path / "vocab_chinese.txt")
     init = _init(tmp_path / "init", len(zh_release.vocab_tokens()))
     out = tmp_path / "out"
@@ -307,10 +309,13 @@ def test_wordpiece_iobes_and_valid_txt(tmp_path):
     assert labels == ["O", "B-LOC", "E-LOC", "B-PER", "E-PER", "I-PER"]
     results = _read_kv(out / "eval_results.txt")
     assert float(results["eval_f1"]) > 0.7, results
-    written = _predicted_file(out / "test_predictions.txt")
-    source = open(data / "test.txt", encoding="utf-8").read().split("\n\n")
-    assert [[head for head, _ in s] for s in written] == [
-        s.strip().split("\n") for s in source if s.strip()]
+    written = (out / "test_predictions.txt").read_text(encoding="utf-8").split("\n\n")
+    source = (data / "test.txt").read_text(encoding="utf-8").split("\n\n")
+    rows = [[line.split("\t") for line in s.strip().split("\n")] for s in written if s.strip()]
+    assert [[row[:2] for row in s] for s in rows] == [
+        [line.split("\t") for line in s.strip().split("\n")] for s in source if s.strip()]
+    assert {len(row) for s in rows for row in s} == {3} and {
+        row[2] for s in rows for row in s} <= set(labels)
 
 
 def test_user_mistakes_are_one_line(assets, tmp_path, capsys):

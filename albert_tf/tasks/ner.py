@@ -144,13 +144,14 @@ class NerTask(FinetuningTask):
 
     def write_predictions(self, name, features, outputs, output_dir):
         """<name>_predictions.txt: every token line of the input with the predicted tag added as
-        the last column (conlleval's input), a blank line after each sentence; the scores in
+        the last column, after the separator of the line's own last one (conlleval's input:
+        spaces, or tabs with -d), a blank line after each sentence; the scores in
         <name>_results.txt (eval_results.txt stays the evaluations': their best checkpoint's,
         with its step)."""
         predicted = self.predicted_tags(features, outputs)
         lines = []
         for sentence, tags in zip(self.sentences(name), predicted):
-            lines.extend(f"{line} {tag}\n" for line, tag in zip(sentence.lines, tags))
+            lines.extend(_with_column(line, tag) for line, tag in zip(sentence.lines, tags))
             lines.append("\n")
         path = os.path.join(output_dir, f"{name}_predictions.txt")
         atomic_write_text(path, "".join(lines))
@@ -182,3 +183,11 @@ class NerTask(FinetuningTask):
         conll.write_labels(export_dir, self.labels)
         logging.info("Wrote %s (%s)", path, options.quantization)
         return export_dir
+
+
+def _with_column(line, value):
+    """A CoNLL token line with `value` added as its last column, separated as its last column
+    is (a tab-separated file stays tab-separated; conlleval splits on one separator)."""
+    line = line.rstrip()
+    separator = re.search(r"(\s+)\S+$", line).group(1)
+    return f"{line}{separator}{value}\n"
