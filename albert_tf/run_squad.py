@@ -17,6 +17,8 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
+import functools
+
 from absl import app, flags, logging
 
 from albert_tf import cli
@@ -25,7 +27,8 @@ from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
                                    keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
-from albert_tf.tasks.squad import SquadTask
+from albert_tf.tasks.squad import SquadTask, task_name
+from albert_tf.training.checkpoint_files import recorded_kind
 
 FLAGS = flags.FLAGS
 
@@ -84,8 +87,10 @@ def define_flags():
 define_flags()
 
 
-def main(_):
+def main(_, version_2=None):
     require_action(FLAGS)
+    if version_2 is None:  # run_squad, not the original's run_squad_v1 / _v2 modules
+        _take_the_run_s_version()
     # A rerun naming neither file takes the run's: its training file to resume (and to
     # calibrate an int8 export), its predict file to evaluate, predict and score an export on.
     reads = {"train_file": FLAGS.do_train or bool(FLAGS.export_dir)
@@ -137,6 +142,15 @@ def check_window_room(max_seq_length, max_query_length, doc_stride):
                         "--max_query_length", room, max_seq_length, max_query_length, doc_stride)
 
 
+def _take_the_run_s_version():
+    """A rerun of a SQuAD 2.0 run without --version_2_with_negative reads as the run did."""
+    if (FLAGS.output_dir and not FLAGS["version_2_with_negative"].present
+            and recorded_kind(FLAGS.output_dir) == driver.run_kind(task_name(True))):
+        FLAGS.version_2_with_negative = True
+        logging.info("--version_2_with_negative, as the run in %s trained (run.json)",
+                     FLAGS.output_dir)
+
+
 def run(argv=None, version_2=None):
     """The command line; `version_2` fixes --version_2_with_negative's default (the original's
     run_squad_v1 / run_squad_v2 modules, where the module is the version)."""
@@ -145,7 +159,7 @@ def run(argv=None, version_2=None):
         FLAGS.set_default(name, value)
     if version_2 is not None:
         FLAGS.set_default("version_2_with_negative", version_2)
-    cli.run(main, ["output_dir"], argv)
+    cli.run(functools.partial(main, version_2=version_2), ["output_dir"], argv)
 
 
 if __name__ == "__main__":

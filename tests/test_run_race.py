@@ -268,4 +268,4 @@ def test_predict_refuses_to_classify_with_a_multiple_choice_run(matrix_runs):
     with pytest.raises(PredictError, match=r"is a multiple-choice run \(fine-tuning of race\): "
                                            r"its head scores answer choices, not classes"):
         Classifier(str(matrix_runs("none", "false")))
-    assert run_kind(C3Task) in CHOICE_RUN_KINDS
+    assert run_kind(C3Task.name) in CHOICE_RUN_KINDS

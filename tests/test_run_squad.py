@@ -169,9 +169,10 @@ def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path):
     assert any(p == "" for p in predictions.values()) and any(predictions.values())
 
     # Predicting again in the run's directory: the evaluation's threshold, scored on the
-    # questions it was not chosen on, beside (not over) the evaluation's results.
+    # questions it was not chosen on, beside (not over) the evaluation's results; SQuAD 2.0 as
+    # the run was, without --version_2_with_negative (before: refused, "this is squad_v1").
     evaluated = (out / "eval_results.txt").read_text()
-    run(predict_file=dev, output_dir=out, do_predict=True, version_2_with_negative=True)
+    run(predict_file=dev, output_dir=out, do_predict=True)
     assert (out / "eval_results.txt").read_text() == evaluated
     scored = _read_kv(out / "predict_results.txt")
     for key in ("total", "threshold_questions", "null_score_diff_threshold", "exact", "f1"):

@@ -222,7 +222,7 @@ class _Run:
                 steps_per_execution=options.steps_per_execution, jit_compile=jit_compile,
                 save_checkpoints_steps=options.save_checkpoints_steps,
                 log_steps=options.log_steps, keep_checkpoint_max=options.keep_checkpoint_max,
-                run_kind=run_kind(task),
+                run_kind=run_kind(task.name),
                 run_settings={**options.settings(), **(data_settings or {})},
                 tokenizer=task.tokenizer,
                 run_lock=lock, excursions=options.excursions(),
@@ -411,8 +411,9 @@ def _read_or_none(read, why):
         return None
 
 
-def run_kind(task):
-    return f"fine-tuning of {task.name}"
+def run_kind(task_name):
+    """What run.json calls a fine-tuning run of the task `task_name`."""
+    return f"fine-tuning of {task_name}"
 
 
 def run_finetuning(task, options, data_settings=None):
@@ -432,7 +433,7 @@ def run_finetuning(task, options, data_settings=None):
     check_flags(options)
     tool = f"{tool_name()} ({task.name})"
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
-        check_run_kind(options.output_dir, run_kind(task))  # a live run's holder is named first
+        check_run_kind(options.output_dir, run_kind(task.name))  # a live run's holder is named first
         if not options.do_train:
             _check_inference_lengths(options, data_settings)
         return _run(task, options, export_dir, lock, data_settings)

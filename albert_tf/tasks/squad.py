@@ -20,6 +20,10 @@ from albert_tf.training.checkpoint_files import recorded_settings
 TASK_LIBRARY_SEQ_LENGTH = 384
 
 
+def task_name(version_2):
+    return "squad_v2" if version_2 else "squad_v1"
+
+
 class SquadTask(FinetuningTask):
     """SQuAD v1.1/v2.0 for `run_finetuning`: features from the JSON files (cached in
     `cache_dir`), EM/F1 with the official scripts' rules, predictions.json / nbest / null_odds,
@@ -35,7 +39,7 @@ class SquadTask(FinetuningTask):
                  null_threshold_file=None, seed=12345, train_feature_file=None,
                  predict_feature_file=None):
         from albert_tf.modeling.squad import V1_HEAD, V2_HEAD
-        self.name = "squad_v2" if version_2 else "squad_v1"
+        self.name = task_name(version_2)
         self.head_names = V2_HEAD if version_2 else V1_HEAD
         self.tokenizer = tokenizer
         self.train_file, self.predict_file = train_file, predict_file
