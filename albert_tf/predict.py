@@ -20,7 +20,8 @@ with model.ckpt-best uses that one). One JSON object per input is printed, or wr
 --output_file (JSON lines; for embeddings a `.npy` path gets a [texts, hidden] float32 array).
 An --input_file named .csv, .tsv or .jsonl is read by column as run_classifier reads it (the
 text columns the model's run read, or --text_column_names), each row's other columns carried
-into its output (qa: the question and context columns); any other file holds one text per
+into its output (qa: the question and context columns; a SQuAD .json file is read as
+run_squad reads it, each answer with its question's id); any other file holds one text per
 line (or two tab-separated texts for pairs).
 
 The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `Embedder`
@@ -35,7 +36,7 @@ if __name__ == "__main__":
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.data import glue, labeled_text
+from albert_tf.data import glue, labeled_text, squad
 from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Answerer, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
@@ -158,10 +159,19 @@ def main(_):
 def _inputs(remembered, task_name=None, pairs=True):
     """(texts, texts_b or None, each row's other columns or None) of --text or --input_file,
     whose text columns default to those the model's run read (`remembered`); a file of the
-    run's GLUE task (`task_name`: its train/dev/test file by name) read as that task's split.
-    Without `pairs` (single sentences), a plain text file's tabs are part of its lines."""
+    run's GLUE task (`task_name`: its train/dev/test file by name) read as that task's split;
+    for --task=qa, a SQuAD file's questions and contexts, with their ids. Without `pairs`
+    (single sentences), a plain text file's tabs are part of its lines."""
     if not FLAGS.input_file:
         return [FLAGS.text], None if FLAGS.text_b is None else [FLAGS.text_b], None
+    if FLAGS.task == "qa" and not FLAGS.text_column_names and squad.is_squad_file(
+            FLAGS.input_file):
+        questions, _ = squad.read_squad(FLAGS.input_file, is_training=False,
+                                        version_2_with_negative=True)
+        logging.info("--input_file=%s read as a SQuAD file: %d questions", FLAGS.input_file,
+                     len(questions))
+        return ([q.question for q in questions], [q.context for q in questions],
+                [{"id": q.qas_id} for q in questions])
     task = glue.find_task(task_name)
     spec = task and not FLAGS.text_column_names and glue.split_of_file(task, FLAGS.input_file)
     if spec:

@@ -444,7 +444,17 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
                  if first["answer"] else f"(no answer: null_odds {first['null_odds']:.4f})")
         assert code == 0 and printed == f"{found}\t{rows[0]['question']}\n", printed
     if precision != "none":
-        return  # the mistakes below are the model's, not the precision's
+        return  # the SQuAD file and the mistakes below are the model's, not the precision's
+    # The SQuAD file itself (pretty-printed, as the dataset's are): the same answers by id.
+    squad_file, from_squad = tmp_path / "dev.json", tmp_path / "from_squad.jsonl"
+    squad_file.write_text(json.dumps(_load(assets["files"][version][1]), indent=2))
+    code, log = run_tool_logged(predict, task="qa", model=out, input_file=squad_file,
+                                output_file=from_squad, batch_size=5)
+    assert code == 0, log[-3000:]
+    assert f"--input_file={squad_file} read as a SQuAD file: {len(rows)} questions" in log
+    assert [(a["id"], a["answer"], a["start"]) for a in map(
+        json.loads, from_squad.read_text().splitlines())] == [
+        (g["id"], g["answer"], g["start"]) for g in got]
     code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=QUESTION)
     assert code == 2 and last.endswith("--task=qa answers a question (--text) on its context "
                                        "(--text_b); a table --input_file: question and context "

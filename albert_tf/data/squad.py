@@ -34,6 +34,16 @@ class ReadStats:
     misaligned: int = 0       # training answers not found at answer_start (skipped)
 
 
+def is_squad_file(path):
+    """Whether `path` holds one SQuAD JSON document (an object with a 'data' list), which a
+    .json name does not tell from JSON Lines."""
+    try:
+        data = json.loads(read_text(path))
+    except (ValueError, OSError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("data"), list)
+
+
 def read_squad(path, is_training, version_2_with_negative):
     """Questions of a SQuAD JSON file, with clear errors naming the file and question id.
 
