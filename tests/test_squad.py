@@ -223,7 +223,7 @@ def test_reading_errors_name_file_and_question(tmp_path):
     bad = {"id": "q7", "question": "who?", "answers": [{"text": "Boris", "answer_start": "9"}]}
     path = _write(tmp_path, _squad([bad]))
     with pytest.raises(ValueError, match=r"f\.json: question 'q7', answer 0: 'answer_start' "
-                                         r"should be a int"):
+                                         r"should be an integer, found a string"):
         squad.read_squad(path, True, False)
     with pytest.raises(ValueError, match=r"paragraph 0: missing key 'context'"):
         squad.read_squad(_write(tmp_path, {"data": [{"paragraphs": [{"qas": []}]}]}), False,
@@ -260,6 +260,25 @@ def test_misaligned_training_answers_are_skipped_and_counted(tmp_path, caplog):
     only_bad = _write(tmp_path, _squad(qas[1:3]), "bad.json")
     with pytest.raises(ValueError, match="bad.json holds no usable questions"):
         squad.read_squad(only_bad, True, True)
+
+
+def test_answer_starts_counted_in_bytes_are_refused_naming_the_cause(tmp_path):
+    """Offsets counted in UTF-8 bytes (a common mistake with accented text) put most answers
+    past their text: refused in one line (before: each skipped with a warning, the run trained
+    on the rest)."""
+    context = "Zoë met Boris in Zürich."
+    qas = [{"id": f"q{i}", "question": "where?", "answers": [
+        {"text": text, "answer_start": len(context[:context.index(text)].encode("utf-8"))}]}
+        for i, text in enumerate(("Zoë", "Boris", "Zürich"))]
+    with pytest.raises(ValueError) as e:
+        squad.read_squad(_write(tmp_path, _squad(qas, context)), True, False)
+    assert str(e.value) == (f"{tmp_path}/f.json: 2 training answers are not at their "
+                            f"answer_start, 2 of them that many UTF-8 bytes into the context: "
+                            f"answer_start counts characters (a Python str index), not bytes")
+    for qa in qas:  # counted in characters: every one read
+        qa["answers"][0]["answer_start"] = context.index(qa["answers"][0]["text"])
+    questions, stats = squad.read_squad(_write(tmp_path, _squad(qas, context)), True, False)
+    assert [q.answer_start for q in questions] == [0, 8, 17] and stats.misaligned == 0
 
 
 # ---- heads ----------------------------------------------------------------------------------

@@ -32,6 +32,11 @@ class Question:
 class ReadStats:
     questions: int = 0
     misaligned: int = 0       # training answers not found at answer_start (skipped)
+    at_byte_offsets: int = 0  # of those, found at answer_start UTF-8 bytes into the context
+
+
+JSON_KINDS = {str: "a string", int: "an integer", list: "a list", dict: "an object",
+              float: "a number", bool: "true or false"}
 
 
 def is_squad_file(path):
@@ -75,9 +80,15 @@ def read_squad(path, is_training, version_2_with_negative):
                                            version_2_with_negative, f"{path}: question {qid!r}")
                 if question is None:
                     stats.misaligned += 1
+                    stats.at_byte_offsets += _at_byte_offset(qa, context)
                     continue
                 questions.append(question)
     stats.questions = len(questions)
+    if stats.at_byte_offsets > stats.misaligned // 2:
+        raise ValueError(f"{path}: {stats.misaligned} training answers are not at their "
+                         f"answer_start, {stats.at_byte_offsets} of them that many UTF-8 bytes "
+                         f"into the context: answer_start counts characters (a Python str "
+                         f"index), not bytes")
     if stats.misaligned:
         logging.warning("%s: skipped %d training questions whose answer text is not at its "
                         "answer_start", path, stats.misaligned)
@@ -92,10 +103,18 @@ def _get(obj, key, kind, where):
     if key not in obj:
         raise ValueError(f"{where}: missing key {key!r}")
     if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ValueError(f"{where}: {key!r} should be a {names}, found "
-                         f"{type(obj[key]).__name__}")
+        kinds = (kind,) if isinstance(kind, type) else kind
+        names = " or ".join(JSON_KINDS.get(k, k.__name__) for k in kinds)
+        raise ValueError(f"{where}: {key!r} should be {names}, found "
+                         f"{JSON_KINDS.get(type(obj[key]), type(obj[key]).__name__)}")
     return obj[key]
+
+
+def _at_byte_offset(qa, context):
+    """Whether a training answer not at its answer_start is there counted in UTF-8 bytes."""
+    answer = qa["answers"][0]
+    text, start = answer["text"].encode("utf-8"), answer["answer_start"]
+    return bool(text.strip()) and context.encode("utf-8")[start:start + len(text)] == text
 
 
 def _parse_question(qa, qid, context, paragraph, is_training, version_2, where):
