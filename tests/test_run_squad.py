@@ -461,6 +461,11 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
                                        "columns"), last
     code, last, _ = run_tool(predict, capsys, task="qa", model=out, text=" ", text_b="a cat")
     assert code == 2 and last.endswith("input 1 has an empty question"), last
+    lite = out / "export" / "albert_model.tflite"
+    code, last, _ = run_tool(predict, capsys, task="qa", model=lite, text="who?", text_b="a cat")
+    assert code == 2 and last.endswith(
+        f"{lite} is a LiteRT file, which predict does not answer with (it runs in LiteRT apps: "
+        f"export.md): give the run_squad output_dir or its serving export directory"), last
 
 
 def test_an_export_alone_scores_its_litert_file_on_the_run_s_predict_file(assets, matrix_runs,

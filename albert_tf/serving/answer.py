@@ -44,6 +44,10 @@ class Answerer(Predictor):
             logging.info("SQuAD %s serving export: answers from its answer signature, in the "
                          "run's windows", "v2.0" if self.version_2 else "v1.1")
             return
+        if kind.startswith("tflite"):
+            raise PredictError(f"{self.source.path} is a LiteRT file, which predict does not "
+                               f"answer with (it runs in LiteRT apps: export.md): give the "
+                               f"run_squad output_dir or its serving export directory")
         if kind != "checkpoint":
             raise PredictError(f"{self.source.path} is a {kind} export, which has no SQuAD "
                                f"head: give a run_squad output_dir")
