@@ -4,6 +4,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 
@@ -103,6 +104,33 @@ def test_train_eval_predict(assets, tmp_path, caplog):
     again = _read_kv(out / "predict_results.txt")
     for key in ("eval_accuracy", "eval_accuracy_middle", "eval_accuracy_high"):
         assert float(again[key]) == pytest.approx(float(predicted[key])), key
+
+    # New questions without answers (before: "missing key(s) answers"): the middle school's
+    # left out, then every one; the same predictions, scored where answers are given.
+    new = tmp_path / "new"
+    shutil.copytree(os.path.join(assets["data_dir"], "RACE", "test"), new / "RACE" / "test")
+    for levels, scored in ((("middle",), {"eval_accuracy", "eval_accuracy_high", "eval_loss"}),
+                           (("middle", "high"), None)):
+        for level in levels:
+            for path in (new / "RACE" / "test" / level).iterdir():
+                article = json.loads(path.read_text())
+                article.pop("answers", None)
+                path.write_text(json.dumps(article))
+        run(data_dir=new, output_dir=out, spm_model_file=assets["spm"], do_train=False,
+            do_eval=False, do_predict=True)
+        now = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text()
+               .splitlines()]
+        assert [(r["id"], r["prediction"]) for r in now] == [
+            (r["id"], r["prediction"]) for r in rows]
+        assert [r["answer"] for r in now] == [
+            None if r["level"] in levels else r["answer"] for r in rows]
+        if scored:
+            results = _read_kv(out / "predict_results.txt")
+            assert set(results) == scored
+            high = [r["prediction"] == r["answer"] for r in rows if r["level"] == "high"]
+            assert float(results["eval_accuracy"]) == pytest.approx(sum(high) / len(high))
+        else:  # the earlier scores are not left to read as these predictions'
+            assert not (out / "predict_results.txt").exists()
 
 
 def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path):

@@ -4,12 +4,9 @@ without answers; each file a JSON list of [context lines, [{question, choice, an
 Read as RACE examples: the context is the article, and a question with fewer than 4 choices is
 padded with the placeholder CLUE's baseline uses."""
 
-import dataclasses
 import hashlib
 import json
 import os
-
-import numpy as np
 
 from albert_tf.data import race
 from albert_tf.data.text_files import read_text
@@ -100,13 +97,3 @@ def _questions(item, where, level):
             choices + [PLACEHOLDER] * (race.NUM_CHOICES - len(choices)),
             -1 if answer is None else choices.index(answer)))
     return out
-
-
-def convert_examples(examples, tokenizer, max_seq_length, max_qa_length):
-    """RACE's features (an unanswered question's label 0) plus `answered` ("yes"/"no", a host
-    string array)."""
-    features = race.convert_examples(
-        [dataclasses.replace(e, label=max(e.label, 0)) for e in examples], tokenizer,
-        max_seq_length, max_qa_length)
-    features["answered"] = np.asarray(["yes" if e.label >= 0 else "no" for e in examples])
-    return features

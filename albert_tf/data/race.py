@@ -20,7 +20,8 @@ REQUIRED_KEYS = ("article", "questions", "options", "answers")
 
 @dataclasses.dataclass
 class Example:
-    """One question of an article: its 4 options and the index of the right one."""
+    """One question of an article: its 4 options and the index of the right one (-1: not
+    given, a question to predict)."""
     guid: str           # "<article id>-<question index>"
     level: str          # middle or high
     article: str
@@ -51,7 +52,8 @@ def read_examples(data_dir, split, high_only=False, middle_only=False):
     """Every question of a split, middle before high, articles in natural file-name order.
 
     A level directory with all.txt is read as JSON lines (the original layout); otherwise every
-    file in it is one article as released.
+    file in it is one article as released. A test article may leave out `answers` (questions
+    to predict: label -1).
     """
     root = split_dir(data_dir, split)
     examples = []
@@ -63,7 +65,7 @@ def read_examples(data_dir, split, high_only=False, middle_only=False):
             raise FileNotFoundError(f"RACE {split}/{level} directory not found: "
                                     f"{directory}{hint}")
         for article, where in _articles(directory):
-            examples.extend(_questions(article, where, level))
+            examples.extend(_questions(article, where, level, split == "test"))
         if not any(e.level == level for e in examples):
             raise ValueError(f"{directory} holds no questions")
     return examples
@@ -102,12 +104,17 @@ def _parse(text, where):
     return article
 
 
-def _questions(article, where, level):
+def _questions(article, where, level, answers_optional=False):
+    if answers_optional and "answers" not in article and isinstance(article.get("questions"),
+                                                                    list):
+        article = dict(article, answers=[None] * len(article["questions"]))
     missing = [k for k in REQUIRED_KEYS if k not in article]
     name = article.get("id", os.path.basename(where))
     if missing:
         raise ValueError(f"{where} (article {name}): missing key(s) {', '.join(missing)}; a RACE "
-                         f"article has {', '.join(REQUIRED_KEYS)} and id")
+                         f"article has {', '.join(REQUIRED_KEYS)} and id" + (
+                             " (a test article may leave out answers)" if not answers_optional
+                             else ""))
     questions, options, answers = (article[k] for k in ("questions", "options", "answers"))
     if not isinstance(article["article"], str):
         raise ValueError(f"{where} (article {name}): 'article' must be a string")
@@ -126,6 +133,10 @@ def _questions(article, where, level):
         if not isinstance(question, str):
             raise ValueError(f"{where} (article {name}, question {i}): the question must be a "
                              f"string, got {question!r}")
+        if answer is None:
+            out.append(Example(f"{name}-{i}", level, article["article"], question,
+                               list(choices), -1))
+            continue
         if not (isinstance(answer, str) and len(answer.strip()) == 1
                 and answer.strip() in LETTERS):
             raise ValueError(f"{where} (article {name}, question {i}): answer {answer!r} is not "
@@ -160,7 +171,9 @@ def check_lengths(max_seq_length, max_qa_length):
 
 
 def convert_examples(examples, tokenizer, max_seq_length, max_qa_length):
-    """Unpadded features in the finetuning cache layout, `lengths` [questions, 4]."""
+    """Unpadded features in the finetuning cache layout, `lengths` [questions, 4]; an
+    unanswered question's label is 0, and `answered` ("yes"/"no", a host string array) says
+    which have theirs."""
     check_lengths(max_seq_length, max_qa_length)
     if not examples:
         raise ValueError("no RACE examples to convert")
@@ -183,6 +196,7 @@ def convert_examples(examples, tokenizer, max_seq_length, max_qa_length):
     return {"input_word_ids": np.asarray(word_ids, np.int32),
             "input_type_ids": np.asarray(type_ids, np.int8),
             "lengths": np.asarray(lengths, np.int32).reshape(-1, NUM_CHOICES),
-            "label_ids": np.asarray([ex.label for ex in examples], np.int32),
+            "label_ids": np.asarray([max(ex.label, 0) for ex in examples], np.int32),
+            "answered": np.asarray(["yes" if ex.label >= 0 else "no" for ex in examples]),
             "guids": np.asarray([ex.guid for ex in examples], dtype=str),
             "levels": np.asarray([ex.level for ex in examples], dtype=str)}

@@ -9,8 +9,7 @@ from absl import logging
 
 from albert_tf.data import c3
 from albert_tf.files import atomic_write_text
-from albert_tf.tasks.race import RaceTask, accuracies
-from albert_tf.training.results import write_eval_results
+from albert_tf.tasks.race import RaceTask, answered_accuracies
 
 
 class C3Task(RaceTask):
@@ -28,10 +27,6 @@ class C3Task(RaceTask):
     def read(self, split):
         return c3.read_examples(self.data_dir, split)
 
-    def convert(self, split):
-        return c3.convert_examples(self.read(split), self.tokenizer, self.max_seq_length,
-                                   self.max_qa_length)
-
     def cache_stem(self, split):
         return "c3_" + split
 
@@ -40,13 +35,8 @@ class C3Task(RaceTask):
         probabilities), predict_results.txt where the questions have answers, and CLUE's
         submission (c311_predict.json for test1.1.json: {"id": n, "label": index} per question,
         n counting the questions in file order, as CLUE's baseline writes it)."""
-        answered = features["answered"] == "yes"
+        result, answered = answered_accuracies(features, outputs, output_dir)
         chosen = np.argmax(outputs["probabilities"], -1)
-        result = {}
-        if answered.any():
-            result = accuracies(features["levels"][answered], features["label_ids"][answered],
-                                {k: v[answered] for k, v in outputs.items()})
-            write_eval_results(os.path.join(output_dir, "predict_results.txt"), result)
         lines = [json.dumps({"id": str(guid), "subset": str(level), "prediction": int(choice),
                              "answer": int(label) if known else None,
                              "probabilities": [round(float(p), 6) for p in probs]})

@@ -325,12 +325,15 @@ class _Run:
         """Writes each prediction set; a task that can score its predictions (SQuAD against
         --predict_file's answers) writes the scores to eval_results.txt, as the original's
         --do_predict did, unless an evaluation's results are there (this run's --do_eval, or
-        an earlier one's): then to predict_results.txt."""
+        an earlier one's): then to predict_results.txt. Predictions with nothing to score them
+        against remove an earlier prediction's predict_results.txt (it would read as theirs)."""
         _restore_for_inference(self.trainer, self.task, self.flags, "predicting")
+        scored = False
         for name, features in self.task.predict_sets():
             scores = self.task.write_predictions(
                 name, features, self.outputs(features, self.flags.predict_batch_size),
                 self.flags.output_dir)
+            scored = scored or bool(scores)
             if scores:
                 path = os.path.join(self.flags.output_dir, "eval_results.txt")
                 if self.flags.do_eval or "global_step" in _read_or_empty(path):
@@ -339,6 +342,11 @@ class _Run:
                 logging.info("Scored the predictions against %s (%s): %s", name,
                              os.path.basename(path), "  ".join(
                                  f"{k} {v:.4g}" for k, v in sorted(scores.items())))
+        stale = os.path.join(self.flags.output_dir, "predict_results.txt")
+        if not scored and tf.io.gfile.exists(stale):
+            tf.io.gfile.remove(stale)
+            logging.info("Removed %s, an earlier prediction's scores: these predictions have "
+                         "no answers to be scored against", stale)
 
     def export(self, export_dir):
         from albert_tf.serving.saved_model import check_export_dir, float32_model

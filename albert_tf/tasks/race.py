@@ -26,6 +26,19 @@ def accuracies(levels, labels, outputs, prefix="eval_"):
     return result
 
 
+def answered_accuracies(features, outputs, output_dir):
+    """(accuracies of the predicted questions that have answers, written to predict_results.txt
+    where any has; which have). Features cached before `answered` existed all had answers."""
+    answered = (features["answered"] == "yes" if "answered" in features
+                else np.ones(len(features["label_ids"]), bool))
+    if not answered.any():
+        return {}, answered
+    result = accuracies(features["levels"][answered], features["label_ids"][answered],
+                        {k: v[answered] for k, v in outputs.items()})
+    write_eval_results(os.path.join(output_dir, "predict_results.txt"), result)
+    return result, answered
+
+
 class RaceTask(FinetuningTask):
     """RACE (4-way multiple choice) for `run_finetuning`: features from the released files or
     all.txt (cached in `cache_dir`), accuracy over all/middle/high, per-question predictions."""
@@ -131,22 +144,23 @@ class RaceTask(FinetuningTask):
         return [("test", self.features("test"))]
 
     def write_predictions(self, name, features, outputs, output_dir):
-        """predict_results.txt (test accuracies, the original's file) and <name>_predictions.jsonl
-        (one line per question: id, level, prediction, answer, probabilities)."""
+        """predict_results.txt (the accuracies of the questions with answers, the original's
+        file) and <name>_predictions.jsonl (one line per question: id, level, prediction,
+        answer where known, probabilities)."""
         from albert_tf.data.race import LETTERS
-        result = accuracies(features["levels"], features["label_ids"], outputs)
-        write_eval_results(os.path.join(output_dir, "predict_results.txt"), result)
+        result, answered = answered_accuracies(features, outputs, output_dir)
         lines = []
-        for guid, level, label, probs in zip(features["guids"], features["levels"],
-                                             features["label_ids"], outputs["probabilities"]):
+        for guid, level, label, known, probs in zip(
+                features["guids"], features["levels"], features["label_ids"], answered,
+                outputs["probabilities"]):
             lines.append(json.dumps({"id": str(guid), "level": str(level),
                                      "prediction": LETTERS[int(np.argmax(probs))],
-                                     "answer": LETTERS[int(label)],
+                                     "answer": LETTERS[int(label)] if known else None,
                                      "probabilities": [round(float(p), 6) for p in probs]}))
         path = os.path.join(output_dir, f"{name}_predictions.jsonl")
         atomic_write_text(path, "".join(line + "\n" for line in lines))
-        logging.info("RACE %s: %s; %d predictions in %s", name, "  ".join(
-            f"{k} {v:.4f}" for k, v in sorted(result.items())), len(lines), path)
+        logging.info("RACE %s: %d predictions in %s%s", name, len(lines), path, "".join(
+            f"; {k} {v:.4f}" for k, v in sorted(result.items())))
         return result
 
 
