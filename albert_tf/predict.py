@@ -36,7 +36,7 @@ if __name__ == "__main__":
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.data import glue, labeled_text, squad
+from albert_tf.data import conll, glue, labeled_text, squad
 from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Answerer, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
@@ -140,6 +140,8 @@ def main(_):
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
     texts, texts_b, columns = _inputs(predictor.text_columns, predictor.run_settings.get(
         "task_name") if FLAGS.task == "classify" else None, pairs=FLAGS.task != "ner")
+    if FLAGS.task == "ner" and FLAGS.input_file and not table:
+        _refuse_a_conll_file(texts)
     vectors = None
     if FLAGS.task == "embed" and FLAGS.output_file and FLAGS.output_file.endswith(".npy"):
         vectors, results = predictor.vectors(texts, texts_b), []
@@ -154,6 +156,15 @@ def main(_):
                      predictor.label_set.window_stride)
     if FLAGS.output_file:
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
+
+
+def _refuse_a_conll_file(texts):
+    """A CoNLL file (a token and its tag on each line) would be tagged a line a sentence."""
+    fields = [text.split() for text in texts]
+    if all(len(f) >= 2 for f in fields) and conll.looks_like_tags(f[-1] for f in fields):
+        raise app.UsageError(f"--input_file={FLAGS.input_file} looks like a CoNLL file (a token "
+                             f"and its tag on each line): --task=ner takes one sentence a line; "
+                             f"run_ner --do_predict reads CoNLL files (its test.txt)")
 
 
 def _inputs(remembered, task_name=None, pairs=True):

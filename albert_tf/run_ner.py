@@ -10,8 +10,9 @@ data_dir holds train.txt, dev.txt (or valid.txt) and test.txt: one token per lin
 in the last column, blank lines between sentences, -DOCSTART- lines ignored. The tags come
 from train.txt (kept in output_dir/labels.txt). Every checkpoint is evaluated on dev with
 conlleval's entity F1 (token accuracy for tags without B-/I- prefixes); the best becomes
-model.ckpt-best, which --do_predict uses to write dev_predictions.txt and test_predictions.txt
-(the input lines plus the predicted tag) and their scores.
+model.ckpt-best, which --do_predict uses to write dev_predictions.txt (where there is a dev
+file) and test_predictions.txt (the input lines plus the predicted tag) and their scores; a
+test.txt of tokens alone (no tag column) is predicted, not scored.
 The library behind it: `albert_tf.tasks.NerTask` and `albert_tf.tasks.run_finetuning`.
 """
 

@@ -114,3 +114,20 @@ def test_reading_conll_files(tmp_path):
     (tmp_path / "bad.txt").write_text("token_without_tag\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.txt:1: a token line needs a tag"):
         read_conll(str(tmp_path / "bad.txt"))
+    # A test file of tokens alone: sentences to predict (tag None); not a mix of both.
+    (tmp_path / "new.txt").write_text("Anna\nmet\n\nBoris\n", encoding="utf-8")
+    untagged = read_conll(str(tmp_path / "new.txt"), untagged=True)
+    assert [(s.tokens, s.tags) for s in untagged] == [(["Anna", "met"], [None, None]),
+                                                      (["Boris"], [None])]
+    (tmp_path / "mixed.txt").write_text("Anna B-PER\nmet\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^.*mixed.txt:2: 'met': some token lines have a tag "
+                                         r"in their last column and some do not$"):
+        read_conll(str(tmp_path / "mixed.txt"), untagged=True)
+    # Columns swapped (the tag first): refused, not a tagger trained on words as tags.
+    (tmp_path / "swapped.txt").write_text("B-PER\tAnna\nO\tmet\nB-PER\tBoris\n\nO\tyes\n",
+                                          encoding="utf-8")
+    with pytest.raises(ValueError) as e:
+        read_conll(str(tmp_path / "swapped.txt"))
+    assert str(e.value) == (f"{tmp_path}/swapped.txt: the first column holds tags (B-PER, O, "
+                            f"...) and the last does not: the CoNLL layout is the token first "
+                            f"and its tag last")

@@ -125,6 +125,27 @@ def test_learns_and_scores_as_conlleval(assets, matrix_runs):
     assert dev_scores["eval_f1"] == best["eval_f1"]  # --do_predict used model.ckpt-best
 
 
+def test_predicts_new_sentences_of_tokens_alone_without_a_dev_file(assets, matrix_runs,
+                                                                   tmp_path):
+    """A test.txt of tokens alone (no tag column) and no dev file: predicted as the run's
+    tagged test file was, not scored (before: "a token line needs a tag", then "no dev.txt")."""
+    trained = matrix_runs("none", "false") / "run"
+    out = tmp_path / "run"
+    shutil.copytree(trained, out, ignore=shutil.ignore_patterns("dev_*", "test_*", "*.npz"))
+    data = tmp_path / "new"
+    data.mkdir()
+    source = assets["data"]["test"]
+    (data / "test.txt").write_text("\n\n".join("\n".join(w for w, _ in s) for s in source)
+                                   + "\n", encoding="utf-8")
+    run(data_dir=data, output_dir=out, do_train=False, do_eval=False, do_predict=True)
+    written = [[line.split(" ") for line in s.split("\n")] for s in (
+        out / "test_predictions.txt").read_text(encoding="utf-8").strip().split("\n\n")]
+    before = _predicted_file(trained / "test_predictions.txt")
+    assert written == [[[head.split()[0], tag] for head, tag in s] for s in before]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(("dev_", "test_"))) == [
+        "test_predictions.txt"]
+
+
 @pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
 def test_precision_and_xla_matrix(assets, matrix_runs, precision, jit):
     """Train and evaluate under float32/bfloat16/float16, op by op and with XLA: F1, accuracy
@@ -231,6 +252,12 @@ def test_a_run_s_checkpoint_tags_in_the_run_s_windows(assets, matrix_runs, tmp_p
                    "--window_stride is for checkpoints; an export cuts the windows its run did")
     assert_refused(run_tool(predict, capsys, task="classify", text="anna said", model=out,
                             window_stride=5), "--window_stride goes with --task=ner")
+    # A CoNLL file given as sentences would tag each token line as a sentence: refused.
+    tagged = assets["data_dir"] + "/test.txt"
+    assert_refused(run_tool(predict, capsys, task="ner", input_file=tagged, model=out),
+                   f"--input_file={tagged} looks like a CoNLL file (a token and its tag on each "
+                   f"line): --task=ner takes one sentence a line; run_ner --do_predict reads "
+                   f"CoNLL files (its test.txt)")
 
 
 def from_export_tags(out, text):
@@ -337,7 +364,8 @@ def test_user_mistakes_are_one_line(assets, tmp_path, capsys):
     lines = (broken / "test.txt").read_text(encoding="utf-8").count("\n")
     assert_refused(run_tool(run_ner, capsys, "--do_train", "--do_predict",
                             output_dir=tmp_path / "f", **dict(common, data_dir=broken)),
-                   f"{broken}/test.txt:{lines}: a token line needs a tag in its last column")
+                   f"{broken}/test.txt:{lines}: 'word': some token lines have a tag in their "
+                   f"last column and some do not")
     assert not list((tmp_path / "f").glob("model.ckpt-*"))
     assert_refused(run_tool(run_ner, capsys, output_dir=tmp_path / "c", **common),
                    "at least one of --do_train, --do_eval, --do_predict")

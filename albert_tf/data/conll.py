@@ -13,6 +13,7 @@ reads S-, and lets a B- right after an E- of the same type continue the chunk).
 import collections
 import io
 import os
+import re
 
 import tensorflow as tf
 
@@ -24,6 +25,11 @@ SPLIT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"), "test":
 LABELS_FILE = "labels.txt"
 
 Sentence = collections.namedtuple("Sentence", ["tokens", "tags", "lines"])
+
+
+def has_split(data_dir, split):
+    return bool(data_dir) and any(tf.io.gfile.exists(os.path.join(data_dir, name))
+                                  for name in SPLIT_FILES[split])
 
 
 def split_file(data_dir, split):
@@ -41,10 +47,12 @@ def split_file(data_dir, split):
     raise FileNotFoundError(f"no {' or '.join(names)} in --data_dir={data_dir}")
 
 
-def read_conll(path):
+def read_conll(path, untagged=False):
     """[Sentence(tokens, tags, lines)] of a CoNLL file; `lines` keeps each token's whole line
-    (every column) for writing predictions beside it."""
+    (every column) for writing predictions beside it. With `untagged`, a file of one token per
+    line (sentences to predict) has the tag None throughout."""
     sentences, tokens, tags, lines = [], [], [], []
+    widths = set()
 
     def close():
         if tokens:
@@ -61,16 +69,41 @@ def read_conll(path):
             if columns[0] == "-DOCSTART-":
                 close()
                 continue
-            if len(columns) < 2:
+            if len(columns) < 2 and not untagged:
                 raise ValueError(f"{path}:{number}: a token line needs a tag in its last column: "
                                  f"{line!r}")
+            widths.add(min(len(columns), 2))
+            if len(widths) > 1:
+                raise ValueError(f"{path}:{number}: {line!r}: some token lines have a tag in "
+                                 f"their last column and some do not")
             tokens.append(columns[0])
-            tags.append(columns[-1])
+            tags.append(columns[-1] if len(columns) > 1 else None)
             lines.append(line)
     close()
     if not sentences:
         raise ValueError(f"{path} holds no sentence")
+    _check_tag_column(path, sentences)
     return sentences
+
+
+TAG = re.compile(r"^(O|[BIESU]-\S+)$")
+
+
+def looks_like_tags(values):
+    """Whether nine in ten of `values` are tags of a chunk scheme (O, B-PER, ...)."""
+    values = list(values)
+    return bool(values) and sum(bool(TAG.match(v)) for v in values) >= 0.9 * len(values)
+
+
+def _check_tag_column(path, sentences):
+    """A file whose first column holds the tags and last the words (columns swapped) would
+    train a tagger on words as tags."""
+    first = [s.lines[i].split()[0] for s in sentences for i in range(len(s.tokens))]
+    last = [t for s in sentences for t in s.tags if t is not None]
+    if last and looks_like_tags(first) and not looks_like_tags(last):
+        raise ValueError(f"{path}: the first column holds tags ({', '.join(sorted(set(first))[:4])}"
+                         f", ...) and the last does not: the CoNLL layout is the token first "
+                         f"and its tag last")
 
 
 def label_list(sentences):

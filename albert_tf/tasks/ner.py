@@ -81,9 +81,14 @@ class NerTask(FinetuningTask):
         return AlbertTokenClassifier(encoder, len(self.labels), self.classifier_dropout)
 
     def sentences(self, split):
+        """A split's sentences; the test file's may have no tags (sentences to predict)."""
         if split not in self._sentences:
-            self._sentences[split] = conll.read_conll(conll.split_file(self.data_dir, split))
+            self._sentences[split] = conll.read_conll(conll.split_file(self.data_dir, split),
+                                                      untagged=split == "test")
         return self._sentences[split]
+
+    def tagged(self, split):
+        return all(tag is not None for s in self.sentences(split) for tag in s.tags)
 
     def features(self, split):
         path = conll.split_file(self.data_dir, split)
@@ -95,10 +100,11 @@ class NerTask(FinetuningTask):
 
     def _build(self, split):
         sentences = self.sentences(split)
-        unknown = sorted({t for s in sentences for t in s.tags} - set(self.labels))
+        unknown = sorted({t for s in sentences for t in s.tags} - set(self.labels) - {None})
         if unknown:
-            logging.warning("%s tags not in train.txt: %s (predicted, never right; left out of "
-                            "the loss)", split, ", ".join(unknown))
+            logging.warning("%s tags not in train.txt: %s (the model cannot predict them: "
+                            "their tokens score as errors, and are left out of the loss)", split,
+                            ", ".join(unknown))
         features = tagging.convert_sentences(sentences, self.tokenizer, self.max_seq_length,
                                              self.labels, self.window_stride)
         logging.info("%s: %d sentences, %d words in %d windows of at most %d pieces, %d apart "
@@ -109,8 +115,9 @@ class NerTask(FinetuningTask):
 
     def check_inputs(self, splits):
         """The data files of `splits` exist and parse (before any training); predicting reads
-        dev too."""
-        for split in set(splits) | ({"dev"} if "test" in splits else set()):
+        dev too, where there is one."""
+        dev = "test" in splits and conll.has_split(self.data_dir, "dev")
+        for split in set(splits) | ({"dev"} if dev else set()):
             self.sentences(split)
 
     def train_features(self):
@@ -120,8 +127,10 @@ class NerTask(FinetuningTask):
         return [("dev", self.features("dev"))]
 
     def predict_sets(self):
-        """Dev and test, both written in the CoNLL layout."""
-        return [("dev", self.features("dev")), ("test", self.features("test"))]
+        """Dev (where there is one) and test, both written in the CoNLL layout."""
+        return [(split, self.features(split))
+                for split in ("dev", "test")
+                if split == "test" or conll.has_split(self.data_dir, split)]
 
     def predicted_tags(self, features, outputs):
         return [[self.labels[i] for i in row]
@@ -146,8 +155,8 @@ class NerTask(FinetuningTask):
         """<name>_predictions.txt: every token line of the input with the predicted tag added as
         the last column, after the separator of the line's own last one (conlleval's input:
         spaces, or tabs with -d), a blank line after each sentence; the scores in
-        <name>_results.txt (eval_results.txt stays the evaluations': their best checkpoint's,
-        with its step)."""
+        <name>_results.txt where the file has tags (eval_results.txt stays the evaluations':
+        their best checkpoint's, with its step)."""
         predicted = self.predicted_tags(features, outputs)
         lines = []
         for sentence, tags in zip(self.sentences(name), predicted):
@@ -155,6 +164,9 @@ class NerTask(FinetuningTask):
             lines.append("\n")
         path = os.path.join(output_dir, f"{name}_predictions.txt")
         atomic_write_text(path, "".join(lines))
+        if not self.tagged(name):
+            logging.info("NER %s: predictions in %s (no tags to score them against)", name, path)
+            return None
         result = self.eval_metrics(name, features, outputs)
         write_eval_results(os.path.join(output_dir, f"{name}_results.txt"), result)
         logging.info("NER %s: %s; predictions in %s", name, "  ".join(
@@ -189,5 +201,5 @@ def _with_column(line, value):
     """A CoNLL token line with `value` added as its last column, separated as its last column
     is (a tab-separated file stays tab-separated; conlleval splits on one separator)."""
     line = line.rstrip()
-    separator = re.search(r"(\s+)\S+$", line).group(1)
-    return f"{line}{separator}{value}\n"
+    last = re.search(r"(\s+)\S+$", line)  # none: a token alone (an untagged test file)
+    return f"{line}{last.group(1) if last else ' '}{value}\n"
