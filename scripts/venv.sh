@@ -19,4 +19,5 @@ fi
 "$PYTHON" -m venv "$VENV"
 PY=$VENV/bin/python
 $PY -m pip install -q --upgrade pip
-$PY -m pip install -q -e ".[$1]"
+# (setuptools' warning of folders named like the package: README's "One folder is a trap")
+PYTHONWARNINGS="ignore:Editable installation" $PY -m pip install -q -e ".[$1]"
