@@ -441,7 +441,8 @@ def run_finetuning(task, options, data_settings=None):
     check_flags(options)
     tool = f"{tool_name()} ({task.name})"
     with RunLock(options.output_dir, tool, chief=distribution.is_chief_task()) as lock:
-        check_run_kind(options.output_dir, run_kind(task.name))  # a live run's holder is named first
+        # (inside the lock: a live run's holder is named first)
+        check_run_kind(options.output_dir, run_kind(task.name))
         if not options.do_train:
             _check_inference_lengths(options, data_settings)
         return _run(task, options, export_dir, lock, data_settings)
