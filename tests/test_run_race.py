@@ -204,6 +204,13 @@ def test_flag_errors(assets, tmp_path):
         run(**common, max_qa_length=46, init_checkpoint=assets["init"])
     with pytest.raises(FileNotFoundError, match="RACE train split not found"):
         run(**{**common, "data_dir": str(tmp_path)}, init_checkpoint=assets["init"])
+    # Warmup longer than training: refused before the features are built (before: after).
+    out = tmp_path / "warmup"
+    with pytest.raises(ValueError, match=r"^--warmup_step=50 must be between 0 and the 20 "
+                                         r"training steps"):
+        run(**{**common, "output_dir": out}, init_checkpoint=assets["init"], train_step=20,
+            warmup_step=50)
+    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
 
 
 @pytest.fixture(scope="module")

@@ -83,13 +83,17 @@ def prepare(options):
 
 
 def check_flags(options):
-    """What the fine-tuning flags must satisfy before anything is written: with --do_train, an
+    """What the fine-tuning flags must satisfy before anything is written (or read): the
+    training and warmup steps where no epoch count needs the data's size; with --do_train, an
     --output_dir that is a run's or new (a release's is refused before any feature cache lands
     in it; the trainer checks again), and an --export_dir that replaces nothing but an earlier
     export (checked again when exporting); without --do_train, --do_eval needs a run's
     checkpoints there."""
     if options.do_train and not resumable_checkpoints(options.output_dir):
         refuse_foreign_checkpoints(options.output_dir)
+    if options.num_train_epochs is None or not options.do_train:  # (else the data's size counts)
+        train_and_warmup_steps(0, options.train_batch_size, options.train_step, None,
+                               options.warmup_step, options.warmup_proportion)
     if options.do_eval and not options.do_train and not _saved_checkpoints(options.output_dir):
         raise ValueError(
             f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run in "
