@@ -131,7 +131,8 @@ def test_predicts_new_sentences_of_tokens_alone_without_a_dev_file(assets, matri
     tagged test file was, not scored (before: "a token line needs a tag", then "no dev.txt")."""
     trained = matrix_runs("none", "false") / "run"
     out = tmp_path / "run"
-    shutil.copytree(trained, out, ignore=shutil.ignore_patterns("dev_*", "test_*", "*.npz"))
+    shutil.copytree(trained, out, ignore=shutil.ignore_patterns("dev_*", "test_pred*", "*.npz"))
+    assert (out / "test_results.txt").exists()  # an earlier prediction's scores: removed
     data = tmp_path / "new"
     data.mkdir()
     source = assets["data"]["test"]

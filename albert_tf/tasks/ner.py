@@ -5,6 +5,7 @@ import os
 import re
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from albert_tf.data import conll, tagging
@@ -164,11 +165,14 @@ class NerTask(FinetuningTask):
             lines.append("\n")
         path = os.path.join(output_dir, f"{name}_predictions.txt")
         atomic_write_text(path, "".join(lines))
+        scores = os.path.join(output_dir, f"{name}_results.txt")
         if not self.tagged(name):
+            if tf.io.gfile.exists(scores):  # an earlier prediction's: not these
+                tf.io.gfile.remove(scores)
             logging.info("NER %s: predictions in %s (no tags to score them against)", name, path)
             return None
         result = self.eval_metrics(name, features, outputs)
-        write_eval_results(os.path.join(output_dir, f"{name}_results.txt"), result)
+        write_eval_results(scores, result)
         logging.info("NER %s: %s; predictions in %s", name, "  ".join(
             f"{k} {v:.4f}" for k, v in sorted(result.items()) if "_" not in k[5:]), path)
         return None
