@@ -451,6 +451,11 @@ def test_a_vocabulary_flag_naming_another_than_the_model_s_is_refused(world, tmp
     assert not out.exists()
     assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
                             text="the old mill", spm_model_file=other), said)
+    hub = tmp_path / "hub"  # (before: exported with it, a size warning at most)
+    assert_refused(run_tool(export_hub, capsys, export_type="encoder",
+                            init_checkpoint=world["release"], spm_model_file=other,
+                            export_path=hub), said)
+    assert not hub.exists()
     status, _, err = run_tool(predict, capsys, task="embed", model=world["release"],
                               text="the old mill", spm_model_file=world["spm"])
     assert status == 0, err[-2000:]

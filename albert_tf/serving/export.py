@@ -242,12 +242,13 @@ def export_from_checkpoint(export_type, export_path, init_checkpoint=None,
         raise ValueError(f"--export_type={export_type} needs --init_checkpoint (or "
                          f"--albert_directory)")
     vocabulary = vocabulary_file(spm_model_file, vocab_file)
-    if vocabulary is None:
-        if not init_checkpoint:
-            raise ValueError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
-                             "required")
-        tokenizer = load_tokenizer(do_lower_case=do_lower_case, model=init_checkpoint)
+    if init_checkpoint:  # the model's vocabulary, or a flag's checked against it
+        tokenizer = load_tokenizer(spm_model_file, do_lower_case, model=init_checkpoint,
+                                   vocab_file=vocab_file)
         vocabulary, do_lower_case = tokenizer.asset_file, tokenizer.do_lower_case
+    elif vocabulary is None:
+        raise ValueError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is "
+                         "required")
     elif not os.path.exists(vocabulary) and "://" not in vocabulary:
         flag = "spm_model_file" if vocabulary == spm_model_file else "vocab_file"
         raise FileNotFoundError(f"--{flag}={vocabulary} does not exist")
