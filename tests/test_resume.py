@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig
+from albert_tf.training.input_state import TrainingInput
 from conftest import SMALL, write_pretraining_records
 from test_original_commands import paths  # noqa: F401 (the fixture)
 from tool_runner import run_tool_logged
@@ -318,3 +319,23 @@ def test_a_run_resumes_with_another_batch_size_or_more_input_files(data, tmp_pat
     assert run["kind"] == "pretraining" and run["settings"]["input_file"] == mine[0]
     assert [(s["num_train_steps"], s["train_batch_size"])
             for s in (run["started_with"], run["settings"])] == [(6, 8), (18, 4)]
+
+
+def test_an_input_position_whose_batch_size_the_shapes_leave_open_is_not_restored_at_another(
+        tmp_path, caplog):
+    """Fine-tuning's batches have no fixed batch dimension (the last one may be short), so the
+    shapes alone do not tell another --train_batch_size: the position saved at 16 a batch is
+    not restored at 8 (before: restored, the epochs went on at another place)."""
+    def dataset_fn(context, batch=None):
+        return tf.data.Dataset.range(1000).batch(batch or 8).repeat()
+    strategy = tf.distribute.get_strategy()
+    at16 = TrainingInput(strategy, dataset_fn, str(tmp_path), global_batch_size=16)
+    [at16.next() for _ in range(3)]
+    at16.save(3)
+    again = TrainingInput(strategy, dataset_fn, str(tmp_path), global_batch_size=16)
+    assert again.restore(3) and int(again.next()[0]) == 24
+    with caplog.at_level("WARNING", logger="absl"):
+        assert not TrainingInput(strategy, dataset_fn, str(tmp_path),
+                                 global_batch_size=8).restore(3)
+    assert ("The input position at step 3 is not restored: it was saved for other batches "
+            "(--train_batch_size, --max_seq_length or the replicas changed)") in caplog.text

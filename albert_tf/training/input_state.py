@@ -38,7 +38,7 @@ def worker_index_and_count(strategy):
 class TrainingInput:
     """Per-replica training batches from `dataset_fn(input_context)` for one worker."""
 
-    def __init__(self, strategy, dataset_fn, output_dir):
+    def __init__(self, strategy, dataset_fn, output_dir, global_batch_size=None):
         self.strategy = strategy
         self.resumable = not isinstance(strategy, tf.distribute.TPUStrategy)
         # Batches from tf.data service resume by starting a new job at the right batch
@@ -59,8 +59,10 @@ class TrainingInput:
         self._start()
         self._checkpoint = tf.train.Checkpoint(iterator=self.iterator)
         # What a saved position belongs to: restored into another batch shape or file list, an
-        # iterator fails later (Incompatible shapes, OutOfRange) instead of now.
+        # iterator fails later (Incompatible shapes, OutOfRange) instead of now; a batch size
+        # that the shapes leave open (None: fine-tuning's) would go on at another place.
         self.signature = {"batches": repr(self.iterator.element_spec),
+                          "global_batch_size": global_batch_size,
                           "input_files": [os.fspath(f) for f in
                                           getattr(dataset_fn, "input_files", ())]}
 
@@ -132,7 +134,9 @@ class TrainingInput:
                 saved = json.load(f)
         except (tf.errors.NotFoundError, ValueError):
             return None
-        if saved.get("batches") != self.signature["batches"]:
+        batch_size = self.signature["global_batch_size"]
+        if saved.get("batches") != self.signature["batches"] or saved.get(
+                "global_batch_size", batch_size) != batch_size:
             return ("it was saved for other batches (--train_batch_size, --max_seq_length or "
                     "the replicas changed)")
         before, now = saved.get("input_files", []), self.signature["input_files"]

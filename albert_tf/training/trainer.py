@@ -273,7 +273,8 @@ class Trainer:
     def _open_input(self, dataset_fn):
         """The training input at the restored step's position (and past the batches a resumed
         recovery skips)."""
-        self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir)
+        self._input = TrainingInput(self.strategy, dataset_fn, self.output_dir,
+                                    self.global_batch_size)
         self._input.restore(self.step, self.guard.state["batches_read"] if self.guard else None)
         self._input.skip(self.recovery.take_input_skip())
         return self._input
