@@ -268,7 +268,7 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
 
 
 
-def test_a_broken_test_split_stops_the_run_before_training(assets, tmp_path):
+def test_a_broken_test_split_stops_the_run_before_training(assets, tmp_path, caplog):
     """docs/safety.md: the splits a run's actions read are parsed before any training (a bad
     answer letter or a missing level in the test set used to stop the run after training)."""
     import shutil
@@ -293,6 +293,13 @@ def test_a_broken_test_split_stops_the_run_before_training(assets, tmp_path):
                                          r"training steps \(or give --warmup_proportion"):
         run(**{**common, "data_dir": assets["data_dir"], "warmup_step": 1000,
                "num_train_epochs": 1, "train_batch_size": 64})
+    # Step counts given beside the epochs and the share that set them: said to be unused.
+    caplog.set_level("INFO")
+    run(**{**common, "data_dir": assets["data_dir"], "output_dir": tmp_path / "epochs",
+           "num_train_epochs": 0.5, "warmup_proportion": 0.5, "train_batch_size": 64,
+           "do_eval": False, "do_predict": False})
+    assert "--train_step=10 is not used: --num_train_epochs=0.5 makes it 2" in caplog.messages
+    assert "--warmup_step=2 is not used: --warmup_proportion=0.5 makes it 1" in caplog.messages
 
 
 def test_predict_refuses_to_classify_with_a_multiple_choice_run(matrix_runs):

@@ -310,6 +310,7 @@ class _Run:
             self.evaluate_saved()
             return
         each = self.task.sequences_per_example
+        _unused_step_counts(f, self.num_train_steps, self.num_warmup_steps)
         logging.info("Training %d steps (%d warmup) on %d %s", self.num_train_steps,
                      self.num_warmup_steps, num_examples(self.train_features),
                      "sequences" if each == 1 else f"examples of {each} sequences")
@@ -413,6 +414,17 @@ class _Run:
         if count and count < n:
             dataset = dataset.shard(n // count, 0).take(count)
         return dataset.as_numpy_iterator()
+
+
+def _unused_step_counts(options, train_steps, warmup_steps):
+    """A step count given beside the epochs or share that override it is said to be unused."""
+    for count, by, value, steps in (("train_step", "num_train_epochs", options.num_train_epochs,
+                                     train_steps),
+                                    ("warmup_step", "warmup_proportion", options.warmup_proportion,
+                                     warmup_steps)):
+        if value is not None and getattr(options, count) != getattr(type(options), count):
+            logging.warning("--%s=%d is not used: --%s=%g makes it %d", count,
+                            getattr(options, count), by, value, steps)
 
 
 def _read_or_none(read, why):
