@@ -4,6 +4,7 @@ naming the flag or file, with exit status 2 (1 for a failure during the work, 13
 interrupt), no traceback, and every byte that was there before unchanged."""
 
 import glob
+import gzip
 import json
 import os
 import random
@@ -180,6 +181,18 @@ def test_a_bad_later_input_leaves_no_partial_set_and_the_rerun_needs_no_overwrit
                     input_file=f"{world['corpus']},{latin1}", **args)[0] == 0
     assert sorted(os.listdir(tmp_path / "records")) == [
         "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]
+    # A gzip-compressed text: refused before any shard is built (before: "not valid UTF-8"
+    # after the others were written).
+    packed = tmp_path / "more.txt.gz"
+    packed.write_bytes(gzip.compress(b"a line\nanother line\n"))
+    shutil.rmtree(tmp_path / "records")
+    assert_refused(run_tool(create_pretraining_data, capsys,
+                            input_file=f"{world['corpus']},{packed}", **args),
+                   f"Input file {packed} is gzip-compressed; the inputs are plain UTF-8 text: "
+                   f"decompress it first (gunzip)")
+    assert not os.path.exists(tmp_path / "records")
+    assert_refused(run_tool(train_vocab, capsys, input_file=f"{world['corpus']},{packed}",
+                            model_prefix=tmp_path / "v"), f"Input file {packed} is gzip-compressed")
 
 
 def test_train_vocab_mistakes(world, tmp_path, capsys):
