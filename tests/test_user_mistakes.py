@@ -520,6 +520,9 @@ def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world
     with pytest.raises(CorruptInputError, match=rf"{path} record {first_bad} holds token id \d+ "
                        rf"but the config's vocab_size is {vocab}: were the records built"):
         trainer.evaluate(dataset_fn)
+    with pytest.raises(CorruptInputError, match=r"were the records built with another "
+                                                r"vocabulary\? Training stopped after step \d "):
+        trainer.train(dataset_fn, 10)
 
 
 def test_a_tokenizer_larger_than_the_vocabulary_is_refused(world, tmp_path, capsys):

@@ -187,7 +187,8 @@ def rerun_to(last_checkpoint):
 
 def corrupt_input_message(error, dataset_fn, step, last_checkpoint):
     where = corrupt_where(error, dataset_fn, "a training")
-    return (f"{where}. Training stopped after step {step} without saving; last good "
+    return (f"{where}{'' if where.endswith('?') else '.'} Training stopped after step {step} "
+            f"without saving; last good "
             f"checkpoint: {last_checkpoint or 'none'}. Replace or remove the file, then rerun the "
             f"same command to {rerun_to(last_checkpoint)}.")
 
