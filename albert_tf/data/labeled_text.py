@@ -746,6 +746,8 @@ def _label_set(tables, columns, problem_type, run_dir, labels, problems, model_l
                                 f"another --output_dir")
     elif saved:
         label_set = saved
+        logging.info("The labels of the run in %s (no training file): %s", run_dir,
+                     _describe(label_set))
     else:
         label_set, model = model_labels() if model_labels else (None, None)
         if label_set is None:

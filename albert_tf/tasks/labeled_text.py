@@ -170,13 +170,12 @@ class LabeledTextTask(ClassificationTask):
         self.best_metric = label_set.metric
         self.splits = splits
         train = splits.get("train")
-        source = train.path if train else "the run's labels.json"
-        if label_set.target:
+        if train and label_set.target:  # (without one, read_splits says where they came from)
             logging.info("Regression on %s: scores with mean %g and standard deviation %g (the "
-                         "head learns them standardized)", source, *label_set.target)
-        else:
+                         "head learns them standardized)", train.path, *label_set.target)
+        elif train:
             logging.info("%s labels from %s, in this order: %s",
-                         label_set.problem_type.replace("_", "-").capitalize(), source,
+                         label_set.problem_type.replace("_", "-").capitalize(), train.path,
                          ", ".join(label_set.labels))
         self.class_weights = class_weights(label_set, train.examples if train else [], weights)
         if self.class_weights:
