@@ -935,6 +935,8 @@ def test_predicting_without_the_training_file_takes_the_classifier_s_labels(
         assert f"The labels of {model} (no training file): single_label: bad, good" \
                in caplog.text, caplog.text
         assert "labels from the run's labels.json" not in caplog.text  # (not this run's)
+        assert (f"predicting with {model}, which holds a text_classification head"
+                in caplog.text), caplog.text
         after = list(csv.DictReader(open(out / "predictions.csv")))
         assert list(after[0]) == ["id", "label", "prediction", "p_bad", "p_good"]
         np.testing.assert_allclose([float(r["p_good"]) for r in after],

@@ -133,11 +133,13 @@ def test_train_eval_predict(assets, tmp_path, caplog):
             assert not (out / "predict_results.txt").exists()
 
 
-def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path):
+def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path, caplog):
     out = tmp_path / "out"
     run(data_dir=assets["data_dir"], output_dir=out, spm_model_file=assets["spm"],
         init_checkpoint=assets["init"], do_train=False, do_eval=False, do_predict=True,
         high_only=True)
+    assert (f"no fine-tuned checkpoint in {out}; predicting with {assets['init']}, which holds "
+            f"no race head: the head is untrained") in caplog.messages
     predicted = _read_kv(out / "predict_results.txt")
     assert "eval_accuracy_middle" not in predicted
     assert predicted["eval_accuracy_high"] == predicted["eval_accuracy"]

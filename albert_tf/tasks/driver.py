@@ -176,9 +176,15 @@ def _restore_for_inference(trainer, task, options, doing):
         logging.info("%s with %s (%s)", doing.capitalize(), path, why)
         trainer.restore(path)
     elif options.init_checkpoint:
-        logging.warning("no fine-tuned checkpoint in %s; %s with %s (its task head may be "
-                        "untrained)", options.output_dir, doing, options.init_checkpoint)
-        trainer.model.load_checkpoint(options.init_checkpoint, allow_missing=tuple(task.head_names))
+        loaded = trainer.model.load_checkpoint(options.init_checkpoint,
+                                               allow_missing=tuple(task.head_names))
+        if all(any(n.startswith(head) for n in loaded) for head in task.head_names):
+            logging.info("No fine-tuned checkpoint in %s: %s with %s, which holds a %s head",
+                         options.output_dir, doing, options.init_checkpoint, task.name)
+        else:
+            logging.warning("no fine-tuned checkpoint in %s; %s with %s, which holds no %s "
+                            "head: the head is untrained", options.output_dir, doing,
+                            options.init_checkpoint, task.name)
         task.align_warm_head(trainer.model, options.init_checkpoint)
     else:
         logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
