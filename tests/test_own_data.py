@@ -926,12 +926,15 @@ def test_predicting_without_the_training_file_takes_the_classifier_s_labels(
     before = list(csv.DictReader(open(trained / "predictions.csv")))
     for kind, model in models.items():
         out = tmp_path / f"out-{kind}"
-        with caplog.at_level("INFO", logger="absl"):
+        with caplog.at_level("INFO", logger="absl"):  # a run's own length, else given
             run_main(run_classifier, {}, {
                 "test_file": str(data / "test.csv"), "text_column_names": "review",
                 "output_dir": out, "spm_model_file": None, "init_checkpoint": str(model),
-                "do_train": False, "do_eval": False, "do_predict": True, "max_seq_length": 32,
+                "do_train": False, "do_eval": False, "do_predict": True,
+                "max_seq_length": 32 if kind == "hf" else None,
                 "mixed_precision": precision, "strategy": "one_device"})
+        assert (f"--max_seq_length=32, as the run in {model} trained (run.json)" in caplog.text
+                or kind == "hf"), caplog.text
         assert f"The labels of {model} (no training file): single_label: bad, good" \
                in caplog.text, caplog.text
         assert "labels from the run's labels.json" not in caplog.text  # (not this run's)

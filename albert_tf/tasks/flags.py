@@ -82,11 +82,17 @@ def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl'
     --output_dir last trained with (run.json), so that a rerun (resuming, evaluating, predicting,
     exporting) reads examples as the run trained on them. A rerun that names none of
     `data_flags` (where the examples are: --task_name, --data_dir, the files) takes the run's
-    too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task. Each value taken is
-    logged, except those of `unread` (files no action of this rerun reads)."""
+    too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task. A command that does not
+    train, into a directory with no run, takes them from the run in --init_checkpoint (its
+    model's), where it is one. Each value taken is logged, except those of `unread` (files no
+    action of this rerun reads)."""
     if not FLAGS.output_dir:
         return
-    recorded = recorded_settings(FLAGS.output_dir)
+    run = FLAGS.output_dir
+    recorded = recorded_settings(run)
+    init = FLAGS.init_checkpoint if "init_checkpoint" in FLAGS else None
+    if not recorded and not FLAGS.do_train and init and recorded_settings(init):
+        run, recorded, data_flags = init, recorded_settings(init), ()  # (its files: not ours)
     names = [name for name in READING_FLAGS if name in FLAGS]
     if not any(FLAGS[name].present for name in data_flags):
         names += data_flags
@@ -96,7 +102,7 @@ def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl'
             setattr(FLAGS, name, value)
             if name not in unread:
                 logging.info("--%s=%s, as the run in %s trained (run.json)", name, ",".join(value)
-                             if isinstance(value, list) else value, FLAGS.output_dir)
+                             if isinstance(value, list) else value, run)
 
 
 def require_action(FLAGS, export=True):  # noqa: N803 (absl's FLAGS object)
