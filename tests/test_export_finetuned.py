@@ -196,7 +196,8 @@ def test_classifier_export_cola(glue_assets, tmp_path, capsys):
         "good" if probabilities[0, 1] > probabilities[0, 0] else "bad")
     with pytest.raises(PredictError, match="takes sequences of 32"):
         serving.Classifier(str(export_dir / "classifier.tflite"), max_seq_length=16)
-    with pytest.raises(PredictError, match="classifies single texts; it takes no --text_b"):
+    with pytest.raises(PredictError, match="classifies single texts; it takes no second text "
+                                         r"\(--text_b, or a second tab-separated column"):
         serving.Classifier(str(export_dir / "classifier_text.tflite"))(["a"], ["b"])
 
     # Portable: no XLA-compiled functions or oneDNN-only ops (those are chosen on the serving

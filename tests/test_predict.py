@@ -298,7 +298,8 @@ def test_a_run_s_task_says_whether_it_classifies_pairs(assets, tmp_path, task, p
         classifier(*wrong)
     assert str(e.value) == (
         f"the run in {run} classifies pairs: give --text_b (or two tab-separated columns)"
-        if pairs else f"the run in {run} classifies single texts; it takes no --text_b")
+        if pairs else f"the run in {run} classifies single texts; it takes no second text "
+                      f"(--text_b, or a second tab-separated column of a .txt --input_file)")
 
 
 def test_a_glue_run_reads_its_task_s_own_files(assets, tmp_path, capsys):

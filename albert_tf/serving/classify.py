@@ -234,7 +234,8 @@ class Classifier(Predictor):
                                f"(or two tab-separated columns)")
         if "text_b" not in self.inputs and any(has_b):
             raise PredictError(f"{what} {self.source.path} classifies single texts; it takes "
-                               f"no --text_b")
+                               f"no second text (--text_b, or a second tab-separated column "
+                               f"of a .txt --input_file)")
 
     def _run_export(self, a, b):
         import tensorflow as tf
