@@ -125,24 +125,37 @@ def test_learns_and_scores_as_conlleval(assets, matrix_runs):
     assert dev_scores["eval_f1"] == best["eval_f1"]  # --do_predict used model.ckpt-best
 
 
+@pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
 def test_predicts_new_sentences_of_tokens_alone_without_a_dev_file(assets, matrix_runs,
-                                                                   tmp_path):
+                                                                   tmp_path, precision, jit):
     """A test.txt of tokens alone (no tag column) and no dev file: predicted as the run's
-    tagged test file was, not scored (before: "a token line needs a tag", then "no dev.txt")."""
+    tagged test file was, not scored (before: "a token line needs a tag", then "no dev.txt");
+    each cell's run predicts under its own precision (and XLA), its tags as right as float32's
+    (the float32 run predicted the tagged file: the same tags)."""
     trained = matrix_runs("none", "false") / "run"
     out = tmp_path / "run"
-    shutil.copytree(trained, out, ignore=shutil.ignore_patterns("dev_*", "test_pred*", "*.npz"))
+    shutil.copytree(matrix_runs(precision, jit) / "run", out,
+                    ignore=shutil.ignore_patterns("dev_*", "test_pred*", "*.npz"))
+    (out / "test_results.txt").write_text((trained / "test_results.txt").read_text())
     assert (out / "test_results.txt").exists()  # an earlier prediction's scores: removed
     data = tmp_path / "new"
     data.mkdir()
     source = assets["data"]["test"]
     (data / "test.txt").write_text("\n\n".join("\n".join(w for w, _ in s) for s in source)
                                    + "\n", encoding="utf-8")
-    run(data_dir=data, output_dir=out, do_train=False, do_eval=False, do_predict=True)
+    run(data_dir=data, output_dir=out, do_train=False, do_eval=False, do_predict=True,
+        mixed_precision=precision, jit_compile=jit)
     written = [[line.split(" ") for line in s.split("\n")] for s in (
         out / "test_predictions.txt").read_text(encoding="utf-8").strip().split("\n\n")]
     before = _predicted_file(trained / "test_predictions.txt")
-    assert written == [[[head.split()[0], tag] for head, tag in s] for s in before]
+    assert [[w for w, _ in s] for s in written] == [[h.split()[0] for h, _ in s] for s in before]
+    gold = [t for s in source for _, t in s]
+    accuracy = {name: np.mean([p == g for p, g in zip(tags, gold)]) for name, tags in (
+        ("now", [t for s in written for _, t in s]),
+        ("float32", [t for s in before for _, t in s]))}
+    if precision == "none":
+        assert written == [[[head.split()[0], tag] for head, tag in s] for s in before]
+    assert accuracy["now"] >= accuracy["float32"] - 0.1, accuracy
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(("dev_", "test_"))) == [
         "test_predictions.txt"]
 

@@ -131,6 +131,11 @@ def test_train_eval_predict(assets, tmp_path, caplog):
             assert float(results["eval_accuracy"]) == pytest.approx(sum(high) / len(high))
         else:  # the earlier scores are not left to read as these predictions'
             assert not (out / "predict_results.txt").exists()
+    # A file of that name that this tool did not write is left as it is.
+    (out / "predict_results.txt").write_text("my notes on the test set\n")
+    run(data_dir=new, output_dir=out, spm_model_file=assets["spm"], do_train=False,
+        do_eval=False, do_predict=True)
+    assert (out / "predict_results.txt").read_text() == "my notes on the test set\n"
 
 
 def test_high_only_predict_from_init_and_cache_keys(assets, tmp_path, caplog):
@@ -302,6 +307,32 @@ def test_a_broken_test_split_stops_the_run_before_training(assets, tmp_path, cap
            "do_eval": False, "do_predict": False})
     assert "--train_step=10 is not used: --num_train_epochs=0.5 makes it 2" in caplog.messages
     assert "--warmup_step=2 is not used: --warmup_proportion=0.5 makes it 1" in caplog.messages
+
+
+@pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
+def test_unanswered_questions_predict_as_answered_ones_under_every_precision(
+        assets, matrix_runs, tmp_path, precision, jit):
+    """Test articles without answers, predicted by each cell's run under its own precision (and
+    XLA): the choices it made on the same questions with answers, `answer` null, no scores."""
+    trained = matrix_runs(precision, jit)
+    out = tmp_path / "run"
+    shutil.copytree(trained, out, ignore=shutil.ignore_patterns("*.npz", "test_*",
+                                                                "predict_results.txt"))
+    new = tmp_path / "new"
+    shutil.copytree(os.path.join(assets["data_dir"], "RACE", "test"), new / "RACE" / "test")
+    for path in (new / "RACE" / "test").glob("*/*"):
+        article = json.loads(path.read_text())
+        del article["answers"]
+        path.write_text(json.dumps(article))
+    run(data_dir=new, output_dir=out, spm_model_file=assets["spm"], do_train=False,
+        do_eval=False, do_predict=True, mixed_precision=precision, jit_compile=jit)
+    now, before = ([json.loads(line) for line in (d / "test_predictions.jsonl").read_text()
+                    .splitlines()] for d in (out, trained))
+    assert [r["id"] for r in now] == [r["id"] for r in before]
+    assert all(r["answer"] is None for r in now)
+    agree = np.mean([a["prediction"] == b["prediction"] for a, b in zip(now, before)])
+    assert agree >= (1 if precision == "none" else 0.9), agree
+    assert not (out / "predict_results.txt").exists()
 
 
 def test_predict_refuses_to_classify_with_a_multiple_choice_run(matrix_runs):

@@ -124,15 +124,23 @@ def gzip_input(path):
             f"it first (gunzip)")
 
 
+def check_input_files(paths):
+    """Before anything is built from them: no local input is empty or gzip-compressed (the
+    text itself is checked as it is read: read_lines)."""
+    for path in (p for p in paths if "://" not in p):
+        if os.path.getsize(path) == 0:
+            raise InputError(empty_input(path))
+        with open(path, "rb") as f:
+            if f.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
+                raise InputError(gzip_input(path))
+
+
 def read_lines(path):
-    """Lines of a UTF-8 text file (universal newlines); clear errors if empty, compressed or
-    not UTF-8."""
+    """Lines of a UTF-8 text file (universal newlines); clear errors if empty or not UTF-8."""
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():
         raise InputError(empty_input(path, blank=bool(raw)))
-    if raw.startswith(GZIP_MAGIC):
-        raise InputError(gzip_input(path))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -379,12 +387,7 @@ def check_build(input_file, output_file, options, overwrite=False, match=expand_
     options.validate()
     tokenizer_and_special_ids(options)
     inputs = match(input_file)
-    for path in (p for p in inputs if "://" not in p):
-        if os.path.getsize(path) == 0:
-            raise InputError(empty_input(path))
-        with open(path, "rb") as f:
-            if f.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
-                raise InputError(gzip_input(path))
+    check_input_files(inputs)
     outputs = output_paths(inputs, output_file)
     check_output_files([o for outs in outputs for o in outs], "output_file",
                        what="a TFRecord file", overwrite=overwrite, remote_fs=remote_fs,

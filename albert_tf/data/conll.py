@@ -98,7 +98,7 @@ def looks_like_tags(values):
 def _check_tag_column(path, sentences):
     """A file whose first column holds the tags and last the words (columns swapped) would
     train a tagger on words as tags."""
-    first = [s.lines[i].split()[0] for s in sentences for i in range(len(s.tokens))]
+    first = [token for s in sentences for token in s.tokens]
     last = [t for s in sentences for t in s.tags if t is not None]
     if last and looks_like_tags(first) and not looks_like_tags(last):
         raise ValueError(f"{path}: the first column holds tags ({', '.join(sorted(set(first))[:4])}"

@@ -68,9 +68,10 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
     replaced only with `overwrite`, never when they are inputs."""
     import sentencepiece as spm
 
-    from albert_tf.data.build_records import InputError, expand_globs
+    from albert_tf.data.build_records import InputError, check_input_files, expand_globs
 
     files = expand_globs(input_files)
+    check_input_files(files)
     check_output_files([model_prefix + ".model", model_prefix + ".vocab"], "model_prefix",
                        what="a SentencePiece vocabulary", overwrite=overwrite,
                        inputs={"input_file": files})
@@ -132,10 +133,12 @@ def train_wordpiece(input_files, model_prefix, vocab_size=21128, do_lower_case=T
     import tensorflow as tf
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
-    from albert_tf.data.build_records import InputError, expand_globs, read_lines
+    from albert_tf.data.build_records import (InputError, check_input_files, expand_globs,
+                                              read_lines)
     from albert_tf.files import atomic_write_text
 
     files = expand_globs(input_files)
+    check_input_files(files)
     path = model_prefix + ".txt"
     check_output_files([path], "model_prefix", what="a WordPiece vocabulary",
                        overwrite=overwrite, inputs={"input_file": files})

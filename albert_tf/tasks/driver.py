@@ -24,7 +24,7 @@ from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
                                                  refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
-from albert_tf.training.results import best_results, write_eval_results
+from albert_tf.training.results import best_results, remove_stale_results, write_eval_results
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.stuck import StuckWatch
@@ -353,11 +353,9 @@ class _Run:
                 logging.info("Scored the predictions against %s (%s): %s", name,
                              os.path.basename(path), "  ".join(
                                  f"{k} {v:.4g}" for k, v in sorted(scores.items())))
-        stale = os.path.join(self.flags.output_dir, "predict_results.txt")
-        if not scored and tf.io.gfile.exists(stale):
-            tf.io.gfile.remove(stale)
-            logging.info("Removed %s, an earlier prediction's scores: these predictions have "
-                         "no answers to be scored against", stale)
+        if not scored:
+            remove_stale_results(os.path.join(self.flags.output_dir, "predict_results.txt"),
+                                 "these predictions have no answers to be scored against")
 
     def export(self, export_dir):
         from albert_tf.serving.saved_model import check_export_dir, float32_model

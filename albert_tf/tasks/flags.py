@@ -91,8 +91,10 @@ def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl'
     run = FLAGS.output_dir
     recorded = recorded_settings(run)
     init = FLAGS.init_checkpoint if "init_checkpoint" in FLAGS else None
-    if not recorded and not FLAGS.do_train and init and recorded_settings(init):
-        run, recorded, data_flags = init, recorded_settings(init), ()  # (its files: not ours)
+    if not recorded and not FLAGS.do_train and init:
+        theirs = recorded_settings(init)
+        if theirs:
+            run, recorded, data_flags = init, theirs, ()  # (its files: not ours)
     names = [name for name in READING_FLAGS if name in FLAGS]
     if not any(FLAGS[name].present for name in data_flags):
         names += data_flags

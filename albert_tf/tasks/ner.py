@@ -5,7 +5,6 @@ import os
 import re
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from albert_tf.data import conll, tagging
@@ -14,7 +13,7 @@ from albert_tf.files import atomic_write_bytes, atomic_write_text, file_digest
 from albert_tf.modeling.token_classifier import HEAD_NAMES, AlbertTokenClassifier
 from albert_tf.tasks import conll_metrics
 from albert_tf.tasks.base import FinetuningTask
-from albert_tf.training.results import write_eval_results
+from albert_tf.training.results import remove_stale_results, write_eval_results
 from albert_tf.training.stuck import constant_loss
 
 _CHUNK_TAG = re.compile(r"^[BIES]-.")
@@ -167,8 +166,7 @@ class NerTask(FinetuningTask):
         atomic_write_text(path, "".join(lines))
         scores = os.path.join(output_dir, f"{name}_results.txt")
         if not self.tagged(name):
-            if tf.io.gfile.exists(scores):  # an earlier prediction's: not these
-                tf.io.gfile.remove(scores)
+            remove_stale_results(scores, "these sentences have no tags to be scored against")
             logging.info("NER %s: predictions in %s (no tags to score them against)", name, path)
             return None
         result = self.eval_metrics(name, features, outputs)

@@ -20,6 +20,30 @@ def write_eval_results(path, result):
     atomic_write_text(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))
 
 
+def remove_stale_results(path, why):
+    """Removes `path`, an earlier command's results (`key = number` lines, as
+    write_eval_results writes them) that would read as this one's; a file in another form is
+    not ours, and is left."""
+    if not tf.io.gfile.exists(path):
+        return
+    with tf.io.gfile.GFile(path) as f:
+        lines = [line.strip() for line in f if line.strip()]
+    if not lines or not all(_is_result_line(line) for line in lines):
+        logging.warning("%s is not a results file this tool wrote: left as it is", path)
+        return
+    tf.io.gfile.remove(path)
+    logging.info("Removed %s, an earlier prediction's scores: %s", path, why)
+
+
+def _is_result_line(line):
+    key, equals, value = line.partition(" = ")
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return bool(key and equals)
+
+
 def recorded_step(output_dir):
     """The step of the evaluation eval_results.txt holds, or None."""
     path = os.path.join(output_dir, "eval_results.txt")
