@@ -120,7 +120,7 @@ def main(_):
                              "diagnostic.tsv present")
     require_action(FLAGS)
     options = FinetuningOptions.from_flags(FLAGS)
-    tokenizer = driver.prepare(options)
+    tokenizer = driver.prepare(options, GlueTask.head_names)
     glue_task = GlueTask(task, FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                          FLAGS.cached_dir or FLAGS.output_dir, FLAGS.classifier_dropout,
                          FLAGS.threshold_to_export)
@@ -164,7 +164,7 @@ def _own_data():
         task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise cli.usage_error(e) from None
-    task.tokenizer = driver.prepare(options)
+    task.tokenizer = driver.prepare(options, LabeledTextTask.head_names)
     return driver.run_finetuning(task, options, script_settings(FLAGS))
 
 
@@ -218,7 +218,7 @@ def _clue(task):
         clue_task.check_outputs(FLAGS.output_dir)
     except (labeled_text.DataError, OutputRefused) as e:
         raise cli.usage_error(e) from None
-    clue_task.tokenizer = driver.prepare(options)
+    clue_task.tokenizer = driver.prepare(options, ClueTask.head_names)
     return driver.run_finetuning(clue_task, options, script_settings(FLAGS))
 
 

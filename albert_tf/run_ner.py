@@ -60,7 +60,7 @@ def main(_):
         raise app.UsageError("--tflite_quantization=int8: run_ner's .tflite takes none, float16 "
                              "or dynamic_int8")
     options = FinetuningOptions.from_flags(FLAGS)
-    tokenizer = driver.prepare(options)
+    tokenizer = driver.prepare(options, NerTask.head_names)
     labels = run_labels(FLAGS.output_dir, FLAGS.data_dir, needed=FLAGS.do_train)
     task = NerTask(FLAGS.data_dir, tokenizer, FLAGS.max_seq_length,
                    FLAGS.cached_dir or FLAGS.output_dir, labels, FLAGS.classifier_dropout,

@@ -70,7 +70,7 @@ def main(_):
         raise app.UsageError("--high_only and --middle_only are RACE's levels; C3 has none")
     require_action(FLAGS, export=False)
     options = FinetuningOptions.from_flags(FLAGS)
-    tokenizer = driver.prepare(options)
+    tokenizer = driver.prepare(options, RaceTask.head_names)  # (C3Task's too)
     feature_files = {"train": FLAGS.train_file, "dev": FLAGS.eval_file,
                      "test": FLAGS.predict_file}
     cache_dir = FLAGS.cached_dir or FLAGS.output_dir

@@ -27,7 +27,7 @@ from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
                                    keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
-from albert_tf.tasks.squad import SquadTask, task_name
+from albert_tf.tasks.squad import SquadTask, head_names, task_name
 from albert_tf.training.checkpoint_files import recorded_kind
 
 FLAGS = flags.FLAGS
@@ -115,7 +115,7 @@ def main(_, version_2=None):
         logging.warning("--predict_feature_left_file is ignored: --predict_feature_file holds "
                         "all the evaluation features")
     options = FinetuningOptions.from_flags(FLAGS)
-    tokenizer = driver.prepare(options)
+    tokenizer = driver.prepare(options, head_names(FLAGS.version_2_with_negative))
     task = SquadTask(
         tokenizer, FLAGS.train_file, FLAGS.predict_file, FLAGS.cached_dir or FLAGS.output_dir,
         FLAGS.version_2_with_negative, FLAGS.max_seq_length, FLAGS.doc_stride,

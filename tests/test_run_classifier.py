@@ -452,6 +452,24 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
     assert s1 == s7
 
 
+def test_eval_alone_evaluates_a_fine_tuned_init_checkpoint(assets, matrix_runs, tmp_path,
+                                                            caplog):
+    """--do_eval without --do_train into a new --output_dir, --init_checkpoint a fine-tuned run:
+    that model's dev metrics, as its run measured them; no checkpoint of its own."""
+    run_dir = matrix_runs("none", "false")
+    out = tmp_path / "eval"
+    with caplog.at_level("INFO"):
+        best = run(task_name="cola", data_dir=assets["data_dir"], output_dir=out,
+                   init_checkpoint=run_dir, do_eval=True, eval_batch_size=7)
+    results, theirs = _read_kv(out / "eval_results.txt"), _read_kv(run_dir / "eval_results.txt")
+    assert results.keys() == theirs.keys() and results["global_step"] == "0"
+    for key in ("eval_accuracy", "eval_loss", "matthew_corr"):
+        assert float(results[key]) == pytest.approx(float(theirs[key]), abs=1e-5), key
+    assert best["eval_accuracy"] == float(results["eval_accuracy"])
+    assert f"matthew_corr = {float(results['matthew_corr']):.4g} of --init_checkpoint={run_dir}" \
+        in caplog.text
+    assert not list(out.glob("*.index"))
+
 
 def test_fine_tuning_reports_loss_excursions_and_recovers_when_asked(assets, tmp_path, caplog):
     """The guard runs in the fine-tuning driver too: with a hair-trigger spike threshold it

@@ -752,23 +752,25 @@ def test_fine_tuning_without_a_model_says_which_flags_give_one(world, tmp_path, 
                    f"config.json beside it: give its config as --albert_config_file")
 
 
-def test_evaluating_without_a_run_to_evaluate_is_refused_before_anything_is_written(
+def test_evaluating_without_a_model_to_evaluate_is_refused_before_anything_is_written(
         world, tmp_path, capsys):
     out = tmp_path / "out"
+    evaluates = ("--do_eval without --do_train evaluates a fine-tuned model: the checkpoints of a "
+                 "run in --output_dir, or an --init_checkpoint with the task's head; ")
     assert_refused(run_tool(run_classifier, capsys, "--do_eval", task_name="sst-2",
                             data_dir=world["glue"], spm_model_file=world["spm"],
                             init_checkpoint=world["release"], output_dir=out),
-                   f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run "
-                   f"in --output_dir, and --output_dir={out} holds none: give that run's "
-                   f"directory as --output_dir (--init_checkpoint is where training starts from)")
+                   f"{evaluates}--init_checkpoint={world['release']} holds no head for this task "
+                   f"(a pretrained model: add --do_train to fine-tune it)")
     assert not out.exists()  # no feature cache
     dev = tmp_path / "dev.csv"  # your own data: the same line, not one about its files
     dev.write_text("text,label\na b,x\nc d,y\n")
     assert_refused(run_tool(run_classifier, capsys, "--do_eval", train_file=dev,
                             validation_file=dev, spm_model_file=world["spm"],
-                            init_checkpoint=world["release"], output_dir=out),
-                   f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run "
-                   f"in --output_dir, and --output_dir={out} holds none")
+                            albert_config_file=world["config"],
+                            output_dir=out),
+                   f"{evaluates}--output_dir={out} holds no checkpoint and no --init_checkpoint "
+                   f"is given")
     assert not out.exists()
 
 

@@ -24,7 +24,8 @@ from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
                                                  refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
-from albert_tf.training.results import best_results, remove_stale_results, write_eval_results
+from albert_tf.training.results import (best_results, format_results, remove_stale_results,
+                                       write_eval_results)
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.stuck import StuckWatch
@@ -49,15 +50,16 @@ def train_and_warmup_steps(num_examples, train_batch_size, train_step, num_train
     return int(train_step), int(warmup_step)
 
 
-def prepare(options):
-    """The scripts' common start: check the options, create --output_dir, and return the
+def prepare(options, head_names=None):
+    """The scripts' common start: check the options (with the task's `head_names`, that an
+    evaluation of --init_checkpoint has a head to evaluate), create --output_dir, and return the
     tokenizer from --spm_model_file / --vocab_file, the hub module's asset, the vocabulary
     beside --init_checkpoint or the one an earlier run kept in --output_dir."""
     from albert_tf.formats.hub import resolve_hub_handle
     from albert_tf.formats.resolve import vocabularies_beside
     from albert_tf.formats.tokenizers import load_tokenizer
 
-    check_flags(options)
+    check_flags(options, head_names)
     explicit = bool(options.spm_model_file and options.spm_model_file != "from_tf_hub"
                     or options.vocab_file)
     hub = options.albert_hub_module_handle
@@ -82,23 +84,21 @@ def prepare(options):
     return tokenizer
 
 
-def check_flags(options):
+def check_flags(options, head_names=None):
     """What the fine-tuning flags must satisfy before anything is written (or read): the
     training and warmup steps where no epoch count needs the data's size; with --do_train, an
     --output_dir that is a run's or new (a release's is refused before any feature cache lands
     in it; the trainer checks again), and an --export_dir that replaces nothing but an earlier
     export (checked again when exporting); without --do_train, --do_eval needs a run's
-    checkpoints there."""
+    checkpoints there or an --init_checkpoint (holding the task's head, where `head_names`
+    are given)."""
     if options.do_train and not resumable_checkpoints(options.output_dir):
         refuse_foreign_checkpoints(options.output_dir)
     if options.num_train_epochs is None or not options.do_train:  # (else the data's size counts)
         train_and_warmup_steps(0, options.train_batch_size, options.train_step, None,
                                options.warmup_step, options.warmup_proportion)
     if options.do_eval and not options.do_train and not _saved_checkpoints(options.output_dir):
-        raise ValueError(
-            f"--do_eval without --do_train evaluates the checkpoints of a fine-tuning run in "
-            f"--output_dir, and --output_dir={options.output_dir} holds none: give that run's "
-            f"directory as --output_dir (--init_checkpoint is where training starts from)")
+        _check_model_to_evaluate(options, head_names)
     if options.export_dir:
         from albert_tf.serving.saved_model import check_export_dir  # only runs that export
 
@@ -111,6 +111,34 @@ def check_flags(options):
                                  "spm_model_file": options.spm_model_file,
                                  "vocab_file": options.vocab_file,
                                  "albert_config_file": options.albert_config_file})
+
+
+_EVALUATES = ("--do_eval without --do_train evaluates a fine-tuned model: the checkpoints of a "
+              "run in --output_dir, or an --init_checkpoint with the task's head")
+
+
+def _check_model_to_evaluate(options, head_names):
+    """An evaluation without training or a run's checkpoints evaluates --init_checkpoint, a
+    fine-tuned model: one without the task's head (a pretrained ALBERT) is refused."""
+    if not options.init_checkpoint:
+        raise ValueError(f"{_EVALUATES}; --output_dir={options.output_dir} holds no checkpoint "
+                         f"and no --init_checkpoint is given")
+    if head_names:
+        from albert_tf.formats.checkpoints import read_checkpoint
+
+        if not holds_heads(read_checkpoint(options.init_checkpoint)[0], head_names):
+            raise _headless(options)
+
+
+def _headless(options):
+    return ValueError(f"{_EVALUATES}; --init_checkpoint={options.init_checkpoint} holds no head "
+                      f"for this task (a pretrained model: add --do_train to fine-tune it)")
+
+
+def holds_heads(names, head_names):
+    """Whether checkpoint variable `names` hold every one of a task's `head_names` (names or
+    prefixes)."""
+    return all(any(n.startswith(head) for n in names) for head in head_names)
 
 
 def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=None):
@@ -178,7 +206,9 @@ def _restore_for_inference(trainer, task, options, doing):
     elif options.init_checkpoint:
         loaded = trainer.model.load_checkpoint(options.init_checkpoint,
                                                allow_missing=tuple(task.head_names))
-        if all(any(n.startswith(head) for n in loaded) for head in task.head_names):
+        if doing == "evaluating" and not holds_heads(loaded, task.head_names):
+            raise _headless(options)
+        if holds_heads(loaded, task.head_names):
             logging.info("No fine-tuned checkpoint in %s: %s with %s, which holds a %s head",
                          options.output_dir, doing, options.init_checkpoint, task.name)
         else:
@@ -241,7 +271,7 @@ class _Run:
                                      last_block_rows=task.last_block_rows),
                 step_kernels=step_kernels))
         self.eval_sets = task.eval_sets() if options.do_eval else []
-        self.best = {}
+        self.best, self.best_of = {}, None  # best_of: what the best evaluated, if not a step
         level = task.constant_loss(self.train_features) if self.train_features else None
         self.watch = StuckWatch(level, self.num_warmup_steps, options.learning_rate,
                                 options.log_steps, self.num_train_steps, options.do_train)
@@ -262,7 +292,19 @@ class _Run:
         return real_outputs(self.trainer.predict(self.dataset_fn(features, batch_size, False)))
 
     def evaluate(self, path, step):
-        """Every eval set's metrics at this checkpoint (the first set unprefixed)."""
+        """Every eval set's metrics at this checkpoint, recorded (the best kept)."""
+        results, evaluated = self.metrics(step)
+        if self.trainer.record_eval(results, path, self.task.best_metric,
+                                    self.task.higher_is_better):
+            self.best = results
+            if distribution.is_chief_task():
+                self.report(evaluated, step)
+        elif not self.best:  # a resumed or evaluate-only run: the best is an earlier process's
+            self.best = best_results(self.flags.output_dir) or results
+
+    def metrics(self, step):
+        """(results: every eval set's metrics, the first set's unprefixed, and `step`;
+        [(set name, features, outputs)])."""
         results, evaluated = {}, []
         for i, (name, features) in enumerate(self.eval_sets):
             outputs = self.outputs(features, self.flags.eval_batch_size)
@@ -274,13 +316,7 @@ class _Run:
             prefix = "" if i == 0 else f"{name}_"
             results.update({prefix + k: float(v) for k, v in metrics.items()})
         results["global_step"] = step
-        if self.trainer.record_eval(results, path, self.task.best_metric,
-                                    self.task.higher_is_better):
-            self.best = results
-            if distribution.is_chief_task():
-                self.report(evaluated, step)
-        elif not self.best:  # a resumed or evaluate-only run: the best is an earlier process's
-            self.best = best_results(self.flags.output_dir) or results
+        return results, evaluated
 
     def report(self, evaluated, step):
         """The new best evaluation's thresholds (picked first: the reports, predictions and
@@ -328,9 +364,19 @@ class _Run:
                                step, metrics["loss"]))
 
     def evaluate_saved(self):
-        for path in _saved_checkpoints(self.flags.output_dir):  # (some: run_finetuning checks)
+        """Every checkpoint of the run in --output_dir, else --init_checkpoint (check_flags:
+        one of them is there)."""
+        paths = _saved_checkpoints(self.flags.output_dir)
+        for path in paths:
             self.trainer.restore(path)
             self.evaluate(path, self.trainer.step)
+        if not paths:
+            _restore_for_inference(self.trainer, self.task, self.flags, "evaluating")
+            self.best, evaluated = self.metrics(0)
+            self.best_of = f"--init_checkpoint={self.flags.init_checkpoint}"
+            logging.info("Eval of %s: %s", self.best_of, format_results(self.best))
+            if distribution.is_chief_task():
+                self.report(evaluated, 0)
 
     def predict(self):
         """Writes each prediction set; a task that can score its predictions (SQuAD against
@@ -351,8 +397,7 @@ class _Run:
                     path = os.path.join(self.flags.output_dir, "predict_results.txt")
                 write_eval_results(path, scores)
                 logging.info("Scored the predictions against %s (%s): %s", name,
-                             os.path.basename(path), "  ".join(
-                                 f"{k} {v:.4g}" for k, v in sorted(scores.items())))
+                             os.path.basename(path), format_results(scores))
         if not scored:
             remove_stale_results(os.path.join(self.flags.output_dir, "predict_results.txt"),
                                  "these predictions have no answers to be scored against")
@@ -490,8 +535,12 @@ def _run(task, options, export_dir, lock, data_settings):
             run.evaluate_saved()
         if run.best:
             write_eval_results(os.path.join(options.output_dir, "eval_results.txt"), run.best)
-            logging.info("Best %s = %.4g at step %d", task.best_metric,
-                         run.best[task.best_metric], run.best["global_step"])
+            if run.best_of:
+                logging.info("%s = %.4g of %s", task.best_metric, run.best[task.best_metric],
+                             run.best_of)
+            else:
+                logging.info("Best %s = %.4g at step %d", task.best_metric,
+                             run.best[task.best_metric], run.best["global_step"])
         if options.do_predict:
             run.predict()
         if export_dir:

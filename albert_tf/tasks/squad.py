@@ -24,6 +24,11 @@ def task_name(version_2):
     return "squad_v2" if version_2 else "squad_v1"
 
 
+def head_names(version_2):
+    from albert_tf.modeling.squad import V1_HEAD, V2_HEAD
+    return V2_HEAD if version_2 else V1_HEAD
+
+
 class SquadTask(FinetuningTask):
     """SQuAD v1.1/v2.0 for `run_finetuning`: features from the JSON files (cached in
     `cache_dir`), EM/F1 with the official scripts' rules, predictions.json / nbest / null_odds,
@@ -38,9 +43,8 @@ class SquadTask(FinetuningTask):
                  null_score_diff_threshold=None, threshold_dev_fraction=0.5,
                  null_threshold_file=None, seed=12345, train_feature_file=None,
                  predict_feature_file=None):
-        from albert_tf.modeling.squad import V1_HEAD, V2_HEAD
         self.name = task_name(version_2)
-        self.head_names = V2_HEAD if version_2 else V1_HEAD
+        self.head_names = head_names(version_2)
         self.tokenizer = tokenizer
         self.train_file, self.predict_file = train_file, predict_file
         self.cache_dir = cache_dir

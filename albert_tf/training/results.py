@@ -20,6 +20,11 @@ def write_eval_results(path, result):
     atomic_write_text(path, "".join(f"{key} = {result[key]}\n" for key in sorted(result)))
 
 
+def format_results(result):
+    """`result`'s metrics (not its global_step) for a log line."""
+    return "  ".join(f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step")
+
+
 def remove_stale_results(path, why):
     """Removes `path`, an earlier command's results (`key = number` lines, as
     write_eval_results writes them) that would read as this one's; a file in another form is
@@ -74,8 +79,7 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
     step = result["global_step"]
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
     logging.info("Eval at step %d%s: %s", step, f" on {examples} examples" if examples else "",
-                 "  ".join(
-        f"{k} {v:.4g}" for k, v in sorted(result.items()) if k != "global_step"))
+                 format_results(result))
     best_file = os.path.join(output_dir, BEST_RECORD)
     value = result[best_metric]
     previous = read_best_record(output_dir)
