@@ -9,6 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
+from albert_tf.data.conll import read_labels, write_labels
 from albert_tf.data.labeled_text import LabelSet, saved_labels
 from albert_tf.formats import hf
 from albert_tf.formats.checkpoints import (assign_weights, missing_allowed, model_arrays,
@@ -18,31 +19,75 @@ from albert_tf.formats.resolve import SourceError, resolve_checkpoint
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.modeling.squad import V1_HEAD, V2_HEAD, AlbertSquad
+from albert_tf.modeling.task_model import UNUSED_POOLER
+from albert_tf.modeling.token_classifier import HEAD_NAMES as TOKEN_HEAD
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_dir,
                                check_output_files)
 from albert_tf.tokenization import vocabulary_file
+from albert_tf.training.checkpoint_files import CHOICE_RUN_KINDS, recorded_kind
+
+
+MODELS = ("auto", "pretrainer", "classifier", "multiple_choice", "squad", "token_classifier",
+          "encoder")
+# What transformers names each fine-tuned model that has one (config.json's architectures).
+HF_ARCHITECTURES = {"multiple_choice": "AlbertForMultipleChoice",
+                    "squad": "AlbertForQuestionAnswering"}
+
+
+def model_kind(arrays, label_set=None, choices=False):
+    """What a checkpoint's `arrays` ({TF1 name: array}) hold, by their heads: "pretrainer" (MLM
+    or SOP), "squad" (v1.1's or v2.0's), "token_classifier", "multiple_choice" (`output_weights`
+    that score answer `choices`: a RACE or C3 run's, transformers' AlbertForMultipleChoice),
+    "classifier" (any other `output_weights`), else "encoder"."""
+    def holds(prefixes):
+        return any(n.startswith(prefixes) for n in arrays)
+    if holds(("cls/predictions/", "cls/seq_relationship/")):
+        return "pretrainer"
+    if holds(V1_HEAD + V2_HEAD):
+        return "squad"
+    if holds(TOKEN_HEAD):
+        return "token_classifier"
+    if "output_weights" in arrays:
+        return "multiple_choice" if choices and not label_set else "classifier"
+    return "encoder"
+
+
+@dataclasses.dataclass
+class Checked:
+    """A checkpoint read into a model: `net` holds its weights; `kind` is one of MODELS;
+    `label_set`, a classifier's labels (a fine-tuned run's labels.json, else numbered); `tags`,
+    a token classifier's (its run's labels.txt), or None."""
+    net: object
+    input_format: str
+    kind: str
+    label_set: object = None
+    tags: tuple = None
 
 
 def load_checked(input_path, config=None, model="auto", init_from_group0=False):
-    """(model with the checkpoint's weights, input format): reads `input_path`, builds the
-    pretrainer (when it has MLM/SOP heads, or model="pretrainer"), the classifier (a
-    fine-tuned run's, named by the labels.json beside it, or model="classifier"; its
-    `label_set` attribute holds those labels) or the encoder, checks every tensor against
-    it."""
+    """A `Checked`: reads `input_path`, builds the model `model` names (one of MODELS; "auto":
+    model_kind's, its head carried), checks every tensor against it."""
     arrays, config_path, in_fmt = read_checkpoint(input_path)
-    label_set = saved_labels(os.path.dirname(config_path)) if config_path else None
+    directory = os.path.dirname(config_path) if config_path else None
+    label_set = saved_labels(directory) if directory else None
     config = config or config_path
     if config is None:
         raise ValueError(f"no config beside {input_path}; pass --albert_config_file")
     if not isinstance(config, AlbertConfig):
         config = AlbertConfig.from_json_file(config)
     if model == "auto":
-        model = ("pretrainer" if any(n.startswith("cls/") for n in arrays) else
-                 "classifier" if label_set and "output_weights" in arrays else "encoder")
+        choices = directory and (recorded_kind(directory) in CHOICE_RUN_KINDS or
+                                 HF_ARCHITECTURES["multiple_choice"] in hf.architectures(directory))
+        model = model_kind(arrays, label_set, choices)
+        logging.info("%s holds %s", input_path, _KIND_NAMES[model])
+    head = _HEADS.get(model)
+    if head and not any(n.startswith(head) for n in arrays):
+        raise ValueError(f"{input_path} has no {model} head ({', '.join(head)})")
     if model == "classifier":
-        if "output_weights" not in arrays:
-            raise ValueError(f"{input_path} has no classifier head (output_weights)")
         num_labels = int(arrays["output_weights"].shape[0])
         label_set = label_set or LabelSet("regression" if num_labels == 1 else "single_label",
                                           tuple(str(i) for i in range(num_labels))
@@ -54,12 +99,43 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
             arrays = dict(arrays, output_weights=arrays["output_weights"] * std,
                           output_bias=arrays["output_bias"] * std + mean)
             label_set = dataclasses.replace(label_set, target=None)
-        net.label_set = label_set
+    elif model == "squad":
+        net = AlbertSquad(config, version_2=any(n.startswith(V2_HEAD) for n in arrays))
+    elif model == "token_classifier":
+        net = AlbertTokenClassifier(
+            config, int(arrays["token_classifier/output_weights"].shape[0]))
+    elif model == "multiple_choice":
+        net = AlbertMultipleChoice(config)
     else:
         net = (AlbertPretrainer if model == "pretrainer" else AlbertEncoder)(config)
     assign_weights(net, arrays, source=f"{in_fmt} checkpoint {input_path}",
-                   init_from_group0=init_from_group0, allow_missing=missing_allowed(in_fmt, ()))
-    return net, in_fmt
+                   init_from_group0=init_from_group0, allow_missing=missing_allowed(
+                       in_fmt, UNUSED_POOLER if model in ("squad", "token_classifier") else ()))
+    tags = read_labels(directory) if directory and model == "token_classifier" else None
+    return Checked(net, in_fmt, model, label_set if model == "classifier" else None,
+                   tuple(tags) if tags else None)
+
+
+_HEADS = {"classifier": ("output_weights",), "multiple_choice": ("output_weights",),
+          "squad": V1_HEAD + V2_HEAD, "token_classifier": TOKEN_HEAD}
+_KIND_NAMES = {"pretrainer": "a pretrainer (MLM and SOP heads)", "classifier": "a classifier",
+               "multiple_choice": "a multiple-choice model (RACE)",
+               "squad": "a SQuAD model", "token_classifier": "a token classifier (NER)",
+               "encoder": "an encoder (no head)"}
+
+
+def _check_format_holds(checked, fmt):
+    """A fine-tuned head that `fmt` has no model for is refused, not dropped."""
+    kind = checked.kind
+    if fmt == "hf" and (kind == "token_classifier" or kind == "squad" and checked.net.version_2):
+        what = ("SQuAD 2.0's head (start_logits, end_logits, answer_class: the original's)"
+                if kind == "squad" else "the token classifier's head")
+        raise ValueError(f"--format=hf: transformers has no ALBERT model for {what}; convert to "
+                         f"tf1 or albert_tf, or --model=encoder for the encoder alone")
+    if fmt == "keras_hub" and kind not in ("pretrainer", "classifier", "encoder"):
+        raise ValueError(f"--format=keras_hub: KerasHub has no ALBERT model for "
+                         f"{_KIND_NAMES[kind]}; convert to tf1, hf or albert_tf, or "
+                         f"--model=encoder for the encoder alone")
 
 
 def carried_vocabulary(input_path, spm_model_file=None, vocab_file=None, do_lower_case=None):
@@ -99,16 +175,21 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
                              "spm_model_file": spm_model_file, "vocab_file": vocab_file})
     vocabulary, do_lower_case = carried_vocabulary(input_path, spm_model_file, vocab_file,
                                                    do_lower_case)
-    net, in_fmt = load_checked(input_path, config, model, init_from_group0)
+    checked = load_checked(input_path, config, model, init_from_group0)
+    _check_format_holds(checked, fmt)
+    net = checked.net
     net.save_pretrained(output_dir, format=fmt, vocab_file=vocabulary,
                         do_lower_case=do_lower_case)
-    label_set = getattr(net, "label_set", None)
-    if label_set and fmt == "hf":
-        hf.write_hf_labels(output_dir, label_set)
-    elif label_set:
-        label_set.save(output_dir)
+    if checked.label_set and fmt == "hf":
+        hf.write_hf_labels(output_dir, checked.label_set)
+    elif checked.label_set:
+        checked.label_set.save(output_dir)
+    elif fmt == "hf" and checked.kind in HF_ARCHITECTURES:
+        hf.write_hf_architecture(output_dir, HF_ARCHITECTURES[checked.kind])
+    if checked.tags:
+        write_labels(output_dir, checked.tags)
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
-                 len(net.tf1_weights()), in_fmt, input_path)
+                 len(net.tf1_weights()), checked.input_format, input_path)
     return net
 
 
@@ -131,7 +212,7 @@ def write_slim_tf1(input_path, prefix, config=None, overwrite=False):
     check_not_input(prefix, "export_path", inputs)
     check_output_files([prefix + ".index"], "export_path", what="a TF1 checkpoint",
                        overwrite=overwrite, is_kind=_is_tf1_checkpoint, inputs=inputs)
-    net, _ = load_checked(input_path, config)
+    net = load_checked(input_path, config).net
     fmt, location, _ = resolve_checkpoint(input_path)
     step = 0
     if fmt != "hf":

@@ -12,7 +12,7 @@ if __name__ == "__main__":
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.conversion import convert
+from albert_tf.conversion import MODELS, convert
 from albert_tf.formats.checkpoints import FORMATS
 
 FLAGS = flags.FLAGS
@@ -27,10 +27,12 @@ def define_flags():
     flags.DEFINE_enum("format", "albert_tf", list(FORMATS), "Output format.")
     flags.DEFINE_string("albert_config_file", None,
                         "Config, if none lies beside the checkpoint.")
-    flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "classifier", "encoder"],
-                      "What to convert; auto keeps the MLM/SOP heads when the input has them, "
-                      "and a fine-tuned classifier's head and labels (hf: "
-                      "AlbertForSequenceClassification with id2label).")
+    flags.DEFINE_enum("model", "auto", list(MODELS),
+                      "What to convert; auto: the model the input holds, with its heads (MLM "
+                      "and SOP; a fine-tuned classifier's, with its labels: hf "
+                      "AlbertForSequenceClassification with id2label; RACE's: "
+                      "AlbertForMultipleChoice; SQuAD's: AlbertForQuestionAnswering (v1.1); a "
+                      "token classifier's), encoder: the encoder alone.")
     flags.DEFINE_string("spm_model_file", None,
                         "SentencePiece model to write with the output (hf: spiece.model and "
                         "tokenizer_config.json; keras_hub: the preset's tokenizer). Default: "

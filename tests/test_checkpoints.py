@@ -320,11 +320,89 @@ def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
             hf_config = json.loads((tmp_path / f"{name}_hf" / "config.json").read_text())
             assert hf_config["id2label"] == {"0": "positive", "1": "negative", "2": "neutral"}
             continue
-        out = AlbertSquad.from_pretrained(str(tmp_path / name))(batch)
         real = batch["input_mask"] == 1
-        for key in ("start_logits", "end_logits"):
-            np.testing.assert_allclose(np.asarray(out[key])[real],
-                                       getattr(expected, key).numpy()[real], atol=1e-4, rtol=0)
+        # Read, and converted (auto: its head kept) to the original layout and back to
+        # transformers' AlbertForQuestionAnswering.
+        for path in (tmp_path / name, convert(str(tmp_path / name), str(tmp_path / "qa_tf1"),
+                                              "tf1") and tmp_path / "qa_tf1",
+                     convert(str(tmp_path / "qa_tf1"), str(tmp_path / "qa_hf"), "hf")
+                     and tmp_path / "qa_hf"):
+            out = AlbertSquad.from_pretrained(str(path))(batch)
+            for key in ("start_logits", "end_logits"):
+                np.testing.assert_allclose(np.asarray(out[key])[real],
+                                           getattr(expected, key).numpy()[real], atol=1e-4,
+                                           rtol=0)
+        back = cls.from_pretrained(str(tmp_path / "qa_hf")).eval()
+        with torch.no_grad():
+            np.testing.assert_allclose(back(**kwargs).start_logits.numpy(),
+                                       expected.start_logits.numpy(), atol=1e-5, rtol=0)
+        assert json.loads((tmp_path / "qa_hf" / "config.json").read_text())[
+            "architectures"] == ["AlbertForQuestionAnswering"]
+    # AlbertForMultipleChoice: read as RACE's head, and converted back as one.
+    from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+    model = transformers.AlbertForMultipleChoice(transformers.AlbertConfig(**TINY)).eval()
+    choices = {k: v[None] for k, v in kwargs.items()}  # one question, the batch its 2 choices
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+        expected = model(**choices).logits.numpy()
+    model.save_pretrained(str(tmp_path / "mc"))
+    ours = {k: batch[k][None] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    convert(str(tmp_path / "mc"), str(tmp_path / "mc_hf"), "hf")
+    for path in (tmp_path / "mc", tmp_path / "mc_hf"):
+        np.testing.assert_allclose(AlbertMultipleChoice.from_pretrained(str(path))(ours)["logits"],
+                                   expected, atol=1e-4, rtol=0)
+    assert json.loads((tmp_path / "mc_hf" / "config.json").read_text())["architectures"] == [
+        "AlbertForMultipleChoice"]
+
+
+@pytest.mark.parametrize("kind", ["squad_v2", "race", "ner"])
+def test_a_fine_tuned_head_is_converted_with_its_run_or_refused_never_dropped(
+        tiny_config, tmp_path, kind):
+    """A run's SQuAD 2.0, RACE or NER head goes into the original layout (and ours) with every
+    tensor; transformers (v2's and the token head) and KerasHub, which have no model for it,
+    are refused naming why."""
+    from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+    from albert_tf.modeling.squad import AlbertSquad
+    from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+    tf.keras.utils.set_random_seed(3)
+    model = {"squad_v2": lambda: AlbertSquad(tiny_config, version_2=True),
+             "race": lambda: AlbertMultipleChoice(tiny_config),
+             "ner": lambda: AlbertTokenClassifier(tiny_config, 5)}[kind]()
+    for weight in model.weights:  # heads start at zero biases: make every tensor tell
+        weight.assign(tf.random.normal(weight.shape, dtype=weight.dtype))
+    run = tmp_path / "run"
+    model.save_pretrained(str(run))
+    if kind == "race":
+        (run / "run.json").write_text(json.dumps({"kind": "fine-tuning of race"}))
+    if kind == "ner":
+        (run / "labels.txt").write_text("O\nB-PER\nI-PER\nB-LOC\nI-LOC\n")
+    expected = {name: np.asarray(w) for name, w in model.tf1_weights().items()}
+    for fmt in ("tf1", "albert_tf"):
+        convert(str(run), str(tmp_path / fmt), fmt)
+        arrays = read_checkpoint(str(tmp_path / fmt))[0]
+        assert arrays.keys() == expected.keys(), fmt
+        for name in expected:
+            np.testing.assert_array_equal(arrays[name], expected[name], err_msg=name)
+    if kind == "ner":
+        assert (tmp_path / "tf1" / "labels.txt").read_text() == (run / "labels.txt").read_text()
+    refused = {"squad_v2": ["hf", "keras_hub"], "race": ["keras_hub"], "ner": ["hf", "keras_hub"]}
+    for fmt in refused[kind]:
+        with pytest.raises(ValueError) as e:
+            convert(str(run), str(tmp_path / f"no_{fmt}"), fmt)
+        if fmt == "hf":
+            what = {"squad_v2": "SQuAD 2.0's head (start_logits, end_logits, answer_class: the "
+                                "original's)", "ner": "the token classifier's head"}[kind]
+            assert str(e.value) == (f"--format=hf: transformers has no ALBERT model for {what}; "
+                                    f"convert to tf1 or albert_tf, or --model=encoder for the "
+                                    f"encoder alone")
+        else:
+            what = {"squad_v2": "a SQuAD model", "race": "a multiple-choice model (RACE)",
+                    "ner": "a token classifier (NER)"}[kind]
+            assert str(e.value) == (f"--format=keras_hub: KerasHub has no ALBERT model for "
+                                    f"{what}; convert to tf1, hf or albert_tf, or --model=encoder "
+                                    f"for the encoder alone")
+        assert not (tmp_path / f"no_{fmt}").exists()
 
 
 def test_a_head_of_another_shape_is_left_at_its_initial_values(tmp_path, caplog):

@@ -151,14 +151,30 @@ HF_PROBLEM_TYPES = {"single_label": "single_label_classification",
 def write_hf_labels(directory, label_set):
     """A classifier's labels in its config.json: AlbertForSequenceClassification, num_labels,
     id2label / label2id and problem_type, as transformers' pipelines read them."""
+    names = list(label_set.labels) or ["LABEL_0"]
+    write_hf_architecture(directory, "AlbertForSequenceClassification", num_labels=len(names),
+                          id2label={str(i): n for i, n in enumerate(names)},
+                          label2id={n: i for i, n in enumerate(names)},
+                          problem_type=HF_PROBLEM_TYPES[label_set.problem_type])
+
+
+def architectures(directory):
+    """The `architectures` a Hugging Face config.json in `directory` names, () without one."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(directory, "config.json")) as f:
+            config = json.load(f)
+    except (ValueError, tf.errors.OpError):
+        return ()
+    return tuple(config.get("architectures") or ()) if isinstance(config, dict) else ()
+
+
+def write_hf_architecture(directory, architecture, **fields):
+    """config.json's `architectures` (the transformers model its weights are for) and
+    `fields`."""
     path = os.path.join(directory, "config.json")
     with tf.io.gfile.GFile(path) as f:
         config = json.load(f)
-    names = list(label_set.labels) or ["LABEL_0"]
-    config.update(architectures=["AlbertForSequenceClassification"], num_labels=len(names),
-                  id2label={str(i): n for i, n in enumerate(names)},
-                  label2id={n: i for i, n in enumerate(names)},
-                  problem_type=HF_PROBLEM_TYPES[label_set.problem_type])
+    config.update(architectures=[architecture], **fields)
     atomic_write_text(path, json.dumps(config, indent=2, ensure_ascii=False))
 
 

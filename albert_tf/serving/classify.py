@@ -9,11 +9,7 @@ from albert_tf.data.labeled_text import saved_labels
 from albert_tf.modeling.classifier import pool_windows
 from albert_tf.serving.predictor import (PredictError, Predictor, batches, check_pairs,
                                          inference_function, pad_batch)
-from albert_tf.training.checkpoint_files import recorded_kind
-
-# run_race's runs: their head (output_weights, output_bias, as a classifier's) scores each
-# answer choice, not classes.
-CHOICE_RUN_KINDS = ("fine-tuning of race", "fine-tuning of c3")
+from albert_tf.training.checkpoint_files import CHOICE_RUN_KINDS, recorded_kind
 
 
 def label_names(labels=None, task_name=None):

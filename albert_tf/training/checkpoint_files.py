@@ -114,6 +114,11 @@ def check_run_kind(output_dir, kind):
                          f"(to start from that run's weights, pass it as --init_checkpoint)")
 
 
+# run_race's runs: their head (output_weights, output_bias, as a classifier's) scores each
+# answer choice, not classes.
+CHOICE_RUN_KINDS = ("fine-tuning of race", "fine-tuning of c3")
+
+
 def recorded_kind(output_dir):
     """The kind of run in `output_dir` (run.json: "pretraining", "fine-tuning of race", ...),
     or None."""
