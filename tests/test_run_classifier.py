@@ -452,6 +452,50 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
     assert s1 == s7
 
 
+def test_eval_alone_measures_the_run_s_best_and_keeps_it(assets, tmp_path, caplog):
+    """--do_eval alone on a run that picked its best: every checkpoint measured, the results
+    those of model.ckpt-best as measured now (on a dev set whose labels changed, not the old
+    score), and the best kept though another checkpoint scores higher now; with the numbered
+    checkpoints gone, model.ckpt-best is measured alone."""
+    run_dir = tmp_path / "run"
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=run_dir,
+        spm_model_file=assets["spm"], init_checkpoint=assets["init"], do_train=True,
+        do_eval=True, train_step=90, warmup_step=10, save_checkpoints_steps=45)
+    before = _read_kv(run_dir / "eval_results.txt")
+    record = (run_dir / "best_checkpoint.txt").read_text()
+    best_bytes = (run_dir / "model.ckpt-best.index").read_bytes()
+    flipped = tmp_path / "data"
+    shutil.copytree(assets["data_dir"], flipped)
+    dev = flipped / "CoLA" / "dev.tsv"
+    rows = [line.split("\t") for line in dev.read_text().splitlines()]
+    dev.write_text("".join(f"{r[0]}\t{1 - int(r[1])}\t{r[2]}\t{r[3]}\n" for r in rows))
+    for data, cleaned in ((flipped, False), (assets["data_dir"], True)):
+        out = tmp_path / f"rerun_{cleaned}"
+        shutil.copytree(run_dir, out)
+        if cleaned:  # the numbered checkpoints removed, model.ckpt-best kept
+            for path in [*out.glob("model.ckpt-[0-9]*"), out / "checkpoint"]:
+                path.unlink()
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            run(task_name="cola", data_dir=data, output_dir=out, do_eval=True)
+        measured = re.findall(r"Eval at step (\d+): .*eval_accuracy ([\d.]+)", caplog.text)
+        assert [step for step, _ in measured] == ([before["global_step"]] if cleaned else
+                                                  ["45", "90"])
+        after = _read_kv(out / "eval_results.txt")
+        assert after["global_step"] == before["global_step"]
+        accuracy = float(before["eval_accuracy"])
+        assert float(after["eval_accuracy"]) == pytest.approx(
+            accuracy if cleaned else 1 - accuracy, abs=1e-6)
+        if not cleaned:  # the other checkpoint is the best on these labels: not picked
+            [other] = [float(a) for step, a in measured if step != before["global_step"]]
+            assert other > float(after["eval_accuracy"])
+        assert (out / "best_checkpoint.txt").read_text() == record
+        assert (out / "model.ckpt-best.index").read_bytes() == best_bytes
+        assert (f"matthew_corr = {float(after['matthew_corr']):.4g} of model.ckpt-best (step "
+                f"{before['global_step']}: the run's best, picked by its evaluations, "
+                f"matthew_corr {float(before['matthew_corr']):.4g})") in caplog.text
+
+
 def test_eval_alone_evaluates_a_fine_tuned_init_checkpoint(assets, matrix_runs, tmp_path,
                                                             caplog):
     """--do_eval without --do_train into a new --output_dir, --init_checkpoint a fine-tuned run:

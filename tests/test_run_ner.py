@@ -313,8 +313,8 @@ def test_resume_and_predict_without_training(assets, matrix_runs, tmp_path, capl
     [changed] = [m for m in caplog.messages if m.startswith(f"Resuming the run in {out} with "
                                                            f"settings other than")]
     assert "--train_step (run: 60, now: 70)" in changed and "export" not in changed, changed
-    # eval_results.txt ends with the run's best, whichever process evaluated it (the resumed
-    # one or an evaluate-only rerun: their first evaluation is not the best unless it beats it).
+    # eval_results.txt ends with the run's best: the resumed run's first evaluation is not the
+    # best unless it beats it; an evaluate-only rerun measures all again, the same.
     for rerun in (None, dict(do_train=False, do_eval=True)):
         if rerun:  # from the run's parent, --output_dir relative
             monkeypatch.chdir(tmp_path)

@@ -18,11 +18,12 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.data.features import make_dataset, num_examples, real_outputs
 from albert_tf.files import make_output_dir
+from albert_tf.formats.resolve import BEST_NAME, read_best_record
 from albert_tf.startup import tool_name
 from albert_tf.tasks.flags import LENGTH_FLAGS, update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
-                                                 refuse_foreign_checkpoints,
+                                                 recorded_kind, refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
 from albert_tf.training.results import (best_results, format_results, remove_stale_results,
                                        write_eval_results)
@@ -97,7 +98,8 @@ def check_flags(options, head_names=None):
     if options.num_train_epochs is None or not options.do_train:  # (else the data's size counts)
         train_and_warmup_steps(0, options.train_batch_size, options.train_step, None,
                                options.warmup_step, options.warmup_proportion)
-    if options.do_eval and not options.do_train and not _saved_checkpoints(options.output_dir):
+    if (options.do_eval and not options.do_train
+            and not _evaluable_checkpoints(options.output_dir)):
         _check_model_to_evaluate(options, head_names)
     if options.export_dir:
         from albert_tf.serving.saved_model import check_export_dir  # only runs that export
@@ -188,6 +190,19 @@ def _saved_checkpoints(output_dir):
     return [os.path.join(output_dir, os.path.basename(p)) for p in paths]
 
 
+def _evaluable_checkpoints(output_dir):
+    """The run's checkpoints, model.ckpt-best first where none of the others holds its
+    weights (best_checkpoint.txt names its source; a release's model.ckpt-best is not a
+    run's)."""
+    paths = _saved_checkpoints(output_dir)
+    best = os.path.join(output_dir, BEST_NAME)
+    record = read_best_record(output_dir)
+    if recorded_kind(output_dir) and tf.io.gfile.exists(best + ".index") and not (
+            record and os.path.basename(record["checkpoint"]) in map(os.path.basename, paths)):
+        paths.insert(0, best)
+    return paths
+
+
 def _read_or_empty(path):
     if not os.path.isfile(path):
         return ""
@@ -271,7 +286,8 @@ class _Run:
                                      last_block_rows=task.last_block_rows),
                 step_kernels=step_kernels))
         self.eval_sets = task.eval_sets() if options.do_eval else []
-        self.best, self.best_of = {}, None  # best_of: what the best evaluated, if not a step
+        self.best, self.best_of = {}, None  # best_of: which model the results are of, if not
+        # the best step's
         level = task.constant_loss(self.train_features) if self.train_features else None
         self.watch = StuckWatch(level, self.num_warmup_steps, options.learning_rate,
                                 options.log_steps, self.num_train_steps, options.do_train)
@@ -364,19 +380,41 @@ class _Run:
                                step, metrics["loss"]))
 
     def evaluate_saved(self):
-        """Every checkpoint of the run in --output_dir, else --init_checkpoint (check_flags:
-        one of them is there)."""
-        paths = _saved_checkpoints(self.flags.output_dir)
+        """Every checkpoint of the run in --output_dir (model.ckpt-best among them where no
+        other holds its weights), else --init_checkpoint (check_flags: one of them is there).
+        A run without a best picks it among them; a run's best (best_checkpoint.txt) stands,
+        and the results are what this evaluation measured of it (its dev set or reading flags
+        may not be the run's)."""
+        out = self.flags.output_dir
+        paths = _evaluable_checkpoints(out)
+        record = read_best_record(out)
         for path in paths:
             self.trainer.restore(path)
-            self.evaluate(path, self.trainer.step)
+            if record is None:
+                self.evaluate(path, self.trainer.step)
+            else:
+                self.measure(path, record)
         if not paths:
             _restore_for_inference(self.trainer, self.task, self.flags, "evaluating")
             self.best, evaluated = self.metrics(0)
-            self.best_of = f"--init_checkpoint={self.flags.init_checkpoint}"
-            logging.info("Eval of %s: %s", self.best_of, format_results(self.best))
+            self.best_of = f"of --init_checkpoint={self.flags.init_checkpoint}"
+            logging.info("Eval %s: %s", self.best_of, format_results(self.best))
             if distribution.is_chief_task():
                 self.report(evaluated, 0)
+
+    def measure(self, path, record):
+        """A run's checkpoint evaluated, its best left as it is (no summaries: the training's
+        curves are the run's evaluations); the best's results and reports are this one's."""
+        step = self.trainer.step
+        results, evaluated = self.metrics(step)
+        logging.info("Eval at step %d: %s", step, format_results(results))
+        if os.path.basename(path) in (BEST_NAME, os.path.basename(record["checkpoint"])):
+            self.best = results
+            self.best_of = (f"of {BEST_NAME} (step {step}: the run's best, picked by its "
+                            f"evaluations, {record['metric']} {record['value']:.4g})")
+            if distribution.is_chief_task():
+                for name, features, outputs in evaluated:
+                    self.task.report(name, features, outputs, step, self.flags.output_dir)
 
     def predict(self):
         """Writes each prediction set; a task that can score its predictions (SQuAD against
@@ -536,7 +574,7 @@ def _run(task, options, export_dir, lock, data_settings):
         if run.best:
             write_eval_results(os.path.join(options.output_dir, "eval_results.txt"), run.best)
             if run.best_of:
-                logging.info("%s = %.4g of %s", task.best_metric, run.best[task.best_metric],
+                logging.info("%s = %.4g %s", task.best_metric, run.best[task.best_metric],
                              run.best_of)
             else:
                 logging.info("Best %s = %.4g at step %d", task.best_metric,

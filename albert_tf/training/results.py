@@ -62,6 +62,14 @@ def recorded_step(output_dir):
     return None
 
 
+def forget_best(output_dir):
+    """Removes the record of the best evaluation (best_checkpoint.txt), so that the next
+    evaluations pick the best anew; model.ckpt-best stays until one replaces it."""
+    path = os.path.join(output_dir, BEST_RECORD)
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)
+
+
 def copy_checkpoint(prefix, target_prefix):
     """Copies a checkpoint's files to a new prefix, through temporary names."""
     tmp = f"{target_prefix}.tmp-{os.getpid()}"
@@ -88,9 +96,9 @@ def record_eval(output_dir, result, checkpoint_path, best_metric, higher_is_bett
         return False
     # Until the new best_checkpoint.txt is written, none: a kill in between leaves the best
     # checkpoint without a record of its value rather than with the value of another.
-    if tf.io.gfile.exists(best_file):
-        tf.io.gfile.remove(best_file)
-    copy_checkpoint(checkpoint_path, os.path.join(output_dir, BEST_NAME))
+    forget_best(output_dir)
+    if os.path.basename(checkpoint_path) != BEST_NAME:  # (else: measured again, already there)
+        copy_checkpoint(checkpoint_path, os.path.join(output_dir, BEST_NAME))
     atomic_write_text(best_file, f"global_step = {step}\nmetric = {best_metric}\n"
                                  f"value = {value}\ncheckpoint = {checkpoint_path}\n" + "".join(
                                      f"{RESULT}{k} = {v}\n" for k, v in sorted(result.items())
