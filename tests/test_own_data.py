@@ -923,6 +923,7 @@ def test_predicting_without_the_training_file_takes_the_classifier_s_labels(
     if precision == "none":
         convert(str(trained), str(tmp_path / "hf"), "hf")
         models["hf"] = tmp_path / "hf"
+        models["prefix"] = init / "model.ckpt-best"  # a checkpoint in a run's directory
     before = list(csv.DictReader(open(trained / "predictions.csv")))
     for kind, model in models.items():
         out = tmp_path / f"out-{kind}"
@@ -933,10 +934,10 @@ def test_predicting_without_the_training_file_takes_the_classifier_s_labels(
                 "do_train": False, "do_eval": False, "do_predict": True,
                 "max_seq_length": 32 if kind == "hf" else None,
                 "mixed_precision": precision, "strategy": "one_device"})
-        assert (f"--max_seq_length=32, as the run in {model} trained (run.json)" in caplog.text
+        assert (f"--max_seq_length=32, as the run in {init} trained (run.json)" in caplog.text
                 or kind == "hf"), caplog.text
-        assert f"The labels of {model} (no training file): single_label: bad, good" \
-               in caplog.text, caplog.text
+        assert (f"The labels of {init if kind == 'prefix' else model} (no training file): "
+                f"single_label: bad, good") in caplog.text, caplog.text
         assert "labels from the run's labels.json" not in caplog.text  # (not this run's)
         assert (f"predicting with {model}, which holds a text_classification head"
                 in caplog.text), caplog.text

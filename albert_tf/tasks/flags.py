@@ -10,7 +10,7 @@ from albert_tf.files import absolute_path
 from albert_tf.tasks.options import (DATA_PATH_FLAGS, EXPORT_FIELDS, FinetuningOptions,
                                      flag_definition)
 from albert_tf.training import distribution, excursions
-from albert_tf.training.checkpoint_files import recorded_settings
+from albert_tf.training.checkpoint_files import recorded_settings, run_directory_of
 
 # The fine-tuning update's settings (modeling.optimizers.FINETUNING_UPDATE) by flag name.
 UPDATE_FLAGS = {"bias_correction": "bias_correction", "decay_after_warmup": "decay_after_warmup",
@@ -91,10 +91,11 @@ def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl'
     run = FLAGS.output_dir
     recorded = recorded_settings(run)
     init = FLAGS.init_checkpoint if "init_checkpoint" in FLAGS else None
-    if not recorded and not FLAGS.do_train and init:
-        theirs = recorded_settings(init)
+    init_run = init and run_directory_of(init)
+    if not recorded and not FLAGS.do_train and init_run:
+        theirs = recorded_settings(init_run)
         if theirs:
-            run, recorded, data_flags = init, theirs, ()  # (its files: not ours)
+            run, recorded, data_flags = init_run, theirs, ()  # (its files: not ours)
     names = [name for name in READING_FLAGS if name in FLAGS]
     if not any(FLAGS[name].present for name in data_flags):
         names += data_flags

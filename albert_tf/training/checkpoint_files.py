@@ -166,6 +166,15 @@ def _differences(theirs, now):
             and theirs[name] != now[name]]
 
 
+def run_directory_of(checkpoint):
+    """The directory whose run.json speaks for `checkpoint`: itself (a run's directory), or the
+    one holding it (a checkpoint prefix); None for anything else (a model's name)."""
+    path = os.fspath(checkpoint).rstrip("/")
+    if tf.io.gfile.isdir(path):
+        return path
+    return (os.path.dirname(path) or ".") if tf.io.gfile.exists(path + ".index") else None
+
+
 def recorded_settings(output_dir, kind=""):
     """The settings the run in `output_dir` last trained with (run.json), by flag name; {} when
     it recorded none, or when its kind ("pretraining", "fine-tuning of sst-2", ...) does not
