@@ -245,3 +245,35 @@ def test_hugging_face_tokenizer_files(model_path, tmp_path):
             assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text), text
         assert theirs("the cat")["input_ids"] == [2] + ours.encode("the cat") + [3]
         assert theirs.tokenize("cost 12,") != ours.tokenize("cost 12,")
+
+
+def test_a_casing_other_than_the_model_s_is_warned(model_path, tmp_path, caplog):
+    """--nodo_lower_case on a model that reads lower-cased text (its tokenizer_config.json), or
+    on a vocabulary with no capital letter, names the mismatch; the model's own casing, or a
+    cased vocabulary read cased, does not."""
+    import shutil
+
+    from albert_tf.formats.tokenizers import load_tokenizer
+    model = tmp_path / "model"
+    model.mkdir()
+    shutil.copy(model_path, model / "spm.model")
+    (model / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    corpus = tmp_path / "cased.txt"
+    corpus.write_text("\n".join(line.title() for line in _corpus_lines(500)), encoding="utf-8")
+    cased = train_sentencepiece(str(corpus), str(tmp_path / "cased"), 200, do_lower_case=False,
+                                hard_vocab_limit=False)
+    for kwargs, warned in ((dict(model=model, do_lower_case=False), 2),
+                           (dict(model=model), 0), (dict(model=model, do_lower_case=True), 0),
+                           (dict(spm_model_file=model_path, do_lower_case=False), 1),
+                           (dict(spm_model_file=cased, do_lower_case=False), 0)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="absl"):
+            load_tokenizer(**kwargs)
+        expected = [f"--do_lower_case=False, but the model in {model} reads text with "
+                    f"do_lower_case=True: its vocabulary meets text cased otherwise than in its "
+                    f"training (drop the flag to take the model's)"][:warned - 1] + [
+            f"do_lower_case=False, but the vocabulary "
+            f"{model / 'spm.model' if 'model' in kwargs else model_path} has no upper-case "
+            f"piece: an uncased vocabulary, in which capital letters are unknown pieces (give "
+            f"--do_lower_case)"][:warned]
+        assert caplog.messages == expected, kwargs

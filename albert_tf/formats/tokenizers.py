@@ -94,6 +94,11 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
     if model is not None:
         path, models, carried_lower, carried_vocab = _carried(model)
         vocab_size = carried_vocab or vocab_size
+        if None not in (do_lower_case, carried_lower) and bool(do_lower_case) != carried_lower:
+            logging.warning("--do_lower_case=%s, but the model in %s reads text with "
+                            "do_lower_case=%s: its vocabulary meets text cased otherwise than "
+                            "in its training (drop the flag to take the model's)",
+                            bool(do_lower_case), path, carried_lower)
     do_lower_case = do_lower_case if do_lower_case is not None else carried_lower
     do_lower_case = True if do_lower_case is None else bool(do_lower_case)
     try:
@@ -117,7 +122,17 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
             raise SourceError(message)
         logging.warning(message)
     logging.info("Tokenizer %s (%s, do_lower_case=%s)", where, tokenizer.kind, do_lower_case)
+    if not do_lower_case and _uncased(tokenizer):
+        logging.warning("do_lower_case=False, but the vocabulary %s has no upper-case piece: "
+                        "an uncased vocabulary, in which capital letters are unknown pieces "
+                        "(give --do_lower_case)", where)
     return tokenizer
+
+
+def _uncased(tokenizer):
+    """Whether no piece of the vocabulary but its [CLS]-like specials has a capital letter."""
+    return not any(piece != piece.lower() and not (piece.startswith("[") and piece.isupper())
+                   for piece in tokenizer.convert_ids_to_tokens(range(len(tokenizer))))
 
 
 def _check_carried(tokenizer, carried, spm_model_file, vocab_file):

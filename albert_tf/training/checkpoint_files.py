@@ -170,9 +170,12 @@ def run_directory_of(checkpoint):
     """The directory whose run.json speaks for `checkpoint`: itself (a run's directory), or the
     one holding it (a checkpoint prefix); None for anything else (a model's name)."""
     path = os.fspath(checkpoint).rstrip("/")
-    if tf.io.gfile.isdir(path):
-        return path
-    return (os.path.dirname(path) or ".") if tf.io.gfile.exists(path + ".index") else None
+    try:
+        if tf.io.gfile.isdir(path):
+            return path
+        return (os.path.dirname(path) or ".") if tf.io.gfile.exists(path + ".index") else None
+    except tf.errors.OpError:  # a scheme TensorFlow's file system has not: hf://, a name
+        return None
 
 
 def recorded_settings(output_dir, kind=""):
