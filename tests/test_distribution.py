@@ -1,5 +1,7 @@
 """The one place that picks strategy, precision and XLA: flags and the `auto` choices."""
 
+import subprocess
+import sys
 
 import keras
 import pytest
@@ -43,6 +45,21 @@ def test_auto_choices_on_this_cpu():
     assert distribution.resolve_precision("auto", strategy) == (
         "bfloat16" if native_bf16 else "none")
     assert distribution.resolve_precision("float16", strategy) == "float16"
+
+
+def test_a_tpu_that_cannot_be_reached_is_one_line():
+    """--use_tpu on a machine without a TPU (a child process: connecting changes TensorFlow's
+    context for good): the one line names the flag to drop, not a traceback."""
+    code = ("from albert_tf.training.distribution import get_strategy\n"
+            "try:\n    get_strategy(use_tpu=True, tpu_name='local')\n"
+            "except ValueError as e:\n    print('LINE', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300).stdout
+    [line] = [line for line in out.splitlines() if line.startswith("LINE ")]
+    assert line.startswith("LINE no TPU at --tpu_name=local (TPUs not found in the cluster."), line
+    assert line.endswith("): on a TPU VM give --tpu_name=local, on a TPU node its name (with "
+                         "--tpu_zone, --gcp_project); without a TPU, drop --use_tpu "
+                         "(--strategy=auto takes the GPUs or the CPU)"), line
 
 
 def test_the_memory_estimate_counts_the_attention_the_step_runs():

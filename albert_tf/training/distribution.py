@@ -73,11 +73,8 @@ def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, g
         else:
             strategy = "one_device"
     if strategy == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=tpu_name or master, zone=tpu_zone, project=gcp_project)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        result = tf.distribute.TPUStrategy(resolver)
+        result = tf.distribute.TPUStrategy(_tpu_resolver(tpu_name or master, tpu_zone,
+                                                         gcp_project))
     elif strategy == "multi_worker_mirrored":
         result = tf.distribute.MultiWorkerMirroredStrategy()
     elif strategy == "mirrored":
@@ -88,6 +85,23 @@ def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, g
     logging.info("Strategy %s (%s) with %d replicas", strategy, type(result).__name__,
                  result.num_replicas_in_sync)
     return result
+
+
+def _tpu_resolver(tpu, zone, project):
+    """The TPU's cluster resolver, connected and initialized; a TPU that cannot be reached is
+    one line (TensorFlow's own error: a URL, a kernel or a missing-name message)."""
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=zone,
+                                                                     project=project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, OSError, tf.errors.OpError) as e:
+        reason = " ".join(str(e).split())
+        raise ValueError(f"no TPU at --tpu_name={tpu or ''} ({reason[:200]}): on a TPU VM give "
+                         f"--tpu_name=local, on a TPU node its name (with --tpu_zone, "
+                         f"--gcp_project); without a TPU, drop --use_tpu (--strategy=auto takes "
+                         f"the GPUs or the CPU)") from None
+    return resolver
 
 
 def cpu_has_native_bf16():
