@@ -43,8 +43,17 @@ def test_wrong_lengths_and_globs_are_clear_errors(tmp_path):
         pretraining_dataset(path, 2, 128, 4)
     with pytest.raises(ValueError, match="--max_predictions_per_seq"):
         pretraining_dataset(path, 2, 16, 20)
-    with pytest.raises(FileNotFoundError, match="no file matches"):
+    with pytest.raises(FileNotFoundError) as e:
         expand_file_patterns(str(tmp_path / "missing-*.tfrecord"))
+    assert str(e.value) == f"--input_file: no file matches '{tmp_path}/missing-*.tfrecord'"
+    # The builder's shards of a --output_file with several inputs: named, with the glob.
+    for i in range(2):
+        write_pretraining_records(tmp_path / f"train.tfrecord-0000{i}-of-00002", 2)
+    with pytest.raises(FileNotFoundError) as e:
+        expand_file_patterns(str(tmp_path / "train.tfrecord"))
+    assert str(e.value) == (f"--input_file: no file matches '{tmp_path}/train.tfrecord' (the "
+                            f"builder wrote 2 shards of it: --input_file="
+                            f"'{tmp_path}/train.tfrecord-*')")
     empty = tmp_path / "empty.tfrecord"
     empty.write_bytes(b"")
     with pytest.raises(ValueError, match="holds no records"):

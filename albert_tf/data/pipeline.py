@@ -27,7 +27,10 @@ def expand_file_patterns(patterns, flag="input_file"):
     for pattern in patterns:
         matched = tf.io.gfile.glob(pattern.strip())
         if not matched:
-            raise FileNotFoundError(f"--{flag}: no file matches {pattern!r}")
+            shards = tf.io.gfile.glob(pattern.strip() + "-*-of-*")
+            hint = (f" (the builder wrote {len(shards)} shards of it: --{flag}="
+                    f"'{pattern.strip()}-*')" if shards else "")
+            raise FileNotFoundError(f"--{flag}: no file matches {pattern!r}{hint}")
         if matched != [pattern.strip()]:  # a glob: it must not take half a set
             _check_whole_sets(sorted(matched), pattern.strip(), flag)
         files.extend(matched)
