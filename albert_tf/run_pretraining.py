@@ -24,6 +24,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import (check_records, count_records, expand_file_patterns,
                                      pretraining_dataset)
 from albert_tf.data.service import check_dispatcher
+from albert_tf.formats.resolve import vocabularies_beside
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.optimizers import create_optimizer
 from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -31,7 +32,7 @@ from albert_tf.tasks.flags import define_fields, define_if_missing
 from albert_tf.tasks.options import PretrainingOptions
 from albert_tf.training import distribution, excursions
 from albert_tf.training.checkpoint_files import (check_run_config, check_run_kind,
-                                                 resumable_checkpoints)
+                                                 resumable_checkpoints, run_directory_of)
 from albert_tf.training.run_lock import RunLock
 from albert_tf.training.step_memory import StepShape
 from albert_tf.training.trainer import Trainer
@@ -98,20 +99,28 @@ def _checked_config(options):
 
 
 def _tokenizer_and_mask_id(options, config, mask_token_given):
-    """The tokenizer of --spm_model_file / --vocab_file (None without them) and --mask_token_id
-    or that vocabulary's [MASK] (an id given on the command line that differs from the
-    vocabulary's is an error; the vocabulary may not be larger than vocab_size)."""
-    if options.spm_model_file or options.vocab_file:
+    """The tokenizer of --spm_model_file / --vocab_file, else the one beside --init_checkpoint
+    (None without either), and --mask_token_id or that vocabulary's [MASK] (an id given on the
+    command line that differs from the vocabulary's is an error; the vocabulary may not be
+    larger than vocab_size, nor, given by a flag, another than --init_checkpoint's)."""
+    named = bool(options.spm_model_file or options.vocab_file)
+    beside = options.init_checkpoint and run_directory_of(options.init_checkpoint)
+    carrier = options.init_checkpoint if beside and vocabularies_beside(beside) else None
+    if named or carrier:
         tokenizer = load_tokenizer(options.spm_model_file, vocab_file=options.vocab_file,
-                                   vocab_size=config.vocab_size)
+                                   model=carrier, vocab_size=config.vocab_size)
+        if not named:
+            logging.info("The vocabulary beside --init_checkpoint: %s (kept beside the "
+                         "checkpoints)", tokenizer.asset_file)
         mask_id = tokenizer.special_ids()["[MASK]"]
         if mask_token_given and options.mask_token_id != mask_id:
             raise app.UsageError(f"--mask_token_id={options.mask_token_id} but [MASK] is "
                                  f"{mask_id} in {tokenizer.asset_file}")
         return tokenizer, mask_id
-    logging.warning("no --spm_model_file or --vocab_file: the checkpoints in %s will carry no "
+    logging.warning("no --spm_model_file or --vocab_file%s: the checkpoints in %s will carry no "
                     "vocabulary, so predict and the fine-tuning scripts will need it given; pass "
                     "the one the records were made with to keep it beside them",
+                    ", and none beside --init_checkpoint" if options.init_checkpoint else "",
                     options.output_dir)
     return None, options.mask_token_id
 

@@ -34,7 +34,8 @@ COMMANDS = [
      "--train_batch_size=8 --eval_batch_size=8 --max_seq_length=16 "
      "--max_predictions_per_seq=4 --optimizer='lamb' --learning_rate=.00176 "
      "--num_train_steps=4 --num_warmup_steps=1 --save_checkpoints_steps=2",
-     ["model.ckpt-4.index", "eval_results.txt"],
+     ["model.ckpt-4.index", "eval_results.txt",
+      "30k-clean.model"],  # (the vocabulary beside --init_checkpoint, kept with the run)
      {"global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
       "sentence_order_loss"}),
     ("run_classifier",  # run_glue.sh, first pass: train only, from the hub handle's weights
