@@ -314,6 +314,26 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path, monkeypatch):
     assert LossGuard.saved_state(guarded.save())["recoveries"] == 0
 
 
+@pytest.mark.parametrize("keep,kept", [(2, [3, 4]), (0, [1, 2, 3, 4])])
+def test_keep_checkpoint_max_zero_keeps_every_checkpoint(tmp_path, keep, kept):
+    """--keep_checkpoint_max=0 keeps all, as the original's Estimator (its RunConfig: "None
+    or 0, all checkpoint files are kept")."""
+    from albert_tf.training.checkpoint_files import (CHECKPOINT_NAME, checkpoints_on_disk,
+                                                     prune_checkpoints)
+    step = tf.Variable(0, dtype=tf.int64)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path),
+                                         max_to_keep=None, checkpoint_name=CHECKPOINT_NAME)
+    for number in range(1, 5):
+        manager.save(checkpoint_number=number)
+    prune_checkpoints(str(tmp_path), keep, [])
+    assert sorted(checkpoints_on_disk(str(tmp_path))) == kept
+    from albert_tf.tasks.options import FinetuningOptions, PretrainingOptions
+    for options in (FinetuningOptions, PretrainingOptions):  # (the flag's bound: 0 allowed)
+        assert options(keep_checkpoint_max=keep).keep_checkpoint_max == keep
+    with pytest.raises(ValueError, match=r"^keep_checkpoint_max=-1: "):
+        FinetuningOptions(keep_checkpoint_max=-1)
+
+
 def test_the_trainer_stays_in_rooms():
     """trainer.py holds the loop, not the recovery, the saving or the failures' messages."""
     path = os.path.join(ROOT, "albert_tf", "training", "trainer.py")

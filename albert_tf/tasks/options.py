@@ -52,8 +52,8 @@ class LoopOptions:
     scripts (run_pretraining's default for save_checkpoints_steps is 5000)."""
     save_checkpoints_steps: int = option(
         1000, "Steps between checkpoints (each is evaluated with --do_eval).", lower_bound=1)
-    keep_checkpoint_max: int = option(5, "Checkpoints kept besides model.ckpt-best.",
-                                      lower_bound=1)
+    keep_checkpoint_max: int = option(5, "Checkpoints kept besides model.ckpt-best; 0: all "
+                                      "(as the original's Estimator).", lower_bound=0)
     iterations_per_loop: int = option(1000,
                                       "Accepted for compatibility; see --steps_per_execution.")
     num_tpu_cores: int = option(

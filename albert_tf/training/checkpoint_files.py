@@ -72,10 +72,10 @@ def drop_checkpoints(directory, steps):
 
 
 def prune_checkpoints(directory, keep_max, anchors):
-    """Keeps the newest `keep_max` checkpoints and, for each anchor step, the newest checkpoint
-    at or before it (what a loss-excursion recovery goes back to)."""
+    """Keeps the newest `keep_max` checkpoints (0: all) and, for each anchor step, the newest
+    checkpoint at or before it (what a loss-excursion recovery goes back to)."""
     steps = sorted(checkpoints_on_disk(directory))
-    keep = set(steps[-keep_max:])
+    keep = set(steps[-keep_max:] if keep_max else steps)
     for anchor in anchors:
         keep.update([s for s in steps if s <= anchor][-1:])
     drop_checkpoints(directory, [s for s in steps if s not in keep])

@@ -43,7 +43,7 @@ class CheckpointSaver:
         # With a guard, prune_checkpoints keeps them (a recovery's may be older than the newest).
         return tf.train.CheckpointManager(
             self.checkpoint, self.write_dir,
-            max_to_keep=None if self.guard else self.options.keep_checkpoint_max,
+            max_to_keep=None if self.guard else self.options.keep_checkpoint_max or None,
             checkpoint_name=CHECKPOINT_NAME, step_counter=self.step_counter)
 
     def on_disk(self):
