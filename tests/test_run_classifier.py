@@ -238,6 +238,21 @@ def test_hub_module_training_and_tokenizer(assets, tmp_path):
     names = [n for n, _ in tf.train.list_variables(str(out / "model.ckpt-best"))]
     assert any(n.startswith("model/hub.S") for n in names)
     assert any(n.startswith("model/output_weights") for n in names)
+    # No checkpoint format names the module's variables: a conversion says so and what serves
+    # instead, an export of the run, which serves raw text.
+    from albert_tf.conversion import convert
+    from albert_tf.formats.resolve import SourceError
+    with pytest.raises(SourceError) as e:
+        convert(str(out), str(tmp_path / "tf1"), "tf1")
+    assert str(e.value).startswith(f"{out}/model.ckpt-best is a run fine-tuned from a TF-Hub "
+                                   f"module (--albert_hub_module_handle)"), str(e.value)
+    run(output_dir=out, export_dir=tmp_path / "serving", export_tflite="none")  # (its module:
+    # the run's, run.json)
+    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+    serve = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
+    probabilities = serve(text_a=tf.constant([f"the cat {MARKER} sat", "the cat sat"]))[
+        "probabilities"].numpy()
+    assert probabilities.shape == (2, 2) and probabilities[0, 1] > probabilities[1, 1]
 
 
 def test_our_encoder_export_as_hub_module(assets, tmp_path):

@@ -19,7 +19,8 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
 from albert_tf.formats import hf, keras_hub
-from albert_tf.formats.resolve import checkpoint_at, checkpoint_choice, is_saved_model, local_path
+from albert_tf.formats.resolve import (SourceError, checkpoint_at, checkpoint_choice, is_saved_model,
+                                     local_path)
 from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
@@ -46,6 +47,13 @@ def read_local_checkpoint(path):
     else:
         reader = tf.train.load_checkpoint(location)
         arrays = {}
+        if any(k.startswith(HUB_RUN_KEY) for k in reader.get_variable_to_shape_map()):
+            raise SourceError(
+                f"{location} is a run fine-tuned from a TF-Hub module (--albert_hub_module_"
+                f"handle): its encoder is the module's own variables, which no checkpoint format "
+                f"names; export it with the run's script (--output_dir=RUN --export_dir=DIR, a "
+                f"SavedModel that predict --model=DIR reads), or fine-tune from the module's "
+                f"checkpoint as --init_checkpoint for a run that converts")
         for key in reader.get_variable_to_shape_map():
             name = _tf1_name(key) if fmt == "tf1" else _object_key_to_name(key)
             if name is not None:
@@ -57,6 +65,10 @@ def read_local_checkpoint(path):
                 if is_saved_model(export) else "")
         raise ValueError(f"no ALBERT weights in the checkpoint {location}{hint}")
     return arrays, config, fmt
+
+
+# A checkpoint key of a run whose encoder is a formats.hub.HubEncoder ("hub/<index>/<name>").
+HUB_RUN_KEY = f"{MODEL_KEY}/hub.S"
 
 
 def _tf1_name(key):

@@ -80,7 +80,9 @@ READING_FLAGS = LENGTH_FLAGS + ("text_column_names", "label_column_name", "id_co
 def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl's FLAGS object)
     """Each of READING_FLAGS the script has and was not given: the value the run in
     --output_dir last trained with (run.json), so that a rerun (resuming, evaluating, predicting,
-    exporting) reads examples as the run trained on them. A rerun that names none of
+    exporting) reads examples as the run trained on them; one that names no model (no
+    --init_checkpoint) takes its --albert_hub_module_handle, whose variables are its encoder's.
+    A rerun that names none of
     `data_flags` (where the examples are: --task_name, --data_dir, the files) takes the run's
     too, so that `--output_dir=RUN --export_dir=DIR` exports RUN's task. A command that does not
     train, into a directory with no run, takes them from the run in --init_checkpoint (its
@@ -97,6 +99,8 @@ def keep_how_the_run_read(FLAGS, data_flags=(), unread=()):  # noqa: N803 (absl'
         if theirs:
             run, recorded, data_flags = init_run, theirs, ()  # (its files: not ours)
     names = [name for name in READING_FLAGS if name in FLAGS]
+    if "albert_hub_module_handle" in FLAGS and not init:
+        names.append("albert_hub_module_handle")
     if not any(FLAGS[name].present for name in data_flags):
         names += data_flags
     for name in names:
