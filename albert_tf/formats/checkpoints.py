@@ -19,8 +19,8 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.files import atomic_write_text
 from albert_tf.formats import hf, keras_hub
-from albert_tf.formats.resolve import (SourceError, checkpoint_at, checkpoint_choice, is_saved_model,
-                                     local_path)
+from albert_tf.formats.resolve import (SourceError, checkpoint_at, checkpoint_choice,
+                                       is_saved_model, local_path)
 from albert_tf.tokenization import FullTokenizer, vocabulary_file
 
 FORMATS = ("albert_tf", "tf1", "hf", "keras_hub")
