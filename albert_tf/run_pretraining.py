@@ -22,7 +22,7 @@ from absl import app, flags, logging
 from albert_tf import cli
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import (check_records, count_records, expand_file_patterns,
-                                     pretraining_dataset)
+                                     pretraining_dataset, swapped_share)
 from albert_tf.data.service import check_dispatcher
 from albert_tf.formats.resolve import vocabularies_beside
 from albert_tf.formats.tokenizers import load_tokenizer
@@ -157,12 +157,13 @@ def _pretrain(options, mask_token_given):
         logging.info("--%s: %d file%s (%s%s)", flag, len(files), "" if len(files) == 1 else "s",
                      ", ".join(files[:3]), ", ..." if len(files) > 3 else "")
     eval_examples = _eval_examples(options, inputs[-1][1]) if options.do_eval else None
+    sop_baseline = _sop_baseline(inputs[-1][1], eval_examples) if eval_examples else None
     with RunLock(options.output_dir, "run_pretraining",
                  chief=distribution.is_chief(strategy)) as lock:
         check_run_kind(options.output_dir, "pretraining")
         trainer = _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lock)
         _train_and_evaluate(options, trainer, config.vocab_size, mask_id, eval_files,
-                            eval_examples)
+                            eval_examples, sop_baseline)
 
 
 def _eval_examples(options, files):
@@ -186,6 +187,17 @@ def _eval_examples(options, files):
                  f", leaving out the last {left} of its {held}: whole batches of "
                  f"--eval_batch_size={batch} only" if left else "")
     return held - left
+
+
+def _sop_baseline(files, count):
+    """The held-out sentence_order_accuracy of a model that always answers the more common
+    order, logged as the mark that SOP has learned something."""
+    swapped = swapped_share(files, count)
+    baseline = max(swapped, 1 - swapped)
+    logging.info("Held-out sentence order: %.1f%% of the %d pairs are swapped: answering the "
+                 "more common order alone scores sentence_order_accuracy %.4g", 100 * swapped,
+                 count, baseline)
+    return baseline
 
 
 def _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lock):
@@ -220,7 +232,8 @@ def _restore_to_evaluate(options, trainer):
     return trainer.saver.restore_newest_intact(candidates, trainer.restore)
 
 
-def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files, eval_examples):
+def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files, eval_examples,
+                        sop_baseline=None):
     if options.do_train:
         trainer.restore_or_initialize(options.init_checkpoint, options.init_from_group0,
                                       allow_missing=("cls/",))
@@ -234,6 +247,11 @@ def _train_and_evaluate(options, trainer, vocab_size, mask_id, eval_files, eval_
     def evaluate(path, step):
         result = trainer.evaluate(eval_fn, options.max_eval_steps)
         trainer.record_eval(result, path, "masked_lm_accuracy", examples=eval_examples)
+        accuracy = result["sentence_order_accuracy"]
+        if sop_baseline is not None and abs(accuracy - sop_baseline) < 0.5 / eval_examples:
+            logging.warning("sentence_order_accuracy %.4g at step %d equals the share of the "
+                            "more common order: the SOP head likely answers one order whatever "
+                            "the pair (not learned yet)", accuracy, step)
         # The MLM loss: on a small corpus the held-out SOP loss rises as SOP fits the training
         # pairs while MLM still improves (docs/pretraining.md, "Loss excursions").
         trainer.observe_eval(step, result["masked_lm_loss"])

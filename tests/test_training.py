@@ -383,6 +383,16 @@ def one_device_run(config_file, records, tmp_path_factory):
     assert status == 0, log[-3000:]
     assert "Each evaluation reads the 256 records of --input_file\n" in log
     assert "Eval at step 6 on 256 examples: loss " in log
+    # The held-out SOP baseline: the more common order's share, counted here from the records.
+    swapped = np.mean([tf.train.Example.FromString(r.numpy()).features.feature[
+        "next_sentence_labels"].int64_list.value[0] for r in tf.data.TFRecordDataset(records)])
+    baseline = max(swapped, 1 - swapped)
+    assert (f"Held-out sentence order: {100 * swapped:.1f}% of the 256 pairs are swapped: "
+            f"answering the more common order alone scores sentence_order_accuracy "
+            f"{baseline:.4g}") in log
+    accuracy = float(re.search(r"Eval at step 6 .*sentence_order_accuracy (\S+)", log)[1])
+    assert ("equals the share of the more common order" in log) == (
+        abs(accuracy - baseline) < 0.5 / 256 + 1e-4), (accuracy, baseline)
     return out, log
 
 

@@ -98,6 +98,15 @@ def count_records(paths, limit=None):
         return None
 
 
+def swapped_share(paths, count):
+    """The share of the first `count` records of `paths` whose sentence order is swapped
+    (next_sentence_labels 1)."""
+    spec = {"next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+    labels = tf.data.TFRecordDataset(paths).take(count).map(
+        lambda record: tf.io.parse_single_example(record, spec)["next_sentence_labels"][0])
+    return float(labels.reduce(tf.constant(0, tf.int64), lambda total, x: total + x)) / count
+
+
 def compression_hint(path):
     """A hint when `path` is a compressed file (gzip or zlib) rather than plain TFRecords."""
     with tf.io.gfile.GFile(path, "rb") as f:
