@@ -448,6 +448,9 @@ def test_sigterm_saves_before_exit(config_file, records, tmp_path):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr[-3000:]  # 128 + SIGTERM: `train && next` stops
     stopped = int(re.search(r"Stopping at step (\d+) on SIGTERM", stderr).group(1))
+    # Acknowledged when it comes, before the steps under way end.
+    assert stderr.index("SIGTERM received: stopping once the steps or the evaluation under way "
+                        "end, after saving a checkpoint") < stderr.index("Stopping at step")
     latest = tf.train.latest_checkpoint(str(out))
     assert latest.endswith(f"model.ckpt-{stopped}")
     assert stderr.splitlines()[-1] == (

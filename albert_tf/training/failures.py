@@ -73,6 +73,9 @@ class StopRequest:
                 self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame):
+        if self.requested is None:  # said at once: an evaluation may take a while to end
+            logging.warning("%s received: stopping once the steps or the evaluation under way "
+                            "end, after saving a checkpoint", signal.Signals(signum).name)
         self.requested, self.signum = signal.Signals(signum).name, signum
         self._signalled.set()
 
