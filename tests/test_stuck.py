@@ -30,14 +30,18 @@ def test_loss_at_the_constant_level_past_warmup_warns_once(warnings):
     assert not watch.training_loss(50, 0.70)  # its window still holds warmup steps
     assert not watch.training_loss(100, 0.60)  # learning
     assert not watch.training_loss(100, 0.685)  # learning slowly, at a low rate
-    assert watch.training_loss(150, 0.6925)
-    assert not watch.training_loss(200, 0.6931)  # said once
+    assert not watch.training_loss(150, 0.6925)  # one line at the level: a slow start, maybe
+    assert not watch.training_loss(200, 0.67)  # ... it was
+    assert not watch.training_loss(250, 0.6931)
+    assert watch.training_loss(300, 0.6925)  # two in a row
+    assert not watch.training_loss(350, 0.6931)  # said once
     assert len(warnings) == 1
-    assert "0.6925 at step 150, 120 steps after the warmup" in warnings[0]
+    assert "0.6925 at step 300, 270 steps after the warmup" in warnings[0]
     assert "constant prediction's (0.6931" in warnings[0]
     assert "lower --learning_rate (now 0.002)" in warnings[0]
     assert "--warmup_step, --warmup_proportion; now 30 steps" in warnings[0]
-    assert StuckWatch(math.log(2), 30, 2e-3, 50).training_loss(100, 0.9)  # worse than constant
+    worse = StuckWatch(math.log(2), 30, 2e-3, 50)  # worse than constant
+    assert not worse.training_loss(100, 0.9) and worse.training_loss(150, 0.9)
     assert not StuckWatch(None, 30, 2e-3, 50).training_loss(100, 0.9)  # no level (SQuAD)
 
 

@@ -46,6 +46,7 @@ class StuckWatch:
         self.train_steps = train_steps
         self.training = training
         self.warned = False
+        self.lines_at_level = 0  # consecutive progress lines past the warmup at the level
 
     def advice(self):
         if not self.training:
@@ -55,9 +56,14 @@ class StuckWatch:
                 f"(--warmup_step, --warmup_proportion; now {self.warmup} steps)")
 
     def training_loss(self, step, loss):
-        """Checks a progress line's mean loss (its steps all past the warmup)."""
-        if (self.level is None or self.warned or step - self.log_steps < self.warmup
-                or loss < (1.0 - TOLERANCE) * self.level):
+        """Checks a progress line's mean loss (its steps all past the warmup): two lines in a
+        row at the constant level warn (one may be a slow start: a multiple-choice head sits
+        at ln 4 for a while before it learns)."""
+        if self.level is None or self.warned or step - self.log_steps < self.warmup:
+            return False
+        at_level = loss >= (1.0 - TOLERANCE) * self.level
+        self.lines_at_level = self.lines_at_level + 1 if at_level else 0
+        if self.lines_at_level < 2:
             return False
         self.warned = True
         logging.warning(
