@@ -32,7 +32,8 @@ def run(main, required=(), argv=None):
     results to Python callers)."""
     argv = sys.argv if argv is None else argv
     name = tool_name(argv[0])
-    tool, entry = sys.modules.get(main.__module__), sys.modules.get("__main__")
+    function = main.func if isinstance(main, functools.partial) else main
+    tool, entry = sys.modules.get(function.__module__), sys.modules.get("__main__")
     if tool is not None and entry is not None and entry is not tool and tool.__doc__:
         entry.__doc__ = tool.__doc__  # absl's help shows __main__'s (a checkout's shim's)
     if required:

@@ -5,6 +5,7 @@ interrupt), no traceback, and every byte that was there before unchanged."""
 
 import glob
 import gzip
+import importlib
 import json
 import os
 import random
@@ -358,11 +359,16 @@ def test_a_required_flag_missing_is_one_line(capsys):
 
 
 @pytest.mark.parametrize("tool,flag", [("run_classifier", "task_name"),
-                                       ("run_pretraining", "input_file")])
+                                       ("run_pretraining", "input_file"),
+                                       ("run_squad", "doc_stride")])
 def test_help_lists_the_flags_the_package_defines(tool, flag):
-    """absl's --help lists the main module's own flags; these tools define theirs elsewhere."""
+    """absl's --help lists the main module's own flags; these tools define theirs elsewhere.
+    The text above them is the tool's docstring (run_squad's main is a functools.partial: it
+    was functools's)."""
     shown = subprocess.run([sys.executable, "-m", f"albert_tf.{tool}", "--help"],
                            capture_output=True, text=True, timeout=300, check=False)
+    doc = importlib.import_module(f"albert_tf.{tool}").__doc__
+    assert shown.stdout.startswith(doc.strip().splitlines()[0]), shown.stdout[:300]
     assert f"  --{flag}:" in shown.stdout, shown.stdout[-2000:]
     assert "  --learning_rate:" in shown.stdout and shown.returncode == 0  # (absl's: 1)
     # The usage examples keep their lines (the docstrings are raw: a non-raw one joined them).
