@@ -277,3 +277,16 @@ def test_a_casing_other_than_the_model_s_is_warned(model_path, tmp_path, caplog)
             f"piece: an uncased vocabulary, in which capital letters are unknown pieces (give "
             f"--do_lower_case)"][:warned]
         assert caplog.messages == expected, kwargs
+
+
+def test_a_listing_beside_from_tf_hub_is_not_read(model_path):
+    """--spm_model_file=from_tf_hub (the original README's hub route) with run_glue.sh's
+    --vocab_file=30k-clean.vocab: the module's model serves, the listing is not read; alone,
+    the listing is refused naming the model."""
+    from albert_tf.tokenization import vocabulary_file
+    listing = model_path[:-len(".model")] + ".vocab"
+    assert vocabulary_file("from_tf_hub", listing) is None
+    assert vocabulary_file(model_path, listing) == model_path
+    with pytest.raises(ValueError, match=r"is a SentencePiece vocabulary listing, not a "
+                                         r"WordPiece vocabulary: pass the model"):
+        vocabulary_file(None, listing)

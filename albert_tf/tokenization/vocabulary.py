@@ -76,12 +76,16 @@ def vocabulary_file(spm_model_file=None, vocab_file=None):
     --spm_model_file wins, as in the original; a --vocab_file beside it must then be the
     SentencePiece model's own listing (the original's run_glue.sh passes 30k-clean.vocab) or
     absent: two different vocabularies are an error, never a silent choice. A --vocab_file
-    alone is a WordPiece vocabulary (or a *.model, as TF-Hub's tokenization_info names it).
+    alone is a WordPiece vocabulary (or a *.model, as TF-Hub's tokenization_info names it);
+    a listing beside --spm_model_file=from_tf_hub (the hub module's model) is not read.
     """
+    from_hub = spm_model_file == "from_tf_hub"
     spm_model_file = None if spm_model_file in (None, "", "from_tf_hub") else spm_model_file
     vocab_file = vocab_file or None
     if vocab_file and vocabulary_kind(vocab_file) == WORDPIECE and sentencepiece_listing(
             vocab_file) and not spm_model_file:
+        if from_hub:
+            return None
         model = os.path.splitext(vocab_file)[0] + ".model"
         raise ValueError(f"--vocab_file={vocab_file} is a SentencePiece vocabulary listing, not "
                          f"a WordPiece vocabulary: pass the model, --spm_model_file={model}")
