@@ -179,7 +179,7 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     _check_format_holds(checked, fmt)
     net = checked.net
     net.save_pretrained(output_dir, format=fmt, vocab_file=vocabulary,
-                        do_lower_case=do_lower_case)
+                        do_lower_case=do_lower_case, global_step=checkpoint_step(input_path))
     if checked.label_set and fmt == "hf":
         hf.write_hf_labels(output_dir, checked.label_set)
     elif checked.label_set:
@@ -191,6 +191,20 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
                  len(net.tf1_weights()), checked.input_format, input_path)
     return net
+
+
+def checkpoint_step(input_path):
+    """The training step a checkpoint was saved at (TF1's global_step, our optimizer's
+    iterations), 0 where it keeps none (Hugging Face, KerasHub, a bare export)."""
+    fmt, location, _ = resolve_checkpoint(input_path)
+    if fmt in ("hf", "keras_hub"):
+        return 0
+    reader = tf.train.load_checkpoint(location)
+    names = reader.get_variable_to_shape_map()
+    steps = ("global_step", "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+             "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
+    key = next((k for k in steps if k in names), None)
+    return int(reader.get_tensor(key)) if key else 0
 
 
 def _is_tf1_checkpoint(index_path):
@@ -213,14 +227,7 @@ def write_slim_tf1(input_path, prefix, config=None, overwrite=False):
     check_output_files([prefix + ".index"], "export_path", what="a TF1 checkpoint",
                        overwrite=overwrite, is_kind=_is_tf1_checkpoint, inputs=inputs)
     net = load_checked(input_path, config).net
-    fmt, location, _ = resolve_checkpoint(input_path)
-    step = 0
-    if fmt != "hf":
-        reader = tf.train.load_checkpoint(location)
-        names = reader.get_variable_to_shape_map()
-        steps = ("global_step", "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
-        key = next((k for k in steps if k in names), None)
-        step = int(reader.get_tensor(key)) if key else 0
+    step = checkpoint_step(input_path)
     directory = os.path.dirname(os.path.abspath(prefix))
     tf.io.gfile.makedirs(directory)
     write_tf1_checkpoint(model_arrays(net), prefix, step)

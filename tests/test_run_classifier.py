@@ -511,6 +511,18 @@ def test_eval_alone_measures_the_run_s_best_and_keeps_it(assets, tmp_path, caplo
                 f"matthew_corr {float(before['matthew_corr']):.4g})") in caplog.text
 
 
+def test_the_original_layout_keeps_the_run_s_step(matrix_runs, tmp_path):
+    """convert_checkpoint --format=tf1 of a run: its global_step is the best checkpoint's step
+    (an Estimator resuming it goes on from there), not 0."""
+    from albert_tf.conversion import convert
+    run_dir = matrix_runs("none", "false")
+    convert(str(run_dir), str(tmp_path / "tf1"), "tf1")
+    reader = tf.train.load_checkpoint(str(tmp_path / "tf1" / "model.ckpt-best"))
+    assert int(reader.get_tensor("global_step")) == int(
+        _read_kv(run_dir / "eval_results.txt")["global_step"]) == 40
+    assert reader.get_variable_to_shape_map()["output_weights"] == [2, 32]
+
+
 def test_eval_alone_evaluates_a_fine_tuned_init_checkpoint(assets, matrix_runs, tmp_path,
                                                             caplog):
     """--do_eval without --do_train into a new --output_dir, --init_checkpoint a fine-tuned run:

@@ -190,10 +190,11 @@ def write_tf1_checkpoint(arrays, prefix, global_step=0):
 
 
 def save_pretrained(model, directory, format="albert_tf", spm_model_file=None, vocab_file=None,
-                    do_lower_case=True):
+                    do_lower_case=True, global_step=0):
     """Writes the model's weights and config to `directory` in one of FORMATS, with the
     vocabulary (SentencePiece model or WordPiece vocab file) when one is given: copied beside
-    the checkpoint, or for "hf" as the tokenizer files transformers' AutoTokenizer reads."""
+    the checkpoint, or for "hf" as the tokenizer files transformers' AutoTokenizer reads.
+    `global_step`: the "tf1" checkpoint's (the step an Estimator resuming it starts from)."""
     if format not in FORMATS:
         raise ValueError(f"unknown checkpoint format {format!r}; use one of {FORMATS}")
     vocabulary = vocabulary_file(spm_model_file, vocab_file)
@@ -206,7 +207,8 @@ def save_pretrained(model, directory, format="albert_tf", spm_model_file=None, v
     elif format == "keras_hub":  # its own config.json and tokenizer asset
         return keras_hub.write_preset(model_arrays(model), model.config, directory, vocabulary)
     elif format == "tf1":
-        write_tf1_checkpoint(model_arrays(model), os.path.join(directory, "model.ckpt-best"))
+        write_tf1_checkpoint(model_arrays(model), os.path.join(directory, "model.ckpt-best"),
+                             global_step)
         write_checkpoint_index(directory, ["model.ckpt-best"])
     else:
         prefix = os.path.join(directory, "model.ckpt")
@@ -271,8 +273,9 @@ class PretrainedMixin:
                               allow_reshaped=allow_reshaped)
 
     def save_pretrained(self, directory, format="albert_tf", spm_model_file=None,
-                        vocab_file=None, do_lower_case=True):
+                        vocab_file=None, do_lower_case=True, global_step=0):
         """Writes `directory` in format "albert_tf" (ours), "tf1" (original), "hf" or
         "keras_hub", with the vocabulary when one is given."""
         return save_pretrained(self, directory, format=format, spm_model_file=spm_model_file,
-                               vocab_file=vocab_file, do_lower_case=do_lower_case)
+                               vocab_file=vocab_file, do_lower_case=do_lower_case,
+                               global_step=global_step)
