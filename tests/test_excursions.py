@@ -49,8 +49,12 @@ def test_a_run_too_short_to_check_says_so():
     _feed(guard, [3.0, 2.9, 3.1] * 3)
     assert guard.headroom() == ("9 steps: too few to check for spikes and rises (it smooths "
                                 "over --loss_smoothing_steps=10 first); 0 recoveries")
-    _feed(guard, [3.0, 2.9], 10)
-    assert guard.headroom().startswith("the largest step loss was ")
+    _feed(guard, [3.0, 3.2, 2.9], 10)
+    assert guard.headroom().startswith("the largest step loss was 2.1 standard deviations above "
+                                       "the smoothed loss (a spike: 8)")
+    falling = LossGuard(SETTINGS)  # no step above the smoothed loss: said so, not "0.0"
+    _feed(falling, [3.0 - 0.01 * i for i in range(30)])
+    assert falling.headroom().startswith("no step loss rose above the smoothed loss (a spike: ")
 
 
 def test_a_level_shift_is_one_spike_then_a_rise():

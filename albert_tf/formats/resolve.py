@@ -49,7 +49,7 @@ def run_checkpoint(directory):
         record = read_best_record(directory)
         why = (f"the run's best by {record['metric']} ({record['value']:.4g} at step "
                f"{record['global_step']})" if record else f"the directory's {BEST_NAME}")
-        if latest:
+        if latest and os.path.basename(latest) != BEST_NAME:
             why += f"; its newest is {os.path.basename(latest)}"
         return best, why
     if latest and re.search(r"-\d+$", latest):

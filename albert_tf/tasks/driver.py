@@ -434,8 +434,8 @@ class _Run:
                 if self.flags.do_eval or "global_step" in _read_or_empty(path):
                     path = os.path.join(self.flags.output_dir, "predict_results.txt")
                 write_eval_results(path, scores)
-                logging.info("Scored the predictions against %s (%s): %s", name,
-                             os.path.basename(path), format_results(scores))
+                logging.info("Scored the %s set's predictions against its answers (%s): %s",
+                             name, os.path.basename(path), format_results(scores))
         if not scored:
             remove_stale_results(os.path.join(self.flags.output_dir, "predict_results.txt"),
                                  "these predictions have no answers to be scored against")

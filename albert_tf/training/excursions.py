@@ -181,8 +181,10 @@ class LossGuard(tf.train.experimental.PythonState):
             return (f"{s['steps']} steps: too few to check for spikes and rises (it smooths "
                     f"over --loss_smoothing_steps={cfg.smoothing_steps} first); "
                     f"{s['recoveries']} recoveries")
-        return (f"the largest step loss was {s['max_sigmas']:.1f} standard deviations above the "
-                f"smoothed loss (a spike: {cfg.spike_sigmas:g}), the smoothed loss at most "
+        largest = (f"the largest step loss was {s['max_sigmas']:.1f} standard deviations above "
+                   f"the smoothed loss" if s["max_sigmas"] > 0 else
+                   "no step loss rose above the smoothed loss")
+        return (f"{largest} (a spike: {cfg.spike_sigmas:g}), the smoothed loss at most "
                 f"{100 * s['max_rise']:.1f}% above its best (a rise: "
                 f"{100 * cfg.rise_tolerance:g}% for {cfg.smoothing_steps} steps); "
                 f"{s['recoveries']} recoveries")
