@@ -11,6 +11,7 @@ answers.
   python -m albert_tf.predict --task=ner --model=out/conll --text="John lives in Berlin ."
   python -m albert_tf.predict --task=qa --model=out/squad --text="Where does John live?" \
       --text_b="John lives in Berlin, near the river."
+  python -m albert_tf.predict --task=choose --model=out/race --input_file=questions.jsonl
 
 --model is a SavedModel directory (saved_model.pb: an encoder or pretrainer export of
 `albert_tf.serving.export`, or a raw-string classifier serving export), or anything
@@ -21,10 +22,12 @@ with model.ckpt-best uses that one). One JSON object per input is printed, or wr
 An --input_file named .csv, .tsv or .jsonl is read by column as run_classifier reads it (the
 text columns the model's run read, or --text_column_names), each row's other columns carried
 into its output (qa: the question and context columns; a SQuAD .json file is read as
-run_squad reads it, each answer with its question's id); any other file holds one text per
-line (or two tab-separated texts for pairs).
+run_squad reads it, each answer with its question's id); for --task=choose, RACE article
+files (answers optional) or JSON lines of questions (article, question, options); any other
+file holds one text per line (or two tab-separated texts for pairs).
 
-The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `Embedder`
+The library behind it, importable: `albert_tf.serving.FillMask`, `Classifier`, `Embedder`,
+`Tagger`, `Answerer`, `Chooser`
 (load once, call on lists of texts) and `albert_tf.serving.predict(task, model, texts, ...)`.
 """
 
@@ -36,9 +39,9 @@ if __name__ == "__main__":
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.data import conll, glue, labeled_text, squad
+from albert_tf.data import conll, glue, labeled_text, race, squad
 from albert_tf.outputs import check_output_files
-from albert_tf.serving import TASKS, Answerer, Classifier, Embedder, FillMask, Tagger
+from albert_tf.serving import TASKS, Answerer, Chooser, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
 from albert_tf.serving.predictor import DEFAULT_MAX_SEQ_LENGTH
 from albert_tf.serving.text_io import read_input_file, write_results
@@ -69,7 +72,11 @@ def define_flags():
            "albert_config.json, when none is beside the checkpoint.")
     define(flags.DEFINE_string, "text", None,
            "One text (fill_mask: with [MASK] tokens; qa: the question).")
-    define(flags.DEFINE_string, "text_b", None, "The second segment of a pair (qa: the context).")
+    define(flags.DEFINE_string, "text_b", None,
+           "The second segment of a pair (qa: the context; choose: the question).")
+    define(flags.DEFINE_multi_string, "choice", None,
+           "choose: an option of the question in --text_b about the article in --text (give "
+           "the flag once for each option).")
     define(flags.DEFINE_string, "input_file", None,
            "A .csv, .tsv or .jsonl file with a header, read by column as run_classifier reads "
            "it (--text_column_names; its other columns are carried into the output); any other "
@@ -111,6 +118,9 @@ def main(_):
                              "--text_column_names)")
     if FLAGS.window_stride is not None and FLAGS.task not in ("ner", "qa"):
         raise app.UsageError("--window_stride goes with --task=ner or --task=qa")
+    if FLAGS.choice and (FLAGS.task != "choose" or FLAGS.input_file):
+        raise app.UsageError("--choice goes with --task=choose and --text (the article), "
+                             "--text_b (the question)")
     table = FLAGS.input_file and labeled_text.is_table(FLAGS.input_file)
     for name in ("text_column_names", "delimiter"):
         if FLAGS[name].value and not table:
@@ -136,6 +146,13 @@ def main(_):
                            **common)
     elif FLAGS.task == "qa":
         predictor = Answerer(FLAGS.model, window_stride=FLAGS.window_stride, **common)
+    elif FLAGS.task == "choose":
+        questions, columns = _questions()
+        write_results(Chooser(FLAGS.model, **common)(questions), FLAGS.output_file,
+                      output_format=FLAGS.format, columns=columns)
+        if FLAGS.output_file:
+            logging.info("Wrote %d predictions to %s", len(questions), FLAGS.output_file)
+        return
     else:
         predictor = Embedder(FLAGS.model, pooling=FLAGS.pooling, **common)
     texts, texts_b, columns = _inputs(predictor.text_columns, predictor.run_settings.get(
@@ -156,6 +173,21 @@ def main(_):
                      predictor.label_set.window_stride)
     if FLAGS.output_file:
         logging.info("Wrote %d predictions to %s", len(texts), FLAGS.output_file)
+
+
+def _questions():
+    """(race.Examples, each one's carried fields or None) of --input_file, or of --text (the
+    article), --text_b (the question) and --choice (its options)."""
+    if FLAGS.input_file:
+        try:
+            return race.read_questions(FLAGS.input_file)
+        except ValueError as e:
+            raise app.UsageError(str(e)) from None
+    if FLAGS.text_b is None or len(FLAGS.choice or ()) < 2:
+        raise app.UsageError("--task=choose takes the article as --text, the question as "
+                             "--text_b and each option as --choice (two or more), or "
+                             "--input_file")
+    return [race.Example("0", "", FLAGS.text, FLAGS.text_b, list(FLAGS.choice), -1)], None
 
 
 def _refuse_a_conll_file(texts):

@@ -344,3 +344,67 @@ def test_predict_refuses_to_classify_with_a_multiple_choice_run(matrix_runs):
                                            r"its head scores answer choices, not classes"):
         Classifier(str(matrix_runs("none", "false")))
     assert run_kind(C3Task.name) in CHOICE_RUN_KINDS
+
+
+@pytest.mark.parametrize("precision", ["none", "bfloat16", "float16"])
+def test_predict_chooses_as_the_run_predicted(assets, matrix_runs, tmp_path, capsys, precision):
+    """predict --task=choose on the run's test questions (JSON lines of single questions, ids
+    as run_race names them): its probabilities, in float32 from the run's checkpoint, are the
+    run's own test predictions (within the run's precision's rounding)."""
+    from albert_tf import predict
+    from tool_runner import run_tool
+    out = matrix_runs(precision, "false")
+    theirs = {r["id"]: r for r in map(json.loads,
+                                      (out / "test_predictions.jsonl").read_text().splitlines())}
+    lines = []
+    for level in ("middle", "high"):
+        for article in assets["data"]["test"][level]:
+            lines += [json.dumps({"id": f"{article['id']}-{i}", "article": article["article"],
+                                  "question": q, "options": options})
+                      for i, (q, options) in enumerate(zip(article["questions"],
+                                                           article["options"]))]
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(lines) + "\n")
+    code, last, _ = run_tool(predict, capsys, "--task=choose", f"--model={out}",
+                             f"--input_file={questions}", f"--output_file={tmp_path / 'p.jsonl'}",
+                             "--batch_size=5")
+    assert code == 0, last
+    ours = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in ours] == list(theirs)
+    for row in ours:
+        np.testing.assert_allclose(row["probabilities"], theirs[row["id"]]["probabilities"],
+                                   atol=1e-5 if precision == "none" else 3e-2)
+        if precision == "none":
+            assert row["prediction"] == theirs[row["id"]]["prediction"]
+    if precision != "none":
+        return
+    # A RACE article file (its answers carried), and one question on the command line.
+    article = os.path.join(assets["data_dir"], "RACE", "test", "middle", "0.txt")
+    code, _, _ = run_tool(predict, capsys, "--task=choose", f"--model={out}",
+                          f"--input_file={article}", f"--output_file={tmp_path / 'a.jsonl'}")
+    first = assets["data"]["test"]["middle"][0]
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert code == 0 and [(r["id"], r["answer"]) for r in rows] == [
+        (f"{first['id']}-{i}", a) for i, a in enumerate(first["answers"])]
+    np.testing.assert_allclose([r["probabilities"] for r in rows],
+                               [theirs[r["id"]]["probabilities"] for r in rows], atol=1e-5)
+    from tool_runner import run_tool_captured
+    status, shown, _ = run_tool_captured(
+        predict, capsys, "--task=choose", f"--model={out}", "--format=text",
+        f"--text={first['article']}", f"--text_b={first['questions'][0]}",
+        *[f"--choice={o}" for o in first["options"][0]])
+    run_s = theirs[f"{first['id']}-0"]
+    assert status == 0 and shown == (
+        f"{run_s['prediction']} (" + ", ".join(
+            f"{letter} {p:.4f}" for letter, p in zip("ABCD", rows[0]["probabilities"]))
+        + f")\t{first['questions'][0]}\n"), shown
+    # Mistakes: a model that is no multiple-choice run; --choice without --task=choose.
+    code, last, _ = run_tool(predict, capsys, "--task=choose", f"--model={assets['init']}",
+                             f"--input_file={questions}")
+    assert (code, last) == (2, f"predict: error: {assets['init']} is no multiple-choice run (no "
+                               f"run.json beside it): --task=choose reads a run_race output_dir "
+                               f"(or a checkpoint in it)")
+    code, last, _ = run_tool(predict, capsys, "--task=embed", f"--model={out}", "--text=a",
+                             "--choice=b")
+    assert (code, last) == (2, "predict: error: --choice goes with --task=choose and --text (the "
+                               "article), --text_b (the question)")

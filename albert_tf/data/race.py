@@ -87,6 +87,49 @@ def _articles(directory):
         yield _parse(read_text(path), path), path
 
 
+def read_questions(path):
+    """The questions of `path` for predict --task=choose: RACE article files (one JSON object,
+    or one a line as all.txt; answers optional) or JSON Lines of single questions (article,
+    question, options: two or more; id optional). Returns ([Example], each question's carried
+    fields: its id, and its answer where the file gives one)."""
+    text = read_text(path)
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    objects = [(whole, path)] if isinstance(whole, dict) else [
+        (_parse(line, f"{path}:{number}"), f"{path}:{number}")
+        for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    examples = []
+    for item, where in objects:
+        if "questions" in item:
+            examples.extend(_questions(item, where, "", answers_optional=True))
+        else:
+            examples.append(_one_question(item, where, len(examples)))
+    if not examples:
+        raise ValueError(f"{path} holds no questions")
+    return examples, [{"id": e.guid, **({"answer": LETTERS[e.label]} if e.label >= 0 else {})}
+                      for e in examples]
+
+
+def _one_question(item, where, index):
+    """A JSON Lines question: article, question, options (2 or more strings); id optional."""
+    missing = [k for k in ("article", "question", "options") if k not in item]
+    if missing:
+        raise ValueError(f"{where}: missing key(s) {', '.join(missing)}; a line holds a RACE "
+                         f"article (article, questions, options) or one question (article, "
+                         f"question, options)")
+    options = item["options"]
+    if not (isinstance(options, list) and len(options) >= 2 and all(
+            isinstance(o, str) for o in options)):
+        raise ValueError(f"{where}: options must be a list of two or more strings, got "
+                         f"{options!r}")
+    if not (isinstance(item["article"], str) and isinstance(item["question"], str)):
+        raise ValueError(f"{where}: article and question must be strings")
+    return Example(str(item.get("id", index)), "", item["article"], item["question"],
+                   list(options), -1)
+
+
 def _natural(name):
     """Sort key putting 2.txt before 10.txt, as the release numbers its articles."""
     return [(0, int(part), "") if part.isdigit() else (1, 0, part)
@@ -144,6 +187,11 @@ def _questions(article, where, level, answers_optional=False):
         out.append(Example(f"{name}-{i}", level, article["article"], question, list(choices),
                            LETTERS.index(answer.strip())))
     return out
+
+
+def letter(index):
+    """An option's letter: A, B, C, D, and on past D for a question with more options."""
+    return chr(ord("A") + index)
 
 
 def combine(question, option):

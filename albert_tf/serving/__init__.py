@@ -1,5 +1,5 @@
 """Serving: SavedModel / TF-Hub exports (export, finetuned, saved_model) and the predictors
-that run any checkpoint or export on text (fill_mask, classify, embed, tag, answer).
+that run any checkpoint or export on text (fill_mask, classify, embed, tag, answer, choose).
 
     from albert_tf.serving import FillMask
     FillMask("albert_base")(["The capital of France is [MASK]."])
@@ -10,12 +10,12 @@ nothing never needs (it imports serving.lite_files for its flags' choices).
 
 import importlib
 
-_EXPORTS = {"Answerer": "albert_tf.serving.answer",
+_EXPORTS = {"Answerer": "albert_tf.serving.answer", "Chooser": "albert_tf.serving.choose",
             "Classifier": "albert_tf.serving.classify", "Embedder": "albert_tf.serving.embed",
             "FillMask": "albert_tf.serving.fill_mask", "Tagger": "albert_tf.serving.tag",
             "PredictError": "albert_tf.serving.predictor"}
 _PREDICTOR_NAMES = {"fill_mask": "FillMask", "classify": "Classifier", "embed": "Embedder",
-                    "ner": "Tagger", "qa": "Answerer"}
+                    "ner": "Tagger", "qa": "Answerer", "choose": "Chooser"}
 TASKS = tuple(_PREDICTOR_NAMES)
 
 

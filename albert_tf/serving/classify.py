@@ -71,9 +71,9 @@ class Classifier(Predictor):
             run_kind = recorded_kind(self.source.directory)
             if run_kind in CHOICE_RUN_KINDS:
                 raise PredictError(f"{self.source.path} is a multiple-choice run ({run_kind}): "
-                                   f"its head scores answer choices, not classes. run_race "
-                                   f"--do_predict answers its questions; --task=embed reads "
-                                   f"its encoder")
+                                   f"its head scores answer choices, not classes: "
+                                   f"--task=choose answers questions with it; --task=embed "
+                                   f"reads its encoder")
             num_labels = self.source.num_classifier_labels()
             if num_labels is None:
                 raise PredictError(f"{self.source.path} has no classifier head (output_weights, "

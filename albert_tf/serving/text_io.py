@@ -9,7 +9,7 @@ import sys
 import numpy as np
 from absl import logging
 
-from albert_tf.data import labeled_text
+from albert_tf.data import labeled_text, race
 from albert_tf.outputs import make_parent_dir
 from albert_tf.serving.predictor import PredictError
 
@@ -74,6 +74,10 @@ def format_text(result):
             lines.append(f"  [MASK] {mask['mask'] + 1}: " + "  ".join(
                 f"{p['text'] or p['token']} {p['probability']:.4f}" for p in mask["predictions"]))
         return "\n".join(lines)
+    if "prediction" in result:  # a multiple-choice answer
+        probabilities = ", ".join(f"{race.letter(i)} {p:.4f}"
+                                  for i, p in enumerate(result["probabilities"]))
+        return f"{result['prediction']} ({probabilities})\t{_one_line(result['question'])}"
     if "answer" in result:
         if result["answer"]:  # a checkpoint's n-best probability, an export's score
             found = (f"{_one_line(result['answer'])} [{result['start']}:{result['end']}] " + (
