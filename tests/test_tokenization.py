@@ -244,6 +244,11 @@ def test_hugging_face_tokenizer_files(model_path, tmp_path):
         for text in texts:
             assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text), text
         assert theirs("the cat")["input_ids"] == [2] + ours.encode("the cat") + [3]
+        # A pair: its second segment is segment 1, as the model was trained (transformers 5
+        # gives no token_type_ids unless the config names them).
+        pair = theirs("the cat", "a mat")
+        assert pair["token_type_ids"] == [0] * (len(ours.encode("the cat")) + 2) + [1] * (
+            len(ours.encode("a mat")) + 1)
         assert theirs.tokenize("cost 12,") != ours.tokenize("cost 12,")
 
 

@@ -184,7 +184,10 @@ def write_hf_tokenizer(tokenizer, directory, model_max_length=None):
     WordPiece: vocab.txt (one token per line in id order, so that line numbers are the ids
     `load_vocab` gives) for BertTokenizer. SentencePiece: spiece.model for AlbertTokenizer.
     """
-    settings = {"do_lower_case": bool(tokenizer.do_lower_case)}
+    # A pair's second segment is segment 1 in ALBERT: transformers 5's AlbertTokenizer returns
+    # no token_type_ids unless the config names them (all 0 then: another model's input).
+    settings = {"do_lower_case": bool(tokenizer.do_lower_case),
+                "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
     if model_max_length:
         settings["model_max_length"] = int(model_max_length)
     if tokenizer.kind == SENTENCEPIECE:
