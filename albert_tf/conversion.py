@@ -25,8 +25,9 @@ from albert_tf.modeling.squad import V1_HEAD, V2_HEAD, AlbertSquad
 from albert_tf.modeling.task_model import UNUSED_POOLER
 from albert_tf.modeling.token_classifier import HEAD_NAMES as TOKEN_HEAD
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
-from albert_tf.outputs import (CONVERTED_ENTRIES, check_not_input, check_output_dir,
-                               check_output_files)
+from albert_tf.files import write_json
+from albert_tf.outputs import (CONVERSION_MARKER, CONVERTED_ENTRIES, check_not_input,
+                               check_output_dir, check_output_files)
 from albert_tf.tokenization import vocabulary_file
 from albert_tf.training.checkpoint_files import CHOICE_RUN_KINDS, recorded_kind
 
@@ -166,11 +167,12 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     MLM/SOP heads, the classifier when it is a fine-tuned classifier run with labels.json).
     A classifier's labels go with it (hf: id2label, label2id and problem_type in config.json).
     The vocabulary (see `carried_vocabulary`) is written in the output's format.
-    `output_dir` must be new, empty, or (with `overwrite`) an earlier conversion's output; it
-    is never an input's directory or a run directory.
+    `output_dir` must be new, empty, or (with `overwrite`) an earlier conversion's output (its
+    conversion.json says so), whose files are removed first; it is never an input's directory,
+    a run directory or a model directory another tool wrote.
     """
     check_output_dir(output_dir, "output_dir", what="a converted checkpoint",
-                     patterns=CONVERTED_ENTRIES, overwrite=overwrite,
+                     patterns=CONVERTED_ENTRIES, overwrite=overwrite, marker=CONVERSION_MARKER,
                      inputs={"input": input_path, "albert_config_file": config,
                              "spm_model_file": spm_model_file, "vocab_file": vocab_file})
     vocabulary, do_lower_case = carried_vocabulary(input_path, spm_model_file, vocab_file,
@@ -178,6 +180,7 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
     checked = load_checked(input_path, config, model, init_from_group0)
     _check_format_holds(checked, fmt)
     net = checked.net
+    _remove_earlier_conversion(output_dir)
     net.save_pretrained(output_dir, format=fmt, vocab_file=vocabulary,
                         do_lower_case=do_lower_case, global_step=checkpoint_step(input_path))
     if checked.label_set and fmt == "hf":
@@ -188,9 +191,25 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
         hf.write_hf_architecture(output_dir, HF_ARCHITECTURES[checked.kind])
     if checked.tags:
         write_labels(output_dir, checked.tags)
+    write_json(os.path.join(output_dir, CONVERSION_MARKER),
+               {"input": os.fspath(input_path), "format": fmt, "model": checked.kind})
     logging.info("Wrote %s (%s, %d tensors) from %s checkpoint %s", output_dir, fmt,
                  len(net.tf1_weights()), checked.input_format, input_path)
     return net
+
+
+def _remove_earlier_conversion(output_dir):
+    """An earlier conversion's files (check_output_dir: only such a directory gets here), so
+    that none of another format's stays beside the new one (a KerasHub tokenizer.json, which
+    transformers would read before spiece.model)."""
+    if not tf.io.gfile.isdir(output_dir):
+        return
+    for name in tf.io.gfile.listdir(output_dir):
+        path = os.path.join(output_dir, name.rstrip("/"))
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+        else:
+            tf.io.gfile.remove(path)
 
 
 def checkpoint_step(input_path):

@@ -41,7 +41,10 @@ CONVERTED_ENTRIES = ("checkpoint", "albert_config.json", "model.ckpt.index", "mo
                      "model.safetensors", "*.model", "vocab*.txt", "tokenizer_config.json",
                      "special_tokens_map.json", "metadata.json", "model.weights.h5",
                      "tokenizer.json", "preprocessor.json", "task.json", "task.weights.h5",
-                     "assets", "labels.json")
+                     "assets", "labels.json", "labels.txt", "conversion.json")
+# What a conversion writes last, so that only a directory it wrote is ever replaced (a model
+# directory that transformers wrote holds the same file names).
+CONVERSION_MARKER = "conversion.json"
 
 
 def _normalised(path):

@@ -8,6 +8,7 @@ import gzip
 import importlib
 import json
 import os
+import pathlib
 import random
 import re
 import shutil
@@ -127,6 +128,33 @@ def test_convert_checkpoint_into_its_input_or_a_directory_of_other_files_is_refu
                    f"converted checkpoint (30k-clean.model, 30k-clean.vocab, albert_config.json, "
                    f"checkpoint and 2 more)")
     assert digests(run_dir, world["release"]) == before
+    # A model directory transformers wrote holds only names a conversion writes: it is no
+    # conversion's (no conversion.json), and --overwrite does not replace it.
+    theirs = pathlib.Path(run_dir).parent / "theirs"
+    theirs.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (theirs / name).write_text("{}")
+    before = digests(theirs)
+    assert_refused(run_tool(convert_checkpoint, capsys, "--overwrite", input=run_dir,
+                            output_dir=theirs, format="hf"),
+                   f"--output_dir={theirs} already holds files that are not a converted "
+                   f"checkpoint (config.json, model.safetensors, tokenizer.json, "
+                   f"tokenizer_config.json)")
+    assert digests(theirs) == before
+    # An earlier conversion is replaced whole: none of a KerasHub preset's files stays beside
+    # the Hugging Face ones (its tokenizer.json, where it has one, transformers would read).
+    ours = pathlib.Path(run_dir).parent / "ours"
+    assert run_tool(convert_checkpoint, capsys, input=run_dir, output_dir=ours,
+                    format="keras_hub")[0] == 0
+    assert (ours / "model.weights.h5").exists()
+    assert_refused(run_tool(convert_checkpoint, capsys, input=run_dir, output_dir=ours,
+                            format="hf"),
+                   f"--output_dir={ours} holds a converted checkpoint written earlier; pass "
+                   f"--overwrite")
+    assert run_tool(convert_checkpoint, capsys, "--overwrite", input=run_dir, output_dir=ours,
+                    format="hf")[0] == 0
+    assert sorted(p.name for p in ours.iterdir()) == [
+        "config.json", "conversion.json", "model.safetensors"]
 
 
 def test_export_checkpoints_never_replaces_its_source_or_a_training_checkpoint(world, run_dir,
