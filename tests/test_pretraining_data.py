@@ -340,6 +340,33 @@ def test_sop_random_negatives_flag(data, tmp_path):
     assert f["next_sentence_labels"].mean() == pytest.approx(0.5, abs=0.05)
 
 
+def test_lines_longer_than_a_sequence_are_said_to_lose_their_rest(data, tmp_path, caplog):
+    """A corpus of a paragraph a line: each line is one segment, cut to fit (the original's
+    rule); the log counts the lines and the tokens no record holds. A corpus of sentences
+    loses too little to say (the module's corpus: silent)."""
+    from albert_tf.tokenization import FullTokenizer
+    _, corpus, _, model = data
+    sentences = open(corpus, encoding="utf-8").read().split("\n\n")
+    paragraphs = tmp_path / "paragraphs.txt"
+    paragraphs.write_text("\n\n".join(" ".join(doc.split("\n")) for doc in sentences) + "\n",
+                          encoding="utf-8")
+    tokenizer = FullTokenizer(model, do_lower_case=True)
+    lengths = [len(tokenizer.encode(line)) for line in paragraphs.read_text().splitlines()
+               if line.strip()]
+    lost = sum(n - 61 for n in lengths if n > 61)
+    for path, warned in ((corpus, False), (str(paragraphs), True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="absl"):
+            cpd.build(path, str(tmp_path / "out"), options(model, max_seq_length=64,
+                                                          dupe_factor=1), overwrite=True)
+        said = [m for m in caplog.messages if "longer than a sequence holds" in m]
+        assert bool(said) == warned, caplog.messages
+    assert said[0].startswith(
+        f"Shard 0: {paragraphs} has {sum(n > 61 for n in lengths)} lines longer than a "
+        f"sequence holds (61 tokens: --max_seq_length less 3): at most that much of each "
+        f"reaches a record, {lost} of its {sum(lengths)} tokens "), said[0]
+
+
 def test_permutation_targets(data, tmp_path):
     _, corpus, _, model = data
     cpd.build(corpus, str(tmp_path / "p"), options(model, do_permutation=True, dupe_factor=1))

@@ -203,6 +203,7 @@ def build_shard(shard_index, input_path, outputs, options):
     logging.info("Shard %d: %s, %d documents, %d sentences, %d tokens (%.1f s)", shard_index,
                  input_path, corpus.num_documents, len(corpus.sentence_offsets) - 1,
                  len(corpus.tokens), time.time() - start)
+    _warn_of_long_lines(shard_index, input_path, corpus, options.max_seq_length)
 
     document_order = list(range(corpus.num_documents))
     random.Random(int(_seed(options.random_seed, shard_index, 0).generate_state(1)[0])).shuffle(
@@ -238,6 +239,22 @@ def build_shard(shard_index, input_path, outputs, options):
     logging.info("Shard %d: wrote %d instances to %s in %.2f s", shard_index, total,
                  ",".join(outputs), seconds)
     return total, text_bytes, seconds
+
+
+def _warn_of_long_lines(shard_index, input_path, corpus, max_seq_length):
+    """A line longer than a sequence holds is one segment, cut to fit (as the original did):
+    a corpus of a paragraph or a document a line loses most of its text, said here when that
+    is more than 1% of the shard's tokens."""
+    room = max_seq_length - 3  # [CLS] and two [SEP]
+    past = np.diff(np.asarray(corpus.sentence_offsets)) - room
+    lost, total = int(past[past > 0].sum()), len(corpus.tokens)
+    if total and lost > 0.01 * total:
+        logging.warning("Shard %d: %s has %d lines longer than a sequence holds (%d tokens: "
+                        "--max_seq_length less 3): at most that much of each reaches a record, "
+                        "%d of its %d tokens (%.1f%%) none; the builder reads a sentence a line "
+                        "(a blank line between documents): split longer lines into sentences",
+                        shard_index, input_path, int((past > 0).sum()), room, lost, total,
+                        100 * lost / total)
 
 
 def _dupe_batches(corpus, document_order, options, shard_index, dupe, ids, masking):
