@@ -83,6 +83,30 @@ def test_ctrl_c_stops_the_builder_and_its_workers_leaving_no_shard(corpus):
     assert sorted(p.name for p in out.parent.iterdir()) == []
 
 
+def test_a_killed_builder_s_workers_die_with_it(corpus):
+    """SIGKILL to the main process alone (an OOM killer's, a scheduler's): its workers die
+    with it, so none finishes and publishes a shard beside a rerun's."""
+    root, files, spm = corpus
+    out = root / "killed" / "train.tfrecord"
+    proc = _start(["albert_tf.create_pretraining_data", f"--input_file={root}/part-*.txt",
+                   f"--output_file={out}", f"--spm_model_file={spm}", "--num_workers=2",
+                   "--dupe_factor=60", "--max_seq_length=64"], ROOT)
+    _wait_for(lambda: out.parent.exists() and any(
+        p.name.endswith(".incomplete") for p in out.parent.iterdir()), proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.time() + 20
+    while True:
+        try:
+            os.killpg(proc.pid, 0)  # the group: the workers, and the stderr filter
+        except ProcessLookupError:
+            break
+        assert time.time() < deadline, "a process of the killed build is still running"
+        time.sleep(0.2)
+    time.sleep(1)
+    assert not [p.name for p in out.parent.iterdir() if p.name.endswith("-of-00006")]
+
+
 def test_a_partial_shard_set_is_refused_by_run_pretraining(tmp_path, capsys):
     from albert_tf import run_pretraining
     config = tmp_path / "albert_config.json"

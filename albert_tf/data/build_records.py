@@ -5,6 +5,7 @@ processed on its own (memory bounded by one shard) into its own output file, wri
 """
 
 import contextlib
+import ctypes
 import dataclasses
 import glob
 import multiprocessing
@@ -20,6 +21,7 @@ from absl import logging
 from albert_tf.outputs import DISK_FULL_ERRNOS, DiskFull, OutputRefused, check_output_files
 from albert_tf.tokenization.loader import tokenizer_from_flags
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
 BATCH_SIZE = 2048  # instances masked and serialized together; fixed so output never depends on it
 
 
@@ -329,9 +331,21 @@ def _signals_stop():
             signal.signal(sig, handler)
 
 
-def _worker_start():
+def _worker_start(parent):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how the main process ends a worker
+    _die_with(parent)
+
+
+def _die_with(parent):
+    """On Linux, a worker is killed when the main process dies, even by a SIGKILL it could not
+    answer: left running, it would finish and publish its shard beside a rerun's."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the main process's handlers stop them
+        return
+    if os.getppid() != parent:  # it died before the request was made
+        os._exit(1)
 
 
 def _run_jobs(jobs, workers):
@@ -339,7 +353,8 @@ def _run_jobs(jobs, workers):
     workers are terminated at once rather than left to finish their shards."""
     if workers == 1:
         return [build_shard(*job) for job in jobs]
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start)
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start,
+                                                    initargs=(os.getpid(),))
     try:
         results = pool.map_async(_build_shard_star, jobs, chunksize=1).get()
         pool.close()
