@@ -203,6 +203,11 @@ def test_a_tf_hub_address_through_the_tensorflow_hub_cache(world, env):
 @pytest.mark.parametrize("name, setting, message", [
     ("albert_base_zhh", {}, "checkpoint not found: albert_base_zhh (no such path, and no model "
      "has that name; did you mean albert_base_zh or albert_base_v2?"),
+    # transformers' ids, as from_pretrained takes them: the Hub's address is hf://
+    ("albert/albert-base-v2", {}, "checkpoint not found: albert/albert-base-v2 (no such path; a "
+     "Hugging Face Hub id? give hf://albert/albert-base-v2, as docs/models.md says)"),
+    ("albert-large-v1", {}, "checkpoint not found: albert-large-v1 (no such path; a Hugging "
+     "Face Hub id? give hf://albert/albert-large-v1, as docs/models.md says)"),
     ("albert_base_zh", {"ALBERT_TF_OFFLINE": "1"}, "albert_base_zh: not in the release cache "
      "{ALBERT_TF_CACHE}/releases (ALBERT_TF_CACHE) and ALBERT_TF_OFFLINE is set"),
     ("albert_base_v2", {}, "albert_base_v2: {server}/albert_models/albert_base_v2.tar.gz "

@@ -138,6 +138,13 @@ def local_model_path(name):
 def suggestion(text):
     """" (did you mean ...?)" for a path that does not exist and looks like a name; else ""."""
     text = os.fspath(text)
+    hub_id = re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) or re.fullmatch(
+        r"albert-(base|large|xlarge|xxlarge)-v[12]", text)
+    on_the_hub = f"hf://{text if '/' in text else 'albert/' + text}"
+    if (hub_id and not text.startswith("brightmart/") and not _is_address(text, _claimed(text))
+            and not os.path.isdir(text.split("/")[0])):  # (a local folder: a path's typo)
+        return (f" (no such path; a Hugging Face Hub id? give {on_the_hub}, as docs/models.md "
+                f"says)")
     if "/" in text.replace("brightmart/", "", 1) or _is_address(text, _claimed(text)):
         return ""
     close = difflib.get_close_matches(text, known_names(), n=2, cutoff=0.75)
