@@ -156,6 +156,13 @@ def _pretrain(options, mask_token_given):
                       config.vocab_size, flag)
         logging.info("--%s: %d file%s (%s%s)", flag, len(files), "" if len(files) == 1 else "s",
                      ", ".join(files[:3]), ", ..." if len(files) > 3 else "")
+    files = dict(inputs)
+    trained_on = set(files.get("eval_input_file", ())) & set(files.get("input_file", ()))
+    if options.eval_input_file and trained_on:
+        logging.warning("--eval_input_file's %s %s among --input_file's: the held-out metrics "
+                        "(and model.ckpt-best) are of records it trains on; leave them out of "
+                        "--input_file's glob", ", ".join(sorted(trained_on)),
+                        "is" if len(trained_on) == 1 else "are")
     eval_examples = _eval_examples(options, inputs[-1][1]) if options.do_eval else None
     sop_baseline = _sop_baseline(inputs[-1][1], eval_examples) if eval_examples else None
     with RunLock(options.output_dir, "run_pretraining",

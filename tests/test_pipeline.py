@@ -46,6 +46,10 @@ def test_wrong_lengths_and_globs_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError) as e:
         expand_file_patterns(str(tmp_path / "missing-*.tfrecord"))
     assert str(e.value) == f"--input_file: no file matches '{tmp_path}/missing-*.tfrecord'"
+    with pytest.raises(ValueError) as e:  # a directory: one line, not TensorFlow's traceback
+        expand_file_patterns(str(tmp_path))
+    assert str(e.value) == (f"--input_file={tmp_path} names the directory {tmp_path}: give its "
+                            f"record files ('{tmp_path}/*', say)")
     # The builder's shards of a --output_file with several inputs: named, with the glob.
     for i in range(2):
         write_pretraining_records(tmp_path / f"train.tfrecord-0000{i}-of-00002", 2)

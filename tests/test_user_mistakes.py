@@ -436,6 +436,18 @@ def test_the_module_runs_from_the_folder_above_a_checkout_named_albert_tf(tmp_pa
     assert "--task_name" in shown.stdout
 
 
+def test_held_out_records_among_the_training_ones_are_said(world, tmp_path):
+    """--eval_input_file inside --input_file's glob: the run trains on its held-out records,
+    and its log says which (before: nothing did)."""
+    held = write_pretraining_records(tmp_path / "heldout.tfrecord", 8, vocab=world["vocab"])
+    status, log = run_tool_logged(run_pretraining, **pretrain_flags(
+        world, tmp_path / "out", input_file=f"{world['records'][0]},{held}",
+        eval_input_file=held, do_eval="true", eval_batch_size=4, num_train_steps=2))
+    assert status == 0, log[-2000:]
+    assert (f"--eval_input_file's {held} is among --input_file's: the held-out metrics (and "
+            f"model.ckpt-best) are of records it trains on") in log
+
+
 def test_records_are_checked_in_every_file(world, tmp_path, capsys):
     vocab = world["vocab"]
     bigger = write_pretraining_records(tmp_path / "b.tfrecord", 8, vocab=vocab + 40, seed=3)

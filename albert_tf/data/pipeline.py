@@ -33,6 +33,10 @@ def expand_file_patterns(patterns, flag="input_file"):
             raise FileNotFoundError(f"--{flag}: no file matches {pattern!r}{hint}")
         if matched != [pattern.strip()]:  # a glob: it must not take half a set
             _check_whole_sets(sorted(matched), pattern.strip(), flag)
+        folders = [path for path in matched if tf.io.gfile.isdir(path)]
+        if folders:
+            raise ValueError(f"--{flag}={pattern.strip()} names the directory {folders[0]}: "
+                             f"give its record files ('{folders[0].rstrip('/')}/*', say)")
         files.extend(matched)
     if not files:
         raise ValueError(f"--{flag} is empty")
