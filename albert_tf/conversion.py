@@ -36,7 +36,8 @@ MODELS = ("auto", "pretrainer", "classifier", "multiple_choice", "squad", "token
           "encoder")
 # What transformers names each fine-tuned model that has one (config.json's architectures).
 HF_ARCHITECTURES = {"multiple_choice": "AlbertForMultipleChoice",
-                    "squad": "AlbertForQuestionAnswering"}
+                    "squad": "AlbertForQuestionAnswering",
+                    "token_classifier": hf.TOKEN_CLASSIFICATION}
 
 
 def model_kind(arrays, label_set=None, choices=False):
@@ -112,7 +113,8 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
     assign_weights(net, arrays, source=f"{in_fmt} checkpoint {input_path}",
                    init_from_group0=init_from_group0, allow_missing=missing_allowed(
                        in_fmt, UNUSED_POOLER if model in ("squad", "token_classifier") else ()))
-    tags = read_labels(directory) if directory and model == "token_classifier" else None
+    tags = (read_labels(directory) or hf.hf_tags(directory)
+            if directory and model == "token_classifier" else None)
     return Checked(net, in_fmt, model, label_set if model == "classifier" else None,
                    tuple(tags) if tags else None)
 
@@ -128,11 +130,10 @@ _KIND_NAMES = {"pretrainer": "a pretrainer (MLM and SOP heads)", "classifier": "
 def _check_format_holds(checked, fmt):
     """A fine-tuned head that `fmt` has no model for is refused, not dropped."""
     kind = checked.kind
-    if fmt == "hf" and (kind == "token_classifier" or kind == "squad" and checked.net.version_2):
-        what = ("SQuAD 2.0's head (start_logits, end_logits, answer_class: the original's)"
-                if kind == "squad" else "the token classifier's head")
-        raise ValueError(f"--format=hf: transformers has no ALBERT model for {what}; convert to "
-                         f"tf1 or albert_tf, or --model=encoder for the encoder alone")
+    if fmt == "hf" and kind == "squad" and checked.net.version_2:
+        raise ValueError("--format=hf: transformers has no ALBERT model for SQuAD 2.0's head "
+                         "(start_logits, end_logits, answer_class: the original's); convert to "
+                         "tf1 or albert_tf, or --model=encoder for the encoder alone")
     if fmt == "keras_hub" and kind not in ("pretrainer", "classifier", "encoder"):
         raise ValueError(f"--format=keras_hub: KerasHub has no ALBERT model for "
                          f"{_KIND_NAMES[kind]}; convert to tf1, hf or albert_tf, or "
@@ -187,8 +188,12 @@ def convert(input_path, output_dir, fmt, config=None, model="auto", spm_model_fi
         hf.write_hf_labels(output_dir, checked.label_set)
     elif checked.label_set:
         checked.label_set.save(output_dir)
+    elif fmt == "hf" and checked.kind == "token_classifier" and checked.tags:
+        hf.write_hf_tags(output_dir, checked.tags)
     elif fmt == "hf" and checked.kind in HF_ARCHITECTURES:
         hf.write_hf_architecture(output_dir, HF_ARCHITECTURES[checked.kind])
+    if fmt == "hf" and checked.kind in ("squad", "token_classifier"):
+        hf.drop_pooler(output_dir)
     if checked.tags:
         write_labels(output_dir, checked.tags)
     write_json(os.path.join(output_dir, CONVERSION_MARKER),

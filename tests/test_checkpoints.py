@@ -338,6 +338,28 @@ def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
                                        expected.start_logits.numpy(), atol=1e-5, rtol=0)
         assert json.loads((tmp_path / "qa_hf" / "config.json").read_text())[
             "architectures"] == ["AlbertForQuestionAnswering"]
+    # AlbertForTokenClassification: read as our token head (its id2label as the tags), and
+    # converted back as one.
+    from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+    tags = {0: "O", 1: "B-PER", 2: "I-PER"}
+    model = transformers.AlbertForTokenClassification(
+        transformers.AlbertConfig(**TINY, num_labels=3, id2label=tags)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+        expected = model(**kwargs).logits.numpy()
+    model.save_pretrained(str(tmp_path / "tagger"))
+    convert(str(tmp_path / "tagger"), str(tmp_path / "tagger_hf"), "hf")
+    for path in (tmp_path / "tagger", tmp_path / "tagger_hf"):
+        ours = AlbertTokenClassifier.from_pretrained(str(path), num_labels=3)(batch)["logits"]
+        np.testing.assert_allclose(np.asarray(ours)[real], expected[real], atol=1e-4, rtol=0)
+    back = transformers.AlbertForTokenClassification.from_pretrained(
+        str(tmp_path / "tagger_hf")).eval()
+    with torch.no_grad():
+        np.testing.assert_allclose(back(**kwargs).logits.numpy(), expected, atol=1e-5)
+    assert back.config.id2label == tags
+    from albert_tf.formats.hf import hf_tags  # what predict --task=ner names the tags by
+    assert hf_tags(str(tmp_path / "tagger")) == list(tags.values())
     # AlbertForMultipleChoice: read as RACE's head, and converted back as one.
     from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
     model = transformers.AlbertForMultipleChoice(transformers.AlbertConfig(**TINY)).eval()
@@ -360,8 +382,9 @@ def test_transformers_fine_tuned_heads_load_with_their_weights(batch, tmp_path):
 def test_a_fine_tuned_head_is_converted_with_its_run_or_refused_never_dropped(
         tiny_config, tmp_path, kind):
     """A run's SQuAD 2.0, RACE or NER head goes into the original layout (and ours) with every
-    tensor; transformers (v2's and the token head) and KerasHub, which have no model for it,
-    are refused naming why."""
+    tensor, NER's into transformers' AlbertForTokenClassification too (its tags as id2label,
+    and back); transformers (v2's head) and KerasHub, which have no model for it, are refused
+    naming why."""
     from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
     from albert_tf.modeling.squad import AlbertSquad
     from albert_tf.modeling.token_classifier import AlbertTokenClassifier
@@ -386,16 +409,24 @@ def test_a_fine_tuned_head_is_converted_with_its_run_or_refused_never_dropped(
             np.testing.assert_array_equal(arrays[name], expected[name], err_msg=name)
     if kind == "ner":
         assert (tmp_path / "tf1" / "labels.txt").read_text() == (run / "labels.txt").read_text()
-    refused = {"squad_v2": ["hf", "keras_hub"], "race": ["keras_hub"], "ner": ["hf", "keras_hub"]}
+        convert(str(run), str(tmp_path / "hf"), "hf")
+        config = json.loads((tmp_path / "hf" / "config.json").read_text())
+        assert config["architectures"] == ["AlbertForTokenClassification"]
+        assert config["id2label"] == {str(i): t for i, t in enumerate(
+            ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])}
+        back = read_checkpoint(str(tmp_path / "hf"))[0]  # (transformers keeps no pooler)
+        assert back.keys() == {n for n in expected if not n.startswith("bert/pooler/")}
+        for name in back:
+            np.testing.assert_allclose(back[name], expected[name], atol=1e-7, err_msg=name)
+    refused = {"squad_v2": ["hf", "keras_hub"], "race": ["keras_hub"], "ner": ["keras_hub"]}
     for fmt in refused[kind]:
         with pytest.raises(ValueError) as e:
             convert(str(run), str(tmp_path / f"no_{fmt}"), fmt)
         if fmt == "hf":
-            what = {"squad_v2": "SQuAD 2.0's head (start_logits, end_logits, answer_class: the "
-                                "original's)", "ner": "the token classifier's head"}[kind]
-            assert str(e.value) == (f"--format=hf: transformers has no ALBERT model for {what}; "
-                                    f"convert to tf1 or albert_tf, or --model=encoder for the "
-                                    f"encoder alone")
+            assert str(e.value) == ("--format=hf: transformers has no ALBERT model for SQuAD "
+                                    "2.0's head (start_logits, end_logits, answer_class: the "
+                                    "original's); convert to tf1 or albert_tf, or "
+                                    "--model=encoder for the encoder alone")
         else:
             what = {"squad_v2": "a SQuAD model", "race": "a multiple-choice model (RACE)",
                     "ner": "a token classifier (NER)"}[kind]

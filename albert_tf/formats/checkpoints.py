@@ -41,7 +41,8 @@ def read_local_checkpoint(path):
     fmt, location, config = checkpoint_at(path)
     logging.info("Reading the %s checkpoint %s%s", fmt, location, checkpoint_choice(path))
     if fmt == "hf":
-        arrays = hf.hf_to_tf1(hf.read_hf_state(location))
+        arrays = hf.hf_to_tf1(hf.read_hf_state(location),
+                              next(iter(hf.architectures(os.path.dirname(location))), None))
     elif fmt == "keras_hub":
         arrays = keras_hub.read_preset(location)
     else:

@@ -57,7 +57,12 @@ _HF_RULES += [
     ("classifier.bias", "output_bias", False),
     ("qa_outputs.weight", "cls/squad/output_weights", False),
     ("qa_outputs.bias", "cls/squad/output_bias", False),
+    # AlbertForTokenClassification's head is named as the sequence classifier's: written from
+    # ours by this rule, read by hf_to_tf1's `architecture` (the rule above matches first).
+    ("classifier.weight", "token_classifier/output_weights", False),
+    ("classifier.bias", "token_classifier/output_bias", False),
 ]
+TOKEN_CLASSIFICATION = "AlbertForTokenClassification"
 _HF_SCOPES = ("albert.", "predictions.", "sop_classifier.", "classifier.", "qa_outputs.")
 # Tied copies and buffers that transformers may store; they carry no weights of their own.
 _HF_IGNORED = re.compile(r"(^predictions\.decoder\.|position_ids$)")
@@ -80,8 +85,9 @@ def _rename(name, rules):
     return None, False
 
 
-def hf_to_tf1(state):
-    """Hugging Face state dict (numpy arrays) → {TF1 name: array}. Unknown keys are an error."""
+def hf_to_tf1(state, architecture=None):
+    """Hugging Face state dict (numpy arrays) → {TF1 name: array}. Unknown keys are an error.
+    An `architecture` of AlbertForTokenClassification reads `classifier` as our token head."""
     out, unknown = {}, []
     for key, value in state.items():
         name = key if key.startswith(_HF_SCOPES) else "albert." + key
@@ -95,6 +101,9 @@ def hf_to_tf1(state):
     if unknown:
         raise ValueError(f"Hugging Face checkpoint has tensors that are not ALBERT weights: "
                          f"{unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+    if architecture == TOKEN_CLASSIFICATION:
+        out = {"token_classifier/" + k if k in ("output_weights", "output_bias") else k: v
+               for k, v in out.items()}
     return out
 
 
@@ -166,6 +175,39 @@ def architectures(directory):
     except (ValueError, tf.errors.OpError):
         return ()
     return tuple(config.get("architectures") or ()) if isinstance(config, dict) else ()
+
+
+def drop_pooler(directory):
+    """model.safetensors without the pooler, which transformers' AlbertForQuestionAnswering and
+    AlbertForTokenClassification have none of (they report it as unexpected)."""
+    from safetensors.numpy import load_file, save_file
+    path = os.path.join(directory, "model.safetensors")
+    state = {k: v for k, v in load_file(path).items() if not k.startswith("albert.pooler.")}
+    tmp = os.path.join(directory, f".model.safetensors.tmp-{os.getpid()}")
+    save_file(state, tmp, metadata={"format": "pt"})
+    os.replace(tmp, path)
+
+
+def write_hf_tags(directory, tags):
+    """A token classifier's tags in its config.json, as transformers' pipelines read them."""
+    write_hf_architecture(directory, TOKEN_CLASSIFICATION, num_labels=len(tags),
+                          id2label={str(i): t for i, t in enumerate(tags)},
+                          label2id={t: i for i, t in enumerate(tags)})
+
+
+def hf_tags(directory):
+    """The tags of an AlbertForTokenClassification config.json in `directory` (id2label), or
+    None."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(directory, "config.json")) as f:
+            config = json.load(f)
+    except (ValueError, tf.errors.OpError):
+        return None
+    if not isinstance(config, dict) or TOKEN_CLASSIFICATION not in (
+            config.get("architectures") or ()):
+        return None
+    id2label = config.get("id2label") or {}
+    return [str(id2label.get(str(i), f"LABEL_{i}")) for i in range(len(id2label))] or None
 
 
 def write_hf_architecture(directory, architecture, **fields):

@@ -7,6 +7,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.conll import LABELS_FILE, chunks, read_labels
+from albert_tf.formats.hf import hf_tags
 from albert_tf.data.tagging import (check_window, default_stride, plan_windows,
                                     window_begins, window_inputs)
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
@@ -154,8 +155,8 @@ class Tagger(Predictor):
                 "word_count": np.array([len(r[0]) for r in rows], np.int32)}
 
     def _checkpoint_labels(self, labels, num_labels):
-        labels = label_names(labels)[0] if labels is not None else read_labels(
-            self.source.directory)
+        labels = label_names(labels)[0] if labels is not None else (
+            read_labels(self.source.directory) or hf_tags(self.source.directory))
         if labels is None:
             raise PredictError(f"no {LABELS_FILE} beside {self.source.path}: give --labels "
                                f"(the {num_labels} tags in the order of the training run)")
