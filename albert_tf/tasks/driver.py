@@ -176,7 +176,9 @@ def encoder_factory(albert_config_file=None, init_checkpoint=None, hub_module_ha
     config = encoder_config(albert_config_file, init_checkpoint, output_dir)
     if max_seq_length and max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
+                         f"max_position_embeddings={config.max_position_embeddings}: give "
+                         f"--max_seq_length={config.max_position_embeddings} or less (the "
+                         f"scripts' defaults are the original's, for its 512-position models)")
     return lambda: AlbertEncoder(config, step_kernels,
                                  dtype=keras.mixed_precision.global_policy())
 
