@@ -89,7 +89,8 @@ def define_flags():
            "else 128, or the model's max_position_embeddings when smaller).")
     define(flags.DEFINE_integer, "window_stride", None,
            "ner and qa, from a checkpoint: tokens between the starts of a long sentence's "
-           "(context's) windows; default: the run's (run.json), else half a window (qa: 128).",
+           "(context's) windows; default: the run's (run.json), else half a window (qa: 128, "
+           "or half the room a 64-piece question leaves when less).",
            lower_bound=1)
     define(flags.DEFINE_integer, "batch_size", 32, "Texts per model call.", lower_bound=1)
     define(flags.DEFINE_integer, "top_k", 5, "fill_mask: candidates per [MASK].")

@@ -141,3 +141,15 @@ def test_answers_are_the_host_post_processing_s(vocabularies, version_2):
             assert (got["start"][i], got["end"][i]) == (
                 (best["start"], best["end"]) if best["text"] else (-1, -1))
     assert answered >= 20, answered
+
+
+def test_the_default_stride_leaves_no_context_piece_out():
+    """Without a run's doc_stride (a transformers AlbertForQuestionAnswering): run_squad's 128
+    at its 384-token windows, and windows that overlap where 128 would leave gaps (128-token
+    windows hold at most 61 context pieces after a 64-piece question)."""
+    from albert_tf.serving.answer import default_doc_stride
+    assert default_doc_stride(384) == 128
+    assert default_doc_stride(128) == 30
+    for length in (96, 128, 200, 512):
+        room = length - 64 - 3
+        assert 1 <= default_doc_stride(length) <= room

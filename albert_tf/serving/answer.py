@@ -21,6 +21,12 @@ DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH = 128, 64
 N_BEST_SIZE, MAX_ANSWER_LENGTH = 20, 30
 
 
+def default_doc_stride(max_seq_length, max_query_length=DEFAULT_MAX_QUERY_LENGTH):
+    """Without a run's doc_stride: run_squad's 128, or half the room a longest question leaves
+    where that is less (128 apart in 128-token windows left gaps: pieces in no window)."""
+    return min(DEFAULT_DOC_STRIDE, max(1, (max_seq_length - max_query_length - 3) // 2))
+
+
 class Answerer(Predictor):
     """Answers (text, character span in the context, probability) to questions on contexts,
     from a run_squad output_dir (its model.ckpt-best and run.json: max_seq_length, doc_stride,
@@ -59,8 +65,9 @@ class Answerer(Predictor):
             raise PredictError(f"{self.source.path} has no SQuAD head (cls/squad/ or "
                                f"start_logits/): give a run_squad output_dir")
         settings = self.run_settings
-        self.doc_stride = window_stride or settings.get("doc_stride") or DEFAULT_DOC_STRIDE
         self.max_query_length = settings.get("max_query_length") or DEFAULT_MAX_QUERY_LENGTH
+        self.doc_stride = window_stride or settings.get("doc_stride") or default_doc_stride(
+            self.max_seq_length, self.max_query_length)
         self.max_answer_length = settings.get("max_answer_length") or MAX_ANSWER_LENGTH
         self.n_best_size = settings.get("n_best_size") or N_BEST_SIZE  # what probability is over
         if self.max_seq_length <= self.max_query_length + 3:
