@@ -212,9 +212,9 @@ def _read_or_empty(path):
         return f.read()
 
 
-def _restore_for_inference(trainer, task, options, doing):
+def _restore_for_inference(trainer, task, options, doing, head_required=False):
     """The run's checkpoint (resolve.run_checkpoint: model.ckpt-best, else the newest), else
-    --init_checkpoint."""
+    --init_checkpoint (without the task's head: a warning, or with `head_required` an error)."""
     from albert_tf.formats.resolve import run_checkpoint
     path, why = run_checkpoint(options.output_dir)
     if path:
@@ -223,7 +223,7 @@ def _restore_for_inference(trainer, task, options, doing):
     elif options.init_checkpoint:
         loaded = trainer.model.load_checkpoint(options.init_checkpoint,
                                                allow_missing=tuple(task.head_names))
-        if doing == "evaluating" and not holds_heads(loaded, task.head_names):
+        if head_required and not holds_heads(loaded, task.head_names):
             raise _headless(options)
         if holds_heads(loaded, task.head_names):
             logging.info("No fine-tuned checkpoint in %s: %s with %s, which holds a %s head",
@@ -317,7 +317,7 @@ class _Run:
             self.best = results
             if distribution.is_chief_task():
                 self.report(evaluated, step)
-        elif not self.best:  # a resumed or evaluate-only run: the best is an earlier process's
+        elif not self.best:  # a resumed run: the best is an earlier process's
             self.best = best_results(self.flags.output_dir) or results
 
     def metrics(self, step):
@@ -397,7 +397,8 @@ class _Run:
             else:
                 self.measure(path, record)
         if not paths:
-            _restore_for_inference(self.trainer, self.task, self.flags, "evaluating")
+            _restore_for_inference(self.trainer, self.task, self.flags, "evaluating",
+                                   head_required=True)
             self.best, evaluated = self.metrics(0)
             self.best_of = f"of --init_checkpoint={self.flags.init_checkpoint}"
             logging.info("Eval %s: %s", self.best_of, format_results(self.best))
