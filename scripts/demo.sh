@@ -46,6 +46,8 @@ else
         --vocab_size=8000
 fi
 stage "2/6 Pretraining records (sentence-order pairs; 15% of words masked, afresh each batch)"
+echo "(the novels' longer sentences do not fit $SEQ tokens: the builder's warnings count what no"
+echo " record holds; short sequences are this demo's choice, for speed)"
 run $PY -m albert_tf.create_pretraining_data --input_file="$TRAIN_TEXT" \
     --output_file="$OUT/pretrain/train.tfrecord" --spm_model_file="$OUT/spm.model" \
     --max_seq_length=$SEQ --max_predictions_per_seq=$PREDS --dupe_factor=4 --overwrite

@@ -254,7 +254,8 @@ def _warn_of_long_lines(shard_index, input_path, corpus, max_seq_length):
         logging.warning("Shard %d: %s has %d lines longer than a sequence holds (%d tokens: "
                         "--max_seq_length less 3): at most that much of each reaches a record, "
                         "%d of its %d tokens (%.1f%%) none; the builder reads a sentence a line "
-                        "(a blank line between documents): split longer lines into sentences",
+                        "(a blank line between documents): split longer lines into sentences, "
+                        "or give a longer --max_seq_length",
                         shard_index, input_path, int((past > 0).sum()), room, lost, total,
                         100 * lost / total)
 
