@@ -130,6 +130,9 @@ def _parse_flags(name, argv):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         raise
+    except BrokenPipeError:  # `--help | head` closed the pipe while absl printed the help
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except flags.Error as e:
         missing = list(dict.fromkeys(  # (a tool run twice in one process lists them twice)
             re.findall(r"Flag --(\w+) must have a value other than None", str(e))))
