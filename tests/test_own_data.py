@@ -726,7 +726,7 @@ def test_run_classifier_caps_training_windows_as_max_windows_per_text_says(tmp_p
     tokenizer, rows, _ = _one_long_text(tmp_path)
     train = _write(tmp_path / "train.csv", [(i, r["review"], r["label"])
                                             for i, r in enumerate(rows)])
-    monkeypatch.setattr(driver, "prepare", lambda options: tokenizer)
+    monkeypatch.setattr(driver, "prepare", lambda options, head_names=None: tokenizer)
     monkeypatch.setattr(driver, "run_finetuning", lambda task, options, data: task.train_features())
     common = dict(train_file=train, text_column_names="review", do_train=True, max_seq_length=8,
                   long_text="windows", output_dir=tmp_path / "out")
@@ -755,7 +755,7 @@ def test_a_rerun_without_the_column_flags_reads_the_files_as_the_run_did(tmp_pat
     record_run(str(out), "fine-tuning of text_classification", {
         "max_seq_length": 8, "text_column_names": ["review"], "label_column_name": "sentiment",
         "fold_label_case": True})
-    monkeypatch.setattr(driver, "prepare", lambda options: tokenizer)
+    monkeypatch.setattr(driver, "prepare", lambda options, head_names=None: tokenizer)
     monkeypatch.setattr(driver, "run_finetuning",
                         lambda task, options, data: (task.label_set, data))
     common = dict(train_file=train, do_train=True, output_dir=out)
