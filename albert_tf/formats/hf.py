@@ -169,12 +169,17 @@ def write_hf_labels(directory, label_set):
 
 def architectures(directory):
     """The `architectures` a Hugging Face config.json in `directory` names, () without one."""
+    return tuple(_read_config(directory).get("architectures") or ())
+
+
+def _read_config(directory):
+    """The config.json in `directory` as a dict; {} without one (or another JSON value)."""
     try:
         with tf.io.gfile.GFile(os.path.join(directory, "config.json")) as f:
             config = json.load(f)
     except (ValueError, tf.errors.OpError):
-        return ()
-    return tuple(config.get("architectures") or ()) if isinstance(config, dict) else ()
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def drop_pooler(directory):
@@ -198,13 +203,8 @@ def write_hf_tags(directory, tags):
 def hf_tags(directory):
     """The tags of an AlbertForTokenClassification config.json in `directory` (id2label), or
     None."""
-    try:
-        with tf.io.gfile.GFile(os.path.join(directory, "config.json")) as f:
-            config = json.load(f)
-    except (ValueError, tf.errors.OpError):
-        return None
-    if not isinstance(config, dict) or TOKEN_CLASSIFICATION not in (
-            config.get("architectures") or ()):
+    config = _read_config(directory)
+    if TOKEN_CLASSIFICATION not in (config.get("architectures") or ()):
         return None
     id2label = config.get("id2label") or {}
     return [str(id2label.get(str(i), f"LABEL_{i}")) for i in range(len(id2label))] or None
