@@ -22,7 +22,7 @@ from absl import app, flags, logging
 from albert_tf import cli
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import (check_records, count_records, expand_file_patterns,
-                                     pretraining_dataset, swapped_share)
+                                     pretraining_dataset, records_casing, swapped_share)
 from albert_tf.data.service import check_dispatcher
 from albert_tf.formats.resolve import vocabularies_beside
 from albert_tf.formats.tokenizers import load_tokenizer
@@ -30,6 +30,7 @@ from albert_tf.modeling.optimizers import create_optimizer
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.tasks.flags import define_fields, define_if_missing
 from albert_tf.tasks.options import PretrainingOptions
+from albert_tf.tokenization.loader import open_vocabulary
 from albert_tf.training import distribution, excursions
 from albert_tf.training.checkpoint_files import (check_run_config, check_run_kind,
                                                  resumable_checkpoints, run_directory_of)
@@ -107,8 +108,9 @@ def _tokenizer_and_mask_id(options, config, mask_token_given):
     beside = options.init_checkpoint and run_directory_of(options.init_checkpoint)
     carrier = options.init_checkpoint if beside and vocabularies_beside(beside) else None
     if named or carrier:
-        tokenizer = load_tokenizer(options.spm_model_file, vocab_file=options.vocab_file,
-                                   model=carrier, vocab_size=config.vocab_size)
+        tokenizer = load_tokenizer(options.spm_model_file, options.do_lower_case,
+                                   vocab_file=options.vocab_file, model=carrier,
+                                   vocab_size=config.vocab_size)
         if not named:
             logging.info("The vocabulary beside --init_checkpoint: %s (kept beside the "
                          "checkpoints)", tokenizer.asset_file)
@@ -151,11 +153,14 @@ def _pretrain(options, mask_token_given):
     distribution.check_batch_sizes(
         strategy, options.train_batch_size, options.gradient_accumulation_steps,
         eval_batch_size=options.eval_batch_size if options.do_eval else None)
+    fingerprints = {}
     for flag, files in inputs:
-        check_records(files, options.max_seq_length, options.max_predictions_per_seq,
-                      config.vocab_size, flag)
+        fingerprints.update(check_records(files, options.max_seq_length,
+                                          options.max_predictions_per_seq, config.vocab_size,
+                                          flag))
         logging.info("--%s: %d file%s (%s%s)", flag, len(files), "" if len(files) == 1 else "s",
                      ", ".join(files[:3]), ", ..." if len(files) > 3 else "")
+    tokenizer = _cased_as_built(options, tokenizer, fingerprints, [flag for flag, _ in inputs])
     files = dict(inputs)
     trained_on = set(files.get("eval_input_file", ())) & set(files.get("input_file", ()))
     if options.eval_input_file and trained_on:
@@ -171,6 +176,26 @@ def _pretrain(options, mask_token_given):
         trainer = _trainer(options, config, tokenizer, strategy, jit_compile, step_kernels, lock)
         _train_and_evaluate(options, trainer, config.vocab_size, mask_id, eval_files,
                             eval_examples, sop_baseline)
+
+
+def _cased_as_built(options, tokenizer, fingerprints, flags_read):
+    """The tokenizer with the lower-casing the records were built with, where they say
+    (records_casing), so that the checkpoints carry it; a --do_lower_case that differs is
+    refused."""
+    if tokenizer is None:
+        return None
+    lower = records_casing(fingerprints, tokenizer, " / --".join(flags_read))
+    if lower is None:
+        return tokenizer
+    if options.do_lower_case is not None and options.do_lower_case != lower:
+        raise app.UsageError(f"--do_lower_case={options.do_lower_case}, but the records were "
+                             f"built with --do_lower_case={lower}: drop the flag, or rebuild "
+                             f"the records with it")
+    if lower == tokenizer.do_lower_case:
+        return tokenizer
+    logging.info("The records were built with --do_lower_case=%s: %s is read (and kept beside "
+                 "the checkpoints) that way", lower, tokenizer.asset_file)
+    return open_vocabulary(tokenizer.asset_file, lower)
 
 
 def _eval_examples(options, files):

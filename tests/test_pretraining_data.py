@@ -86,7 +86,10 @@ def test_record_schema_matches_original(built, data):
     raw = next(iter(tf.data.TFRecordDataset([out]))).numpy()
     example = tf.train.Example.FromString(raw)
     feature = example.features.feature
-    assert sorted(feature) == sorted(records.FEATURE_NAMES)
+    # The schema's features and the vocabulary's fingerprint, which parsers of the schema skip.
+    assert sorted(feature) == sorted(records.FEATURE_NAMES + (records.VOCAB_FINGERPRINT,))
+    assert list(feature[records.VOCAB_FINGERPRINT].int64_list.value) == [
+        tokenization.FullTokenizer(spm_model_file=data[3]).fingerprint()]
     expected = records.pretraining_feature_lengths(128, 20)
     for name, (dtype, length) in expected.items():
         kind = "float_list" if dtype == "float32" else "int64_list"

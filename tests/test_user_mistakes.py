@@ -581,6 +581,46 @@ def test_ids_beyond_the_vocabulary_later_in_a_file_stop_training_naming_it(world
         trainer.train(dataset_fn, 10)
 
 
+def test_records_built_with_another_vocabulary_or_casing_are_refused_and_their_casing_kept(
+        world, tmp_path, capsys):
+    """create_pretraining_data writes its vocabulary's fingerprint into every record: pretraining
+    refuses another vocabulary (same size, other pieces), a --do_lower_case the records were not
+    built with, and files built with both casings; without the flag the run keeps the records'
+    casing beside its checkpoints (before: do_lower_case true, whatever the records')."""
+    from albert_tf.data.build_records import BuildOptions, build
+
+    def records(name, lower, spm=world["spm"]):
+        options = BuildOptions(spm_model_file=spm, do_lower_case=lower, max_seq_length=16,
+                               max_predictions_per_seq=4, dupe_factor=1)
+        return build(world["corpus"], str(tmp_path / name), options)[0]
+
+    cased, lower = records("cased.tfrecord", False), records("lower.tfrecord", True)
+    out = tmp_path / "out"
+    assert run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, out, input_file=cased, spm_model_file=world["spm"], num_train_steps=2))[0] == 0
+    assert json.loads((out / "tokenizer_config.json").read_text()) == {"do_lower_case": False}
+    assert_refused(run_tool(run_pretraining, capsys, "--do_lower_case", **pretrain_flags(
+        world, tmp_path / "o2", input_file=cased, spm_model_file=world["spm"])),
+        "--do_lower_case=True, but the records were built with --do_lower_case=False: drop the "
+        "flag, or rebuild the records with it")
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, tmp_path / "o2", input_file=f"{lower},{cased}", spm_model_file=world["spm"])),
+        f"--input_file: the files were built with different --do_lower_case: {cased} cased, "
+        f"the others lower-cased; rebuild them with one setting")
+    rng = random.Random(1)
+    text = tmp_path / "other.txt"
+    text.write_text("".join(" ".join(w[::-1] for w in rng.choices(WORDS, k=8)) + ".\n"
+                            for _ in range(300)))
+    other = train_sentencepiece(str(text), str(tmp_path / "other"), world["vocab"],
+                                hard_vocab_limit=False)
+    assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
+        world, tmp_path / "o2", input_file=lower, spm_model_file=other)),
+        f"--input_file: {lower} was built with another vocabulary than {other} "
+        f"(create_pretraining_data wrote its fingerprint into the records): pretraining would "
+        f"teach this vocabulary's pieces the other's ids")
+    assert not (tmp_path / "o2").exists()
+
+
 def test_a_tokenizer_larger_than_the_vocabulary_is_refused(world, tmp_path, capsys):
     smaller = tmp_path / "config.json"
     smaller.write_text(json.dumps(dict(json.load(open(world["config"])),

@@ -216,8 +216,12 @@ def build_shard(shard_index, input_path, outputs, options):
         max_predictions_per_seq=options.max_predictions_per_seq, ngram=options.ngram,
         favor_shorter_ngram=options.favor_shorter_ngram,
         do_whole_word_mask=options.do_whole_word_mask, do_permutation=options.do_permutation)
-    serializer = records.ExampleSerializer(records.pretraining_feature_lengths(
-        options.max_seq_length, options.max_predictions_per_seq, options.do_permutation))
+    serializer = records.ExampleSerializer({
+        **records.pretraining_feature_lengths(options.max_seq_length,
+                                              options.max_predictions_per_seq,
+                                              options.do_permutation),
+        records.VOCAB_FINGERPRINT: ("int64", 1)})
+    fingerprint = tokenizer.fingerprint()
 
     writers, total = [], 0
     try:
@@ -225,6 +229,8 @@ def build_shard(shard_index, input_path, outputs, options):
         for dupe in range(options.dupe_factor):
             for features in _dupe_batches(corpus, document_order, options, shard_index, dupe,
                                           ids, masking):
+                features[records.VOCAB_FINGERPRINT] = np.full(
+                    (len(features["input_ids"]), 1), fingerprint, np.int64)
                 if shard_index == 0 and total == 0:
                     _log_example(tokenizer, features)
                 total = _write_batch(writers, serializer.serialize_batch(features), total)

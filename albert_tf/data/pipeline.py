@@ -7,8 +7,8 @@ import tensorflow as tf
 
 from albert_tf.data.dynamic_masking import batch_seed, dynamic_mask, restore_original_tokens
 from albert_tf.data.pretraining import MaskingOptions
-from albert_tf.data.records import (pretraining_feature_lengths, pretraining_feature_spec,
-                                    short_tf_message)
+from albert_tf.data.records import (VOCAB_FINGERPRINT, pretraining_feature_lengths,
+                                    pretraining_feature_spec, short_tf_message)
 from albert_tf.data.service import read_from_service, shard_for_workers
 
 # Record feature names (the original schema) → the model's input names (the TF-Hub names).
@@ -81,13 +81,44 @@ def _check_whole_sets(matched, pattern, flag):
 
 def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size=None, flag=None):
     """The first record of every file: its lengths against the flags, its token ids against the
-    config's vocab_size (every batch is checked again while training)."""
+    config's vocab_size (every batch is checked again while training). Returns {path: the
+    vocabulary fingerprint its records carry, or None (the original's builder writes none)}."""
+    fingerprints = {}
     for path in paths:
-        top = _top_id(check_record_lengths(path, max_seq_length, max_predictions_per_seq))
+        example = check_record_lengths(path, max_seq_length, max_predictions_per_seq)
+        top = _top_id(example)
         if vocab_size is not None and top >= vocab_size:
             where = f"--{flag}: " if flag else ""
             raise ValueError(f"{where}{path} holds token id {top} but the config's vocab_size is "
                              f"{vocab_size}: were the records built with another vocabulary?")
+        carried = example.features.feature.get(VOCAB_FINGERPRINT)
+        fingerprints[path] = carried.int64_list.value[0] if carried is not None else None
+    return fingerprints
+
+
+def records_casing(fingerprints, tokenizer, flag="input_file"):
+    """The lower-casing the records were built with, read from the fingerprints
+    create_pretraining_data writes (None where they carry none); refuses records built with
+    another vocabulary than `tokenizer`'s, or files built with different ones."""
+    carried = {path: f for path, f in fingerprints.items() if f is not None}
+    if not carried:
+        return None
+    casing = {tokenizer.fingerprint(lower): lower for lower in (True, False)}
+    others = [path for path, f in carried.items() if f not in casing]
+    if others:
+        raise ValueError(
+            f"--{flag}: {others[0]}{f' and {len(others) - 1} more' if len(others) > 1 else ''} "
+            f"{'was' if len(others) == 1 else 'were'} built with another vocabulary than "
+            f"{tokenizer.asset_file} (create_pretraining_data wrote its fingerprint into the "
+            f"records): pretraining would teach this vocabulary's pieces the other's ids. Pass "
+            f"the --spm_model_file or --vocab_file the records were built with, or rebuild them")
+    found = {casing[f] for f in carried.values()}
+    if len(found) > 1:
+        cased = sorted(path for path, f in carried.items() if not casing[f])
+        raise ValueError(f"--{flag}: the files were built with different --do_lower_case: "
+                         f"{', '.join(cased[:3])} cased, the others lower-cased; rebuild them "
+                         f"with one setting")
+    return found.pop()
 
 
 def count_records(paths, limit=None):

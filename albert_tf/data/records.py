@@ -15,6 +15,10 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "token_boundary",
                  "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
                  "next_sentence_labels")
 
+# Written by create_pretraining_data into every record beside the schema's features (their
+# parsers, the original's too, read only the features they name): FullTokenizer.fingerprint.
+VOCAB_FINGERPRINT = "vocab_fingerprint"
+
 
 def pretraining_feature_lengths(max_seq_length, max_predictions_per_seq, do_permutation=False):
     """{name: (dtype, length)} of one record; dtype is "int64" or "float32"."""

@@ -334,6 +334,10 @@ class PretrainingOptions(LoopOptions):
     vocab_file: Optional[str] = option(
         None, "Optional WordPiece vocabulary of the records (the Chinese releases' "
         "vocab_chinese.txt), instead of --spm_model_file.")
+    do_lower_case: Optional[bool] = option(
+        None, "The records' lower-casing (create_pretraining_data's --do_lower_case), kept beside "
+        "the checkpoints with the vocabulary; default: what the records carry (our builder "
+        "writes it), else the setting beside --init_checkpoint, else true.")
     # The training loop: the original's checkpoint interval.
     save_checkpoints_steps: int = same_option(LoopOptions, "save_checkpoints_steps", 5000)
     # The loss guard (training.excursions): a recovery by default.

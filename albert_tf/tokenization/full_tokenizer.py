@@ -156,6 +156,15 @@ class FullTokenizer:
             h.update(("wordpiece", self.do_lower_case, list(self.vocab)).__repr__().encode())
         return h.hexdigest()
 
+    def fingerprint(self, do_lower_case=None):
+        """31 bits of a hash of the vocabulary's pieces and a lower-casing (default its own):
+        what create_pretraining_data writes into every record, so that pretraining can tell
+        records built with another vocabulary or casing."""
+        lower = self.do_lower_case if do_lower_case is None else do_lower_case
+        pieces = "\n".join(self.convert_ids_to_tokens(range(len(self))))
+        h = hashlib.sha256(f"{self.kind}|lower={bool(lower)}|{pieces}".encode("utf-8"))
+        return int.from_bytes(h.digest()[:4], "big") >> 1
+
     def prepare_line(self, line):
         """A corpus line as the original builder reads it: `preprocess_text` (SentencePiece)
         or stripped (WordPiece); an empty result is a document break."""
