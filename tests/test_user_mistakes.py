@@ -528,6 +528,24 @@ def test_a_vocabulary_flag_naming_another_than_the_model_s_is_refused(world, tmp
     status, _, err = run_tool(predict, capsys, task="embed", model=world["release"],
                               text="the old mill", spm_model_file=world["spm"])
     assert status == 0, err[-2000:]
+    # A Hugging Face directory with only the fast tokenizer's tokenizer.json (all transformers 5
+    # may save): the pieces of its Unigram model are the model's vocabulary.
+    hf_dir = tmp_path / "hf"
+    AlbertPretrainer.from_pretrained(world["release"]).save_pretrained(str(hf_dir), format="hf")
+    for name in os.listdir(hf_dir):
+        if name.endswith((".model", ".vocab")):
+            os.remove(hf_dir / name)
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file=world["spm"])
+    (hf_dir / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": [
+        [sp.id_to_piece(i), sp.get_score(i)] for i in range(sp.get_piece_size())]}}))
+    assert_refused(run_tool(predict, capsys, task="embed", model=hf_dir, text="the old mill",
+                            spm_model_file=other),
+                   f"--spm_model_file={other} is not the vocabulary the model was trained with "
+                   f"({hf_dir}/tokenizer.json; id ")
+    status, _, err = run_tool(predict, capsys, task="embed", model=hf_dir, text="the old mill",
+                              spm_model_file=world["spm"])
+    assert status == 0, err[-2000:]
     # A rerun into a run's directory: its checkpoints are the model, their vocabulary the one
     # the run kept there (not "give --output_dir a new directory", which has no checkpoints).
     common = dict(task_name="sst-2", data_dir=world["glue"], output_dir=out,

@@ -113,8 +113,10 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
             message += ", or a model that carries its vocabulary"
         raise SourceError(message) from None
     where = tokenizer.asset_file
-    if named and models:  # a flag's vocabulary against the model's own
-        _check_carried(tokenizer, models, spm_model_file, vocab_file)
+    fast = os.path.join(path, HF_FAST_TOKENIZER) if model is not None and not models else None
+    carried = models or ([fast] if fast and tf.io.gfile.exists(fast) else [])
+    if named and carried:  # a flag's vocabulary against the model's own
+        _check_carried(tokenizer, carried, spm_model_file, vocab_file)
     if vocab_size is not None and len(tokenizer) != vocab_size:
         message = (f"the vocabulary {where} has {len(tokenizer)} entries but the model's "
                    f"vocab_size is {vocab_size}: is it the model's vocabulary?")
@@ -143,11 +145,13 @@ def _check_carried(tokenizer, carried, spm_model_file, vocab_file):
     if given in {_read_bytes(path) for path in carried}:
         return
     pieces = tokenizer.convert_ids_to_tokens(range(len(tokenizer)))
-    for path in carried:
-        other = open_vocabulary(path, tokenizer.do_lower_case)
-        theirs = other.convert_ids_to_tokens(range(len(other)))
+    carried = {path: _pieces(path, tokenizer.do_lower_case) for path in carried}
+    carried = {path: theirs for path, theirs in carried.items() if theirs}
+    for theirs in carried.values():
         if theirs == pieces:
             return
+    if not carried:
+        return
     first = next((i for i, (a, b) in enumerate(zip(pieces, theirs)) if a != b),
                  min(len(pieces), len(theirs)))
     flag = "spm_model_file" if spm_model_file else "vocab_file"
@@ -157,6 +161,18 @@ def _check_carried(tokenizer, carried, spm_model_file, vocab_file):
     raise SourceError(
         f"--{flag}={spm_model_file or vocab_file} is not the vocabulary the model was trained "
         f"with ({', '.join(carried)}; {difference}): leave out --{flag} to use the model's")
+
+
+def _pieces(path, do_lower_case):
+    """The pieces, in id order, of a vocabulary file or of a Hugging Face tokenizer.json (its
+    Unigram or WordPiece model's vocabulary; empty where it has none)."""
+    if os.path.basename(path) != HF_FAST_TOKENIZER:
+        other = open_vocabulary(path, do_lower_case)
+        return other.convert_ids_to_tokens(range(len(other)))
+    vocab = json.loads(_read_bytes(path)).get("model", {}).get("vocab", [])
+    if isinstance(vocab, dict):  # WordPiece: {piece: id}
+        return sorted(vocab, key=vocab.get)
+    return [entry[0] for entry in vocab]  # Unigram: [[piece, score], ...]
 
 
 def _read_bytes(path):
