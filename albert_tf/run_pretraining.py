@@ -15,12 +15,12 @@ if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
 import dataclasses
+import os
 
 import keras
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import (check_records, count_records, expand_file_patterns,
                                      pretraining_dataset, records_casing, swapped_share)
 from albert_tf.data.service import check_dispatcher
@@ -28,6 +28,7 @@ from albert_tf.formats.resolve import vocabularies_beside
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.modeling.optimizers import create_optimizer
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.tasks.driver import encoder_config
 from albert_tf.tasks.flags import define_fields, define_if_missing
 from albert_tf.tasks.options import PretrainingOptions
 from albert_tf.tokenization.loader import open_vocabulary
@@ -89,7 +90,13 @@ def _checked_config(options):
     if options.do_train and options.num_warmup_steps > options.num_train_steps:
         raise app.UsageError(f"--num_warmup_steps={options.num_warmup_steps} exceeds "
                              f"--num_train_steps={options.num_train_steps}")
-    config = AlbertConfig.from_json_file(options.albert_config_file)
+    if not (options.albert_config_file or options.init_checkpoint or os.path.isfile(
+            os.path.join(options.output_dir, "albert_config.json"))):
+        raise app.UsageError("--albert_config_file is required: the config of the model to "
+                             "pretrain (configs/ holds the releases'), unless --init_checkpoint "
+                             "has one beside it")
+    config = encoder_config(options.albert_config_file, options.init_checkpoint,
+                            options.output_dir)
     if options.max_seq_length > config.max_position_embeddings:
         raise app.UsageError(f"--max_seq_length={options.max_seq_length} exceeds the config's "
                              f"max_position_embeddings={config.max_position_embeddings}")
@@ -305,7 +312,7 @@ def run(argv=None):
     define_flags()
     for name, value in PRETRAINING_DEFAULTS.items():
         FLAGS.set_default(name, value)
-    cli.run(main, ["albert_config_file", "input_file", "output_dir"], argv)
+    cli.run(main, ["input_file", "output_dir"], argv)
 
 
 if __name__ == "__main__":

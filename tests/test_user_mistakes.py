@@ -378,12 +378,28 @@ def test_a_value_of_the_wrong_kind_is_said_in_words(capsys, given, said):
 
 
 def test_a_required_flag_missing_is_one_line(capsys):
-    code, last, _ = run_tool(run_pretraining, capsys, "--input_file=x")
+    code, last, _ = run_tool(run_pretraining, capsys)
     assert code == 2
-    assert last in ("run_pretraining: error: --albert_config_file, --output_dir are required "
+    assert last in ("run_pretraining: error: --input_file, --output_dir are required "
                     "(--helpshort lists the flags)",
-                    "run_pretraining: error: --output_dir, --albert_config_file are required "
+                    "run_pretraining: error: --output_dir, --input_file are required "
                     "(--helpshort lists the flags)"), last
+
+
+def test_pretraining_takes_the_config_beside_its_init_checkpoint_or_asks_for_one(world, tmp_path,
+                                                                                capsys):
+    given = pretrain_flags(world, tmp_path / "out", init_checkpoint=world["release"],
+                           num_train_steps=2)
+    del given["albert_config_file"]
+    status, last, _ = run_tool(run_pretraining, capsys, **given)
+    assert status == 0, last
+    written = json.loads((tmp_path / "out" / "albert_config.json").read_text())
+    assert written == json.loads(pathlib.Path(world["config"]).read_text())
+    del given["init_checkpoint"]
+    assert_refused(run_tool(run_pretraining, capsys, **dict(given, output_dir=tmp_path / "new")),
+                   "--albert_config_file is required: the config of the model to pretrain "
+                   "(configs/ holds the releases'), unless --init_checkpoint has one beside it")
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("tool,flag", [("run_classifier", "task_name"),

@@ -276,7 +276,9 @@ class PretrainingOptions(LoopOptions):
     distribution fields are FinetuningOptions', the guard recovering by default.
     """
     # Inputs and outputs.
-    albert_config_file: Optional[str] = option(None, "albert_config.json of the model to train.")
+    albert_config_file: Optional[str] = option(
+        None, "albert_config.json of the model to train; default: the config beside "
+        "--init_checkpoint, else the one the run wrote into --output_dir.")
     input_file: Optional[str] = option(None, "Training TFRecords: comma-separated globs.")
     eval_input_file: Optional[str] = option(
         None, "Held-out TFRecords for --do_eval; defaults to --input_file (the original evaluated "
