@@ -133,7 +133,8 @@ def _check_format_holds(checked, fmt):
     if fmt == "hf" and kind == "squad" and checked.net.version_2:
         raise ValueError("--format=hf: transformers has no ALBERT model for SQuAD 2.0's head "
                          "(start_logits, end_logits, answer_class: the original's); convert to "
-                         "tf1 or albert_tf, or --model=encoder for the encoder alone")
+                         "tf1 or albert_tf, or --model=encoder for the encoder alone (a run "
+                         "with run_squad --v2_head=span converts to AlbertForQuestionAnswering)")
     if fmt == "keras_hub" and kind not in ("pretrainer", "classifier", "encoder"):
         raise ValueError(f"--format=keras_hub: KerasHub has no ALBERT model for "
                          f"{_KIND_NAMES[kind]}; convert to tf1, hf or albert_tf, or "

@@ -22,13 +22,14 @@ import functools
 from absl import app, flags, logging
 
 from albert_tf import cli
+from albert_tf.modeling.squad import V2_HEADS
 from albert_tf.tasks import driver
 from albert_tf.tasks.flags import (define_export_flags, define_if_missing,
                                    keep_how_the_run_read, require_action, script_settings)
 from albert_tf.tasks.flags import define_flags as define_finetuning_flags
 from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.tasks.squad import SquadTask, head_names, task_name
-from albert_tf.training.checkpoint_files import recorded_kind
+from albert_tf.training.checkpoint_files import recorded_kind, recorded_settings
 
 FLAGS = flags.FLAGS
 
@@ -61,6 +62,12 @@ def define_flags():
     I("n_best_size", 20, "Candidate answers kept per question in nbest_predictions.json.")
     I("max_answer_length", 30, "Longest answer, in tokens.")
     B("version_2_with_negative", False, "SQuAD 2.0: questions may be unanswerable.")
+    missing(flags.DEFINE_enum)(
+        "v2_head", "answer_class", list(V2_HEADS),
+        "v2: answer_class (the original's: a beam over starts and ends, and an answerability "
+        "classifier) or span (v1's start and end logits, the [CLS] span for no answer: BERT's, "
+        "TF Model Garden's and transformers' AlbertForQuestionAnswering, whose SQuAD 2.0 models "
+        "it loads).")
     I("start_n_top", 5, "v2: start positions kept in the beam.")
     I("end_n_top", 5, "v2: end positions kept for each start.")
     F("dropout_prob", 0.1, "v2: dropout in the answer_class head.")
@@ -115,14 +122,15 @@ def main(_, version_2=None):
         logging.warning("--predict_feature_left_file is ignored: --predict_feature_file holds "
                         "all the evaluation features")
     options = FinetuningOptions.from_flags(FLAGS)
-    tokenizer = driver.prepare(options, head_names(FLAGS.version_2_with_negative))
+    tokenizer = driver.prepare(options, head_names(FLAGS.version_2_with_negative,
+                                                   FLAGS.v2_head))
     task = SquadTask(
         tokenizer, FLAGS.train_file, FLAGS.predict_file, FLAGS.cached_dir or FLAGS.output_dir,
         FLAGS.version_2_with_negative, FLAGS.max_seq_length, FLAGS.doc_stride,
         FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.start_n_top,
         FLAGS.end_n_top, FLAGS.dropout_prob, FLAGS.null_score_diff_threshold,
         FLAGS.threshold_dev_fraction, FLAGS.null_threshold_file, FLAGS.random_seed,
-        FLAGS.train_feature_file, FLAGS.predict_feature_file)
+        FLAGS.train_feature_file, FLAGS.predict_feature_file, FLAGS.v2_head)
     return driver.run_finetuning(task, options, script_settings(FLAGS))
 
 
@@ -143,12 +151,19 @@ def check_window_room(max_seq_length, max_query_length, doc_stride):
 
 
 def _take_the_run_s_version():
-    """A rerun of a SQuAD 2.0 run without --version_2_with_negative reads as the run did."""
-    if (FLAGS.output_dir and not FLAGS["version_2_with_negative"].present
-            and recorded_kind(FLAGS.output_dir) == driver.run_kind(task_name(True))):
+    """A rerun of a SQuAD 2.0 run without --version_2_with_negative (or --v2_head) reads as
+    the run did."""
+    if not FLAGS.output_dir or recorded_kind(FLAGS.output_dir) != driver.run_kind(
+            task_name(True)):
+        return
+    if not FLAGS["version_2_with_negative"].present:
         FLAGS.version_2_with_negative = True
         logging.info("--version_2_with_negative, as the run in %s trained (run.json)",
                      FLAGS.output_dir)
+    head = recorded_settings(FLAGS.output_dir).get("v2_head")
+    if head and not FLAGS["v2_head"].present and head != FLAGS.v2_head:
+        FLAGS.v2_head = head
+        logging.info("--v2_head=%s, as the run in %s trained (run.json)", head, FLAGS.output_dir)
 
 
 def run(argv=None, version_2=None):

@@ -14,6 +14,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, predict, run_squad
 from albert_tf.tasks import SquadTask, squad_metrics
 from albert_tf.data.vocab import train_sentencepiece
+from albert_tf.formats.checkpoints import read_checkpoint
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
 from tool_runner import run_tool, run_tool_captured, run_tool_logged
@@ -87,6 +88,7 @@ def assets(tmp_path_factory):
         v = "v2" if version_2 else "v1"
         files[v] = (write_squad(str(root / f"train-{v}.json"), 640, 0, version_2),
                     write_squad(str(root / f"dev-{v}.json"), 80, 1, version_2))
+    files["v2_span"] = files["v2"]  # SQuAD 2.0 with --v2_head=span
     return {"spm": spm, "init": str(root / "init"), "files": files}
 
 
@@ -143,14 +145,18 @@ def test_v1_train_eval_predict_and_predict_only(assets, tmp_path):
     assert not list(again.glob("model.ckpt-*"))
 
 
-def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path):
+@pytest.mark.parametrize("head", ["answer_class", "span"])
+def test_v2_threshold_on_held_out_paragraphs(assets, tmp_path, head):
     # 300 steps at 2e-3 learned with 5 of 5 seeds; 200 at 3e-3 with 1 of 5 (2026-11-23).
     train, dev = assets["files"]["v2"]
     out = tmp_path / "v2"
     run(train_file=train, predict_file=dev, output_dir=out, spm_model_file=assets["spm"],
         init_checkpoint=assets["init"], do_train=True, do_eval=True, do_predict=True,
         version_2_with_negative=True, train_step=300, warmup_step=20,
-        save_checkpoints_steps=300, learning_rate=2e-3)
+        save_checkpoints_steps=300, learning_rate=2e-3, v2_head=head)
+    trained = read_checkpoint(str(out / "model.ckpt-best"))[0]
+    assert ("cls/squad/output_weights" in trained) == (head == "span")
+    assert ("answer_class/dense_0/kernel" in trained) == (head == "answer_class")
     results = _read_kv(out / "eval_results.txt")
     for key in ("exact", "f1", "total", "HasAns_f1", "NoAns_f1", "null_score_diff_threshold",
                 "threshold_questions", "threshold_f1"):
@@ -306,7 +312,8 @@ def matrix_runs(assets, tmp_path_factory):
             export_tflite="ids",
             train_step=40,
             warmup_step=4, save_checkpoints_steps=40, mixed_precision=precision,
-            jit_compile=jit, version_2_with_negative=version == "v2")
+            jit_compile=jit, version_2_with_negative=version != "v1",
+            v2_head="span" if version == "v2_span" else "answer_class")
     return memoized_runs(tmp_path_factory.mktemp("matrix"), run_one)
 
 
@@ -322,11 +329,17 @@ def exports(version, precision, jit):
     return jit == "false" and (precision == "none" or (version, precision) == ("v1", "bfloat16"))
 
 
+def _null_odds(version):
+    return version != "v1"
+
+
 # v1 runs the whole matrix; v2 differs only in its head and its no-answer scores: float32,
-# and bfloat16 with XLA as a TPU runs it. Its head under mixed_float16 (finite losses and
-# gradients, near float32's) is in test_squad.py; float16's path through the script is v1's.
+# and bfloat16 with XLA as a TPU runs it. Its heads under mixed_float16 (finite losses and
+# gradients, near float32's) are in test_squad.py; float16's path through the script is v1's.
+# v2_span: v1's head with v2's no-answer scores, in float32 and float16.
 @pytest.mark.parametrize("version,precision,jit", [("v1",) + c for c in SCRIPT_MATRIX] + [
-    ("v2", "none", "false"), ("v2", "bfloat16", "true")])
+    ("v2", "none", "false"), ("v2", "bfloat16", "true"), ("v2_span", "none", "false"),
+    ("v2_span", "float16", "false")])
 def test_precision_and_xla_matrix(assets, matrix_runs, version, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA
     (the heads once crashed at the first mixed-precision step): every file written, EM/F1
@@ -352,12 +365,36 @@ def test_precision_and_xla_matrix(assets, matrix_runs, version, precision, jit):
         assert odds.keys() == expected.keys()
         assert max(abs(odds[q] - expected[q]) for q in odds) <= 0.1
     written = {"predictions.json", "nbest_predictions.json"} | (
-        {"null_odds.json"} if version == "v2" else set())
+        {"null_odds.json"} if _null_odds(version) else set())
     assert written <= set(os.listdir(out))
     assert len(_load(out / "predictions.json")) == len(_load(out / "nbest_predictions.json"))
     if exports(version, precision, jit):  # the trained weights restored into float32
         assert (out / "export" / "saved_model.pb").exists()
         assert (out / "export" / "albert_model.tflite").exists()  # v1 and v2
+
+
+def test_a_span_head_run_goes_to_transformers_and_back_as_squad_2(assets, matrix_runs, tmp_path):
+    """A --v2_head=span run converts to transformers' AlbertForQuestionAnswering (the default
+    head is refused), and that directory evaluates as SQuAD 2.0 with its head: the run's own
+    no-answer scores."""
+    from albert_tf.conversion import convert
+    out = matrix_runs("v2_span", "none", "false")
+    hf = tmp_path / "hf"
+    convert(str(out / "model.ckpt-best"), str(hf), "hf")
+    assert json.loads((hf / "config.json").read_text())["architectures"] == [
+        "AlbertForQuestionAnswering"]
+    with pytest.raises(ValueError, match="a run with run_squad --v2_head=span converts to "
+                                         "AlbertForQuestionAnswering"):
+        convert(str(matrix_runs("v2", "none", "false") / "model.ckpt-best"),
+                str(tmp_path / "refused"), "hf")
+    again = tmp_path / "again"
+    run(predict_file=assets["files"]["v2_span"][1], output_dir=again, init_checkpoint=str(hf),
+        spm_model_file=assets["spm"], do_eval=True, do_predict=True,
+        version_2_with_negative=True, v2_head="span")
+    odds, expected = _load(again / "null_odds.json"), _load(out / "null_odds.json")
+    assert odds.keys() == expected.keys()
+    assert max(abs(odds[q] - expected[q]) for q in odds) < 1e-4
+    assert _load(again / "predictions.json").keys() == expected.keys()
 
 
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):
@@ -385,7 +422,7 @@ def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path
 
 @pytest.mark.parametrize("version,precision,jit", [
     ("v1", "none", "false"), ("v2", "none", "false"), ("v1", "float16", "false"),
-    ("v1", "bfloat16", "true"), ("v2", "bfloat16", "true")])
+    ("v1", "bfloat16", "true"), ("v2", "bfloat16", "true"), ("v2_span", "none", "false")])
 def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, capsys, version,
                                               precision, jit):
     """predict --task=qa on the dev questions (JSON Lines of id, question and context) answers
@@ -408,7 +445,7 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
     assert [g["id"] for g in got] == [r["id"] for r in rows]
     predicted = _load(out / "predictions.json")
     differ = [g["id"] for g in got if g["answer"] != predicted[g["id"]]]
-    odds = _load(out / "null_odds.json") if version == "v2" else {}
+    odds = _load(out / "null_odds.json") if _null_odds(version) else {}
     if precision == "none":
         # Only a question whose no-answer score is the threshold itself (v2 takes it from the
         # dev scores) may land on the other side: batched otherwise, float32 rounds otherwise.
@@ -420,7 +457,7 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
         assert (r["context"][g["start"]:g["end"]] if g["answer"] else g["start"]) == (
             g["answer"] or None)
         assert 0 < g["probability"] <= 1
-    if version == "v2":
+    if _null_odds(version):
         assert max(abs(g["null_odds"] - odds[g["id"]]) for g in got) < (
             1e-4 if precision == "none" else 0.1)
         assert any(g["answer"] == "" for g in got) and any(g["answer"] for g in got)
@@ -434,7 +471,7 @@ def test_predict_answers_as_the_run_predicted(assets, matrix_runs, tmp_path, cap
         exported = [json.loads(line) for line in served.read_text().splitlines()]
         assert [(e["id"], e["answer"], e["start"], e["end"]) for e in exported] == [
             (g["id"], g["answer"], g["start"], g["end"]) for g in got]
-        if version == "v2":
+        if _null_odds(version):
             assert max(abs(e["null_odds"] - g["null_odds"]) for e, g in zip(exported, got)) < 1e-4
         code, printed, _ = run_tool_captured(predict, capsys, task="qa", model=out / "export",
                                              text=rows[0]["question"],

@@ -336,6 +336,42 @@ def test_head_variables_and_masking(tiny_config, tmp_path):
                           pretrainer.tf1_weights()[word].numpy())
 
 
+def test_the_v2_span_head_is_v1_s_with_the_cls_span_for_no_answer(tiny_config):
+    """--v2_head=span: v1's weights and logits; null_logits is the [CLS] span's score, and a
+    question's null_odds is its windows' lowest less its best span's (BERT's score
+    difference)."""
+    from albert_tf.modeling.squad import V1_HEAD, AlbertSquad
+    v1 = AlbertSquad(tiny_config, version_2=False, n_best_size=4)
+    span = AlbertSquad(tiny_config, version_2=True, v2_head="span", n_best_size=4)
+    assert span.head_names == V1_HEAD and span.keras_outputs() == v1.keras_outputs()
+    span.set_weights(v1.get_weights())
+    features = _model_inputs(np.random.RandomState(3))
+    a, b = v1(features, training=False), span(features, training=False)
+    for key in ("start_logits", "end_logits", "start_top_index", "end_top_logits"):
+        np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
+    np.testing.assert_allclose(b["null_logits"].numpy(),
+                               a["start_logits"][:, 0] + a["end_logits"][:, 0], rtol=1e-6)
+    top = {k: v.numpy() for k, v in span.prediction_outputs(features, b).items()}
+    assert "null_logits" in top and "cls_logits" not in top
+    # One question read in two windows of 3 tokens, the context's after [CLS].
+    windows = {"lengths": np.array([3, 3]), "host_question": np.array([0, 0]),
+               "host_start_char": np.array([-1, 0, 4, -1, 4, 8]),
+               "host_end_char": np.array([-1, 2, 6, -1, 6, 10]),
+               "host_max_context": np.array([0, 1, 1, 0, 0, 1])}
+    outputs = {"start_top_index": np.array([[1, 2], [2, 1]]),
+               "start_top_logits": np.array([[2.0, 1.0], [3.0, 0.5]]),
+               "end_top_index": np.array([[2, 1], [2, 1]]),
+               "end_top_logits": np.array([[1.5, 0.5], [2.0, 1.0]]),
+               "null_logits": np.array([4.0, 6.0])}
+    question = squad.Question("q", "which?", "abc def ghi", 0, [])
+    predictions, _, null_odds = squad_answers.postprocess(
+        [question], windows, outputs, 4, 5, True)
+    # The best span: window 1's (2, 2), "ghi", 3.0 + 2.0; the lowest [CLS] score 4.0.
+    assert predictions == {"q": "ghi"} and null_odds == {"q": pytest.approx(4.0 - 5.0)}
+    with pytest.raises(ValueError, match="v2_head='beam': one of answer_class, span"):
+        AlbertSquad(tiny_config, version_2=True, v2_head="beam")
+
+
 def test_losses(tiny_config):
     from albert_tf.modeling.squad import AlbertSquad
     features = _model_inputs(np.random.RandomState(1))
@@ -367,11 +403,13 @@ def test_heads_train_under_mixed_precision(tiny_config, policy):
     features = _model_inputs(np.random.RandomState(2))
     features.update(start_positions=np.array([5, 0, 6]), end_positions=np.array([7, 0, 6]),
                     is_impossible=np.array([0, 1, 0]))
-    for version_2 in (False, True):
-        reference = AlbertSquad(tiny_config, version_2=version_2, dropout_prob=0.0)
+    for version_2, head in ((False, "answer_class"), (True, "answer_class"), (True, "span")):
+        reference = AlbertSquad(tiny_config, version_2=version_2, dropout_prob=0.0,
+                                v2_head=head)
         keras.mixed_precision.set_global_policy(policy)
         try:
-            model = AlbertSquad(tiny_config, version_2=version_2, dropout_prob=0.0)
+            model = AlbertSquad(tiny_config, version_2=version_2, dropout_prob=0.0,
+                                v2_head=head)
             model.set_weights(reference.get_weights())
             with tf.GradientTape() as tape:
                 out = model(features, training=True)
@@ -383,12 +421,13 @@ def test_heads_train_under_mixed_precision(tiny_config, policy):
         assert all(v.dtype == tf.float32 for v in out.values() if v.dtype.is_floating)
         assert all(np.all(np.isfinite(tf.convert_to_tensor(g).numpy()))
                    for g in grads if g is not None)  # only the unused pooler has none
-        head = [g for v, g in zip(model.trainable_variables, grads)
-                if v.path.startswith("albert_squad/")]
-        assert len(head) == (11 if version_2 else 2) and all(g is not None for g in head)
+        head_grads = [g for v, g in zip(model.trainable_variables, grads)
+                      if v.path.startswith("albert_squad/")]
+        assert len(head_grads) == (11 if model.beam else 2), head
+        assert all(g is not None for g in head_grads)
         expected = tf.reduce_mean(reference.per_example_loss(
             features, reference(features, training=True)))
-        assert float(loss) == pytest.approx(float(expected), rel=0.03), (version_2, policy)
+        assert float(loss) == pytest.approx(float(expected), rel=0.03), (head, policy)
         assert inference["start_top_index"].shape[0] == 3
 
 

@@ -103,9 +103,10 @@ def test_question_answerer_runs_in_the_task_library(vocabularies, tmp_path):
     seq_length = TASK_LIBRARY_SEQ_LENGTH
     config = AlbertConfig(**dict(TINY, vocab_size=len(tokenizer),
                                  max_position_embeddings=seq_length))
-    keys = SquadServing.OUTPUTS[False]
+    model = AlbertSquad(config)
+    keys = SquadServing(model).outputs
     task = SquadTask(tokenizer, None, None, str(tmp_path / "cache"), max_seq_length=seq_length)
-    task.export(AlbertSquad(config), tmp_path / "export", lite.LiteOptions(files="ids"))
+    task.export(model, tmp_path / "export", lite.LiteOptions(files="ids"))
     path = tmp_path / "export" / "albert_model_task_library.tflite"
     ids_model = (tmp_path / "export" / "albert_model.tflite").read_bytes()
     texts = _texts("sentencepiece")

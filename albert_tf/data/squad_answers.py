@@ -66,7 +66,9 @@ def postprocess(questions, features, outputs, n_best_size, max_answer_length,
                 version_2_with_negative, char_spans=False):
     """(predictions {qid: best non-null text}, nbest {qid: [...]}, null_odds {qid: score} or
     None) from per-feature top-k outputs of AlbertSquad (outputs sorted by feature); with
-    `char_spans` each n-best entry has its character span in the context."""
+    `char_spans` each n-best entry has its character span in the context. v2's null_odds: the
+    answer_class head's lowest `cls_logits` over the question's windows, or the span head's
+    lowest [CLS] span score (`null_logits`) less its best span's (BERT's score difference)."""
     offsets = _feature_offsets(features)
     by_question = {}
     for f, qi in enumerate(features["host_question"]):
@@ -75,7 +77,7 @@ def postprocess(questions, features, outputs, n_best_size, max_answer_length,
     for qi, q in enumerate(questions):
         candidates, null = [], []
         for f in by_question.get(qi, []):
-            if version_2_with_negative:
+            if "cls_logits" in outputs:
                 k2 = outputs["end_top_index"].shape[1] // outputs["start_top_index"].shape[1]
                 pairs = [(int(s), int(outputs["end_top_index"][f, i * k2 + j]),
                           float(outputs["start_top_log_probs"][f, i]),
@@ -88,9 +90,13 @@ def postprocess(questions, features, outputs, n_best_size, max_answer_length,
                                           outputs["start_top_logits"][f])
                          for e, es in zip(outputs["end_top_index"][f],
                                           outputs["end_top_logits"][f])]
+                if version_2_with_negative:
+                    null.append(float(outputs["null_logits"][f]))
             candidates += _candidates(features, f, offsets[f], pairs, max_answer_length)
         nbest[q.qas_id] = _nbest(q, candidates, n_best_size, char_spans)
         predictions[q.qas_id] = nbest[q.qas_id][0]["text"]
         if version_2_with_negative:
-            null_odds[q.qas_id] = min(null) if null else 0.0
+            best = max((c.score for c in candidates), default=0.0)
+            null_odds[q.qas_id] = (min(null) if null else 0.0) - (
+                best if "null_logits" in outputs else 0.0)
     return predictions, nbest, null_odds

@@ -1,9 +1,12 @@
 """AlbertSquad: the original SQuAD heads on the sequence output.
 
 v1: `cls/squad/output_weights` [2, H] / `output_bias` [2] give start and end logits.
-v2: the original's answerability head: start logits; end logits from concat(h_t, h_start)
-(the gold start in training, each of the top `start_n_top` starts at inference, keeping the
-top `end_n_top` ends of each); `cls_logits` from concat(Σ softmax(start)·h, h_CLS).
+v2 (`v2_head="answer_class"`): the original's answerability head: start logits; end logits
+from concat(h_t, h_start) (the gold start in training, each of the top `start_n_top` starts at
+inference, keeping the top `end_n_top` ends of each); `cls_logits` from
+concat(Σ softmax(start)·h, h_CLS). v2 (`v2_head="span"`): v1's head, the [CLS] span the answer
+"none" (as BERT's SQuAD 2.0, TF Model Garden's and transformers' AlbertForQuestionAnswering,
+whose SQuAD 2.0 models it loads); `null_logits` is that span's score.
 Positions that cannot hold an answer (query, [SEP], padding: `p_mask` or `input_mask`) are
 masked in both versions; [CLS] stays available as the no-answer position.
 """
@@ -18,30 +21,37 @@ from albert_tf.modeling.task_model import (POOLER_PATHS, UNUSED_POOLER, TaskMode
 
 V1_HEAD = ("cls/squad/",)
 V2_HEAD = ("start_logits/", "end_logits/", "answer_class/")
+V2_HEADS = ("answer_class", "span")  # the heads a v2 model may have: V2_HEAD, V1_HEAD
 NEG_INF = -1e30
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertSquad(TaskModel):
-    """Span extraction for SQuAD v1.1 (`version_2=False`) or v2.0 (`version_2=True`).
+    """Span extraction for SQuAD v1.1 (`version_2=False`) or v2.0 (`version_2=True`, with
+    the original's `v2_head="answer_class"` or v1's `"span"`).
 
-    Training outputs: v1 `start_logits`/`end_logits` [B, T]; v2 `start_log_probs`,
-    `end_log_probs` (given `start_positions`) and `cls_logits` [B]. Inference adds the
-    fixed-size top-k outputs that `prediction_outputs` returns.
+    Training outputs: v1 and the v2 span head `start_logits`/`end_logits` [B, T]; the v2
+    answer_class head `start_log_probs`, `end_log_probs` (given `start_positions`) and
+    `cls_logits` [B]. Inference adds the fixed-size top-k outputs that `prediction_outputs`
+    returns (and the v2 span head's `null_logits` [B]).
     """
 
     unreached = POOLER_PATHS
 
     def __init__(self, encoder, version_2=False, n_best_size=20, start_n_top=5, end_n_top=5,
-                 dropout_prob=0.1, **kwargs):
+                 dropout_prob=0.1, v2_head="answer_class", **kwargs):
         kwargs.setdefault("name", "albert_squad")
         super().__init__(encoder, **kwargs)
-        self.version_2 = bool(version_2)
+        if v2_head not in V2_HEADS:
+            raise ValueError(f"v2_head={v2_head!r}: one of {', '.join(V2_HEADS)}")
+        self.version_2, self.v2_head = bool(version_2), v2_head
+        # The original's v2 head: a beam over starts and ends, and an answerability logit.
+        self.beam = self.version_2 and v2_head == "answer_class"
         self.n_best_size, self.start_n_top, self.end_n_top = n_best_size, start_n_top, end_n_top
         self.dropout_prob = float(dropout_prob)
         h = self.config.hidden_size
         self._head = {}
-        if not self.version_2:
+        if not self.beam:
             self._add("cls/squad/output_weights", (2, h))
             self._add("cls/squad/output_bias", (2,), "zeros")
             return
@@ -67,19 +77,19 @@ class AlbertSquad(TaskModel):
                                            autocast=False)
 
     def keras_outputs(self):
-        if self.version_2:  # the end scores are given the gold start (`start_positions` in x)
+        if self.beam:  # the end scores are given the gold start (`start_positions` in x)
             return ("start_log_probs", "end_log_probs", "cls_logits")
         return ("start_logits", "end_logits")
 
     @property
     def head_names(self):
-        return V2_HEAD if self.version_2 else V1_HEAD
+        return V2_HEAD if self.beam else V1_HEAD
 
     def get_config(self):
         return {"encoder": self.config.to_dict(), "version_2": self.version_2,
                 "n_best_size": self.n_best_size, "start_n_top": self.start_n_top,
                 "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob,
-                "name": self.name}
+                "v2_head": self.v2_head, "name": self.name}
 
     @classmethod
     def from_pretrained(cls, path, config=None, **kwargs):
@@ -120,7 +130,7 @@ class AlbertSquad(TaskModel):
         invalid = 1 - tf.cast(inputs["input_mask"], tf.float32)
         if "p_mask" in inputs:
             invalid = tf.maximum(invalid, tf.cast(inputs["p_mask"], tf.float32))
-        if not self.version_2:
+        if not self.beam:
             return self._v1(sequence, invalid, training)
         return self._v2(sequence, invalid, inputs.get("start_positions"), training)
 
@@ -132,14 +142,17 @@ class AlbertSquad(TaskModel):
         return out if training else self.eval_outputs(out)
 
     def eval_outputs(self, outputs):
-        """v1: the outputs with the top n_best_size start and end logits and positions added
-        (what prediction_outputs takes), from the start and end logits alone, e.g. an ids-in
-        .tflite's; v2: as they are."""
-        if self.version_2:
+        """v1 and the v2 span head: the outputs with the top n_best_size start and end logits
+        and positions added (what prediction_outputs takes), from the start and end logits
+        alone, e.g. an ids-in .tflite's, and for v2 `null_logits`, the [CLS] span's score; the
+        answer_class head: as they are."""
+        if self.beam:
             return outputs
         out, k = dict(outputs), self.n_best_size
         out["start_top_logits"], out["start_top_index"] = _top_k(out["start_logits"], k)
         out["end_top_logits"], out["end_top_index"] = _top_k(out["end_logits"], k)
+        if self.version_2:
+            out["null_logits"] = out["start_logits"][:, 0] + out["end_logits"][:, 0]
         return out
 
     def _dense(self, x, scope, activation=None):
@@ -198,10 +211,11 @@ class AlbertSquad(TaskModel):
         return {"example_count": tf.reduce_sum(example_weights(features))}
 
     def per_example_loss(self, features, outputs):
-        """v1: (CE_start + CE_end) / 2; v2: that plus 0.5 · sigmoid CE of cls_logits."""
+        """v1 and the v2 span head: (CE_start + CE_end) / 2 (an unanswerable question's span
+        is [CLS]'s); the answer_class head: that plus 0.5 · sigmoid CE of cls_logits."""
         starts = tf.cast(tf.reshape(features["start_positions"], [-1]), tf.int32)
         ends = tf.cast(tf.reshape(features["end_positions"], [-1]), tf.int32)
-        if not self.version_2:
+        if not self.beam:
             ce = tf.nn.sparse_softmax_cross_entropy_with_logits
             return 0.5 * (ce(labels=starts, logits=outputs["start_logits"])
                           + ce(labels=ends, logits=outputs["end_logits"]))
@@ -222,12 +236,19 @@ class AlbertSquad(TaskModel):
     def metrics_from_sums(self, sums):
         return {"loss": sums["loss_sum"] / max(sums["example_count"], 1.0)}
 
+    @property
+    def top_outputs(self):
+        """The names of the per-window top-k outputs the answers are picked from."""
+        if self.beam:
+            return ("start_top_log_probs", "start_top_index", "end_top_log_probs",
+                    "end_top_index", "cls_logits")
+        return ("start_top_logits", "start_top_index", "end_top_logits", "end_top_index") + (
+            ("null_logits",) if self.version_2 else ())
+
     def prediction_outputs(self, features, outputs):
-        """Fixed-size per-feature outputs: the top-k spans' scores (and v2 cls_logits)."""
-        keys = (("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
-                 "cls_logits") if self.version_2 else
-                ("start_top_logits", "start_top_index", "end_top_logits", "end_top_index"))
-        out = {k: outputs[k] for k in keys}
+        """Fixed-size per-feature outputs: the top-k spans' scores (and v2's no-answer
+        scores)."""
+        out = {k: outputs[k] for k in self.top_outputs}
         out["is_real_example"] = example_weights(features)
         out["example_index"] = tf.reshape(features["example_index"], [-1])
         return out

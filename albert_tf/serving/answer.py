@@ -57,14 +57,14 @@ class Answerer(Predictor):
         if kind != "checkpoint":
             raise PredictError(f"{self.source.path} is a {kind} export, which has no SQuAD "
                                f"head: give a run_squad output_dir")
-        if "cls/squad/output_weights" in arrays:
-            self.version_2 = False
+        settings = self.run_settings
+        if "cls/squad/output_weights" in arrays:  # v1's head, or v2's span head (run.json)
+            self.version_2, head = bool(settings.get("version_2_with_negative")), "span"
         elif "start_logits/dense/kernel" in arrays:
-            self.version_2 = True
+            self.version_2, head = True, "answer_class"
         else:
             raise PredictError(f"{self.source.path} has no SQuAD head (cls/squad/ or "
                                f"start_logits/): give a run_squad output_dir")
-        settings = self.run_settings
         self.max_query_length = settings.get("max_query_length") or DEFAULT_MAX_QUERY_LENGTH
         self.doc_stride = window_stride or settings.get("doc_stride") or default_doc_stride(
             self.max_seq_length, self.max_query_length)
@@ -77,8 +77,9 @@ class Answerer(Predictor):
         model = self.source.build(AlbertSquad, version_2=self.version_2,
                                   n_best_size=self.n_best_size,
                                   start_n_top=settings.get("start_n_top") or 5,
-                                  end_n_top=settings.get("end_n_top") or 5)
+                                  end_n_top=settings.get("end_n_top") or 5, v2_head=head)
         self._call = inference_function(model)  # with the top-k spans (AlbertSquad.eval_outputs)
+        self._outputs = model.top_outputs
         self.threshold = self._threshold(settings) if self.version_2 else None
         logging.info("SQuAD %s: contexts in windows of %d tokens, %d apart (%s), questions "
                      "cut to %d pieces%s", "v2.0" if self.version_2 else "v1.1",
@@ -172,8 +173,5 @@ class Answerer(Predictor):
                 padded[i, :len(mask)] = mask
             inputs["p_mask"] = padded
             out = self._call(inputs)
-            chunks.append({k: np.asarray(out[k]) for k in (
-                ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
-                 "cls_logits") if self.version_2 else
-                ("start_top_logits", "start_top_index", "end_top_logits", "end_top_index"))})
+            chunks.append({k: np.asarray(out[k]) for k in self._outputs})
         return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}

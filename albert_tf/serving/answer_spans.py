@@ -50,10 +50,10 @@ def question_windows(tokenizer, questions, contexts, seq_length, stride, max_que
     return inputs, example, placed[..., :2], placed[..., 2] == 1
 
 
-def _pairs(outputs, version_2):
+def _pairs(outputs):
     """Every (start, end) of a window's top starts and ends, start-major, and its score:
     int32 starts, ends and float32 scores [windows, pairs]."""
-    if version_2:
+    if "start_top_log_probs" in outputs:  # the v2 answer_class head's beam
         starts, start_scores = outputs["start_top_index"], outputs["start_top_log_probs"]
         k = tf.shape(starts)[1]
         ends = tf.reshape(outputs["end_top_index"], [tf.shape(starts)[0], k, -1])
@@ -79,9 +79,10 @@ def best_answers(outputs, contexts, example, offsets, most_context, max_answer_l
     """Each context's answer from the SQuAD model's top-k `outputs` on its windows
     (`question_windows`' `example`, `offsets`, `most_context`): {answer (string), start and end
     (its characters in the context, -1 for none), score (start + end logit; v2 log-probability),
-    and for v2 null_odds (the windows' lowest cls_logits), best_span (the best span's text,
-    also where the answer is "": null_odds > `threshold`)}."""
-    starts, ends, scores = _pairs(outputs, version_2)
+    and for v2 null_odds (the windows' lowest cls_logits, or the span head's lowest [CLS] span
+    score less its best span's, as data.squad_answers), best_span (the best span's text, also
+    where the answer is "": null_odds > `threshold`)}."""
+    starts, ends, scores = _pairs(outputs)
     length = tf.shape(offsets)[1]
     inside = (starts < length) & (ends < length)
     at = tf.minimum(starts, length - 1), tf.minimum(ends, length - 1)
@@ -114,8 +115,10 @@ def best_answers(outputs, contexts, example, offsets, most_context, max_answer_l
     out = {"answer": text, "start": tf.where(has_text, start, NONE),
            "end": tf.where(has_text, end, NONE), "score": tf.where(found, best, 0.0)}
     if version_2:
-        odds = tf.math.unsorted_segment_min(tf.cast(outputs["cls_logits"], tf.float32), example,
-                                            count)
+        null = outputs["cls_logits" if "cls_logits" in outputs else "null_logits"]
+        odds = tf.math.unsorted_segment_min(tf.cast(null, tf.float32), example, count)
+        if "null_logits" in outputs:
+            odds -= out["score"]
         no_answer = odds > threshold
         out.update(answer=tf.where(no_answer, "", text), best_span=text, null_odds=odds,
                    start=tf.where(no_answer, NONE, out["start"]),

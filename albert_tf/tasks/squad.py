@@ -24,9 +24,9 @@ def task_name(version_2):
     return "squad_v2" if version_2 else "squad_v1"
 
 
-def head_names(version_2):
+def head_names(version_2, v2_head="answer_class"):
     from albert_tf.modeling.squad import V1_HEAD, V2_HEAD
-    return V2_HEAD if version_2 else V1_HEAD
+    return V2_HEAD if version_2 and v2_head == "answer_class" else V1_HEAD
 
 
 class SquadTask(FinetuningTask):
@@ -42,9 +42,10 @@ class SquadTask(FinetuningTask):
                  max_answer_length=30, start_n_top=5, end_n_top=5, dropout_prob=0.1,
                  null_score_diff_threshold=None, threshold_dev_fraction=0.5,
                  null_threshold_file=None, seed=12345, train_feature_file=None,
-                 predict_feature_file=None):
+                 predict_feature_file=None, v2_head="answer_class"):
         self.name = task_name(version_2)
-        self.head_names = head_names(version_2)
+        self.head_names = head_names(version_2, v2_head)
+        self.v2_head = v2_head
         self.tokenizer = tokenizer
         self.train_file, self.predict_file = train_file, predict_file
         self.cache_dir = cache_dir
@@ -65,7 +66,7 @@ class SquadTask(FinetuningTask):
     def build_model(self, encoder):
         from albert_tf.modeling.squad import AlbertSquad
         return AlbertSquad(encoder, self.version_2, self.n_best_size, self.start_n_top,
-                           self.end_n_top, self.dropout_prob)
+                           self.end_n_top, self.dropout_prob, self.v2_head)
 
     def questions(self, path, is_training):
         from albert_tf.data import squad
@@ -183,8 +184,9 @@ class SquadTask(FinetuningTask):
 
     def export(self, model, export_dir, lite_options=None, output_dir=None):
         """Serving SavedModel: `question` + `context` strings → [CLS] question (cut to
-        max_query_length) [SEP] context (its first window) [SEP] → v1 `start_logits`,
-        `end_logits`; v2 the beam outputs and `cls_logits`; plus `input_word_ids` and
+        max_query_length) [SEP] context (its first window) [SEP] → v1 and the v2 span head
+        `start_logits`, `end_logits`; the answer_class head the beam outputs and `cls_logits`;
+        plus `input_word_ids` and
         `context_offsets` (each position's context word as a UTF-8 byte range). Its `answer`
         signature answers as --do_predict does, in the run's windows
         (`serving.answer_spans`; a v2 run's threshold from output_dir's eval_results.txt). Also
@@ -195,7 +197,7 @@ class SquadTask(FinetuningTask):
         from albert_tf.serving.finetuned import export_finetuned
 
         serving_model = SquadServing(model)
-        keys = SquadServing.OUTPUTS[self.version_2]
+        keys = serving_model.outputs
         threshold = None
         if self.version_2:  # the run's, as its predictions use it
             threshold = (self.predict_threshold(output_dir, None, None, None) if output_dir
@@ -280,12 +282,12 @@ class SquadServing:
     p_mask of the training features (only [CLS] and the context tokens can be answers) and
     passes `input_word_ids` through. What the --export_dir exports wrap."""
 
-    OUTPUTS = {False: ("start_logits", "end_logits"),
-               True: ("start_log_probs", "start_top_log_probs", "start_top_index",
-                      "end_top_log_probs", "end_top_index", "cls_logits")}
-
     def __init__(self, model):
         self.model = model
+        # What the exports return: the v2 answer_class head's beam, else the span logits.
+        self.outputs = (("start_log_probs", "start_top_log_probs", "start_top_index",
+                         "end_top_log_probs", "end_top_index", "cls_logits") if model.beam else
+                        ("start_logits", "end_logits"))
         self.config = model.config
         self.variables = model.variables
         self.trainable_variables = model.trainable_variables
