@@ -97,7 +97,7 @@ class InGraphTokenizer(tf.Module):
             ids = parts.merge_dims(1, 2)
             starts = ids.with_flat_values(tf.repeat(starts.flat_values, repeat))
             ends = ids.with_flat_values(tf.repeat(ends.flat_values, repeat))
-        return ids, _in_word_bytes(words, processed, starts, ends)
+        return ids, _in_word_bytes(words, processed, starts, ends, self.preprocess)
 
 
 class InGraphWordpieceTokenizer(tf.Module):
@@ -169,15 +169,18 @@ class InGraphWordpieceTokenizer(tf.Module):
         ids = tf.cast(ids.merge_dims(1, 2), tf.int32)
         starts = ids.with_flat_values(first + tf.cast(starts.flat_values, tf.int64))
         ends = ids.with_flat_values(first + tf.cast(ends.flat_values, tf.int64))
-        return ids, _in_word_bytes(words, processed, starts, ends)
+        return ids, _in_word_bytes(words, processed, starts, ends, self.preprocess)
 
 
-def _in_word_bytes(words, processed, starts, ends):
+def _in_word_bytes(words, processed, starts, ends, preprocess):
     """The pieces' byte offsets in `processed` (each word preprocessed) as offsets in `words`.
-    Where preprocessing changed a word's length (an accent dropped, a ligature split), the
-    bytes before and after the changed part are matched from either end (ASCII case aside):
-    an offset there moves with them, one inside it goes to the part's edge, so a piece
-    overlapping "ü" of "Müller," gets "ü" and "," stays its own."""
+    Where each character preprocessed alone gives the word's preprocessed bytes (nearly always:
+    NFKD, lower-casing, marks dropped and CJK characters spaced apart all work a character at
+    a time), an offset moves to its character's: a piece of "Müller" or of "学生在２０１９年" gets
+    its own characters. Elsewhere the bytes before and after the changed part are matched from
+    either end (ASCII case aside): an offset there moves with them, one inside it goes to the
+    part's edge."""
+    by_char = _by_character(words, processed, preprocess)
     length, changed = tf.strings.length(words), tf.strings.length(processed)
     ours, theirs = (tf.strings.bytes_split(tf.strings.lower(x)) for x in (words, processed))
     head = _common_prefix(ours, theirs)
@@ -186,13 +189,43 @@ def _in_word_bytes(words, processed, starts, ends):
     owner = starts.value_rowids()
     head, tail, length, changed = (tf.gather(x, owner) for x in (head, tail, length, changed))
 
-    def moved(x, inside):
+    def moved(x, inside, last):
         x = tf.cast(x.flat_values, tf.int32)
         mapped = tf.where(x <= head, x, tf.where(x >= changed - tail, x + length - changed,
                                                  inside))
-        return tf.where(length == changed, x, mapped)
-    return (starts.with_flat_values(moved(starts, head)),
-            ends.with_flat_values(moved(ends, length - tail)))
+        mapped = tf.where(length == changed, x, mapped)
+        return by_char(owner, x, last, mapped)
+    first, last = moved(starts, head, False), moved(ends, length - tail, True)
+    empty = tf.cast(ends.flat_values, tf.int32) <= tf.cast(starts.flat_values, tf.int32)
+    return (starts.with_flat_values(first),  # a piece of no bytes (a lone "▁") keeps none
+            ends.with_flat_values(tf.where(empty, first, last)))
+
+
+def _by_character(words, processed, preprocess):
+    """A function (owner word, offset in its preprocessed bytes, whether it ends a piece,
+    fallback) → the offset in the word of the character that preprocessed byte came from,
+    where the word's characters preprocessed one by one give its preprocessed length."""
+    chars = tf.strings.unicode_split(words, "UTF-8")  # [words, (characters)]
+    size_in = tf.strings.length(chars.flat_values)
+    size_out = tf.strings.length(preprocess(chars.flat_values))
+    exact = tf.equal(tf.reduce_sum(chars.with_flat_values(size_out), axis=1),
+                     tf.strings.length(processed))
+    end_in, end_out = tf.cumsum(size_in), tf.cumsum(size_out)  # over all words' characters
+    base_in = tf.gather(tf.concat([[0], end_in], 0), chars.row_starts())
+    base_out = tf.gather(tf.concat([[0], end_out], 0), chars.row_starts())
+    last_char = tf.maximum(tf.size(end_out) - 1, 0)
+
+    def move(owner, x, is_end, fallback):
+        at = tf.gather(base_out, owner) + x
+        if is_end:  # the character holding the piece's last byte, up to its own end
+            k = tf.minimum(tf.searchsorted(end_out, at - 1, side="right"), last_char)
+            mapped = tf.gather(end_in, k)
+        else:  # the character holding its first byte, from its start
+            k = tf.minimum(tf.searchsorted(end_out, at, side="right"), last_char)
+            mapped = tf.gather(end_in - size_in, k)
+        mapped = mapped - tf.gather(base_in, owner)
+        return tf.where(tf.gather(exact, owner) & (tf.size(end_out) > 0), mapped, fallback)
+    return move
 
 
 def _common_prefix(a, b):
