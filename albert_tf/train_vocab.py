@@ -56,8 +56,13 @@ def main(_):
     if FLAGS.model_type == "wordpiece":
         path = train_wordpiece(FLAGS.input_file, FLAGS.model_prefix, FLAGS.vocab_size,
                                FLAGS.do_lower_case, FLAGS.overwrite)
-        logging.info("Wrote %s (%d entries): pass it as --vocab_file", path,
-                     sum(1 for _ in open(path, encoding="utf-8")))
+        entries = sum(1 for _ in open(path, encoding="utf-8"))
+        logging.info("Wrote %s (%d entries): pass it as --vocab_file", path, entries)
+        if abs(entries - FLAGS.vocab_size) > 0.1 * FLAGS.vocab_size:
+            logging.warning("%d entries, not --vocab_size=%d: tensorflow-text's WordPiece "
+                            "learner takes the size as a target (every character of the corpus "
+                            "is kept, and a small corpus gives fewer pieces); the model's "
+                            "vocab_size must be %d", entries, FLAGS.vocab_size, entries)
         return
     path = train_sentencepiece(
         FLAGS.input_file, FLAGS.model_prefix, FLAGS.vocab_size, FLAGS.do_lower_case,

@@ -21,7 +21,7 @@ from albert_tf.serving import lite
 from albert_tf.tasks.squad_metrics import squad_v1
 from albert_tf.tokenization import FullTokenizer
 from conftest import assert_near_float32, assert_step_compiled, memoized_runs, run_main
-from tool_runner import assert_refused, run_tool
+from tool_runner import assert_refused, run_tool, run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -470,17 +470,26 @@ def test_a_wordpiece_vocabulary_trained_here_serves_every_tool(zh, tmp_path, cap
     and fine-tuning through --vocab_file."""
     corpus = tmp_path / "corpus.txt"
     zh_release.write_corpus(str(corpus), documents=40)
+    fullwidth = "他们说：“你好，世界！”（Ｈｅｌｌｏ）２０１９年？"
+    with open(corpus, "a", encoding="utf-8") as f:
+        f.write(f"\n{fullwidth}\n")
     prefix = tmp_path / "vocab"
-    code, _, err = run_tool(train_vocab, capsys, model_type="wordpiece", input_file=corpus,
-                            model_prefix=prefix, vocab_size=3000)
-    assert code == 0, err[-2000:]
+    code, log = run_tool_logged(train_vocab, model_type="wordpiece", input_file=corpus,
+                                model_prefix=prefix, vocab_size=3000)
+    assert code == 0, log[-2000:]
     vocab = str(prefix) + ".txt"
     tokenizer = FullTokenizer(vocab_file=vocab)
+    assert (f"{len(tokenizer)} entries, not --vocab_size=3000: tensorflow-text's WordPiece "
+            f"learner takes the size as a target") in log, log[-2000:]
     assert tokenizer.special_ids() == {"<pad>": 0, "<unk>": 100, "[CLS]": 101, "[SEP]": 102,
                                        "[MASK]": 103}
     text = corpus.read_text(encoding="utf-8")
     characters = sorted({c for c in text if "\u4e00" <= c <= "\u9fff"})
     assert tokenizer.tokenize("".join(characters)) == characters  # each one token, none [UNK]
+    # Fullwidth punctuation, letters and digits are pieces as every tool reads them (once they
+    # were folded to ASCII in training only, and read as [UNK]).
+    assert "[UNK]" not in tokenizer.tokenize(fullwidth), tokenizer.tokenize(fullwidth)
+    assert {"，", "！", "（", "：", "“"} <= set(tokenizer.tokenize(fullwidth))
     assert all(len(t) == 1 for t in tokenizer.vocab if "\u4e00" <= t[0] <= "\u9fff")
 
     records = tmp_path / "train.tfrecord"

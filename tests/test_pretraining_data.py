@@ -370,6 +370,31 @@ def test_lines_longer_than_a_sequence_are_said_to_lose_their_rest(data, tmp_path
         f"reaches a record, {lost} of its {sum(lengths)} tokens "), said[0]
 
 
+def test_a_corpus_the_vocabulary_does_not_fit_is_said(data, tmp_path, caplog):
+    """More than 1% of a shard's tokens unknown is said, with the count (the module's corpus,
+    which its vocabulary was trained on: silent)."""
+    from albert_tf.tokenization import FullTokenizer
+    _, corpus, _, model = data
+    foreign = tmp_path / "foreign.txt"
+    text = open(corpus, encoding="utf-8").read().replace(" the ", " ⁂ 神 ")
+    foreign.write_text(text, encoding="utf-8")
+    tokenizer = FullTokenizer(model, do_lower_case=True)
+    unk = tokenizer.special_ids()["<unk>"]
+    ids = [i for line in text.splitlines() if line.strip() for i in tokenizer.encode(line)]
+    unknown = sum(i == unk for i in ids)
+    for path, warned in ((corpus, False), (str(foreign), True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="absl"):
+            cpd.build(path, str(tmp_path / "out"), options(model, dupe_factor=1),
+                      overwrite=True)
+        said = [m for m in caplog.messages if "are the unknown piece" in m]
+        assert bool(said) == warned, caplog.messages
+    assert said[0].startswith(
+        f"Shard 0: {unknown} of the {len(ids)} tokens of {foreign} "
+        f"({100 * unknown / len(ids):.1f}%) are the unknown piece <unk> of {model}: the "
+        f"vocabulary lacks characters this text has"), said[0]
+
+
 def test_permutation_targets(data, tmp_path):
     _, corpus, _, model = data
     cpd.build(corpus, str(tmp_path / "p"), options(model, do_permutation=True, dupe_factor=1))

@@ -206,6 +206,7 @@ def build_shard(shard_index, input_path, outputs, options):
                  input_path, corpus.num_documents, len(corpus.sentence_offsets) - 1,
                  len(corpus.tokens), time.time() - start)
     _warn_of_long_lines(shard_index, input_path, corpus, options.max_seq_length)
+    _warn_of_unknown_pieces(shard_index, input_path, corpus, ids["<unk>"], tokenizer)
 
     document_order = list(range(corpus.num_documents))
     random.Random(int(_seed(options.random_seed, shard_index, 0).generate_state(1)[0])).shuffle(
@@ -264,6 +265,18 @@ def _warn_of_long_lines(shard_index, input_path, corpus, max_seq_length):
                         "or give a longer --max_seq_length",
                         shard_index, input_path, int((past > 0).sum()), room, lost, total,
                         100 * lost / total)
+
+
+def _warn_of_unknown_pieces(shard_index, input_path, corpus, unk_id, tokenizer):
+    """More than 1% of a shard's tokens unknown: a vocabulary made for other text (another
+    language or script, or one that lacks this text's punctuation)."""
+    unknown, total = int(np.count_nonzero(np.asarray(corpus.tokens) == unk_id)), len(corpus.tokens)
+    if total and unknown > 0.01 * total:
+        logging.warning("Shard %d: %d of the %d tokens of %s (%.1f%%) are the unknown piece %s "
+                        "of %s: the vocabulary lacks characters this text has, and every one "
+                        "of them trains as that one piece; is it the vocabulary for this text?",
+                        shard_index, unknown, total, input_path, 100 * unknown / total,
+                        tokenizer.convert_ids_to_tokens([unk_id])[0], tokenizer.asset_file)
 
 
 def _dupe_batches(corpus, document_order, options, shard_index, dupe, ids, masking):

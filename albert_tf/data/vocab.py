@@ -14,6 +14,7 @@ import re
 from absl import logging
 
 from albert_tf.outputs import check_output_files, make_parent_dir
+from albert_tf.tokenization.wordpiece_tokenizer import BasicTokenizer
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
@@ -145,12 +146,17 @@ def train_wordpiece(input_files, model_prefix, vocab_size=21128, do_lower_case=T
     if vocab_size <= len(WORDPIECE_RESERVED):
         raise InputError(f"--vocab_size={vocab_size} leaves no room for pieces after the "
                          f"{len(WORDPIECE_RESERVED)} reserved tokens")
-    lines = [line for f in files for line in (x.strip() for x in read_lines(f)) if line]
+    # The words of the basic tokenizer every tool reads with, spaced apart: tensorflow-text's
+    # own with lower_case folds with NFKC, which turned "，！？" and fullwidth digits into ASCII
+    # pieces, so the vocabulary lacked them and every tool read them as [UNK].
+    basic = BasicTokenizer(do_lower_case)
+    lines = [" ".join(words) for f in files for words in map(basic.tokenize, read_lines(f))
+             if words]
     if not lines:
         raise InputError(f"--input_file={input_files} holds no text")
     vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
         tf.data.Dataset.from_tensor_slices(lines).batch(1024), vocab_size,
-        list(WORDPIECE_RESERVED), bert_tokenizer_params={"lower_case": do_lower_case},
+        list(WORDPIECE_RESERVED), bert_tokenizer_params={"lower_case": False},
         learn_params={"max_unique_chars": vocab_size, "lower_thresh": 1})
     make_parent_dir(path)
     atomic_write_text(path, "".join(token + "\n" for token in vocab))
