@@ -209,6 +209,26 @@ def test_train_vocab_reads_a_repeated_line_once(tmp_path, caplog):
     assert pieces(every) != pieces(once)
 
 
+def test_train_vocab_learns_from_long_lines_and_says_which_it_left_out(tmp_path, caplog):
+    """Lines of a paragraph (past SentencePiece's 4,192-byte default, which dropped them without
+    a word) are learnt from; those past MAX_LINE_BYTES are counted in a warning."""
+    from albert_tf.data.vocab import MAX_LINE_BYTES
+    rng = np.random.RandomState(0)
+    characters = [chr(c) for c in range(0x4E00, 0x4E00 + 300)]
+    paragraph = lambda n: "".join(rng.choice(characters, n))  # noqa: E731
+    # 60 lines of 2,000 characters (6,000 bytes), one short line and two past the limit.
+    lines = [paragraph(2000) for _ in range(60)] + ["一二三"]
+    lines += [paragraph(MAX_LINE_BYTES // 3 + 10) for _ in range(2)]
+    (tmp_path / "long.txt").write_text("\n".join(lines), encoding="utf-8")
+    caplog.set_level("INFO", logger="absl")
+    import sentencepiece
+    path = train_sentencepiece(str(tmp_path / "long.txt"), str(tmp_path / "long"), 400,
+                               hard_vocab_limit=False)
+    assert sentencepiece.SentencePieceProcessor(model_file=path).get_piece_size() == 400
+    assert (f"2 lines longer than {MAX_LINE_BYTES} bytes were left out of training "
+            f"(SentencePiece's max_sentence_length): split them into sentences") in caplog.text
+
+
 def test_in_graph_tokenizer_in_a_saved_model(model_path, tokenizer, tmp_path):
     import tensorflow as tf
 

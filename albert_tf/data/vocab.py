@@ -17,6 +17,10 @@ from albert_tf.outputs import check_output_files, make_parent_dir
 from albert_tf.tokenization.wordpiece_tokenizer import BasicTokenizer
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+# SentencePiece's trainer leaves out, without a word, every line longer than its
+# max_sentence_length (4,192 bytes by default: 1,400 Chinese characters); ours is this, and
+# longer lines are counted and said.
+MAX_LINE_BYTES = 1 << 16
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
 
@@ -30,7 +34,7 @@ class _Sentences:
     def __init__(self, files, do_lower_case, keep_duplicates=False):
         self.files, self.do_lower_case, self.error = files, do_lower_case, None
         self.keep_duplicates = keep_duplicates
-        self.lines, self.duplicates = 0, 0
+        self.lines, self.duplicates, self.too_long = 0, 0, 0
 
     def __iter__(self):
         from albert_tf.data.build_records import InputError, read_lines
@@ -42,6 +46,9 @@ class _Sentences:
                 for line in read_lines(path):
                     line = preprocess_text(line, lower=self.do_lower_case)
                     if not line:
+                        continue
+                    if len(line.encode()) > MAX_LINE_BYTES:
+                        self.too_long += 1
                         continue
                     self.lines += 1
                     if not self.keep_duplicates:
@@ -55,10 +62,16 @@ class _Sentences:
             self.error = e
 
     def log(self):
+        if self.too_long:
+            logging.warning("%s", self.too_long_said())
         if self.duplicates:
             logging.info("Trained on %d distinct lines of %d: %d repeated lines read once "
                          "(--keep_duplicate_lines counts every copy)", self.lines -
                          self.duplicates, self.lines, self.duplicates)
+
+    def too_long_said(self):
+        return (f"{self.too_long} lines longer than {MAX_LINE_BYTES} bytes were left out of "
+                f"training (SentencePiece's max_sentence_length): split them into sentences")
 
 
 def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_case=True,
@@ -92,7 +105,7 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
             character_coverage=character_coverage,
             num_threads=num_threads,
             minloglevel=2,
-            **extra)
+            **{"max_sentence_length": MAX_LINE_BYTES, **extra})
     except RuntimeError as e:
         if sentences.error:
             raise sentences.error from None
@@ -107,7 +120,8 @@ def train_sentencepiece(input_files, model_prefix, vocab_size=30000, do_lower_ca
         if most:
             raise InputError(f"--vocab_size={vocab_size} is more than this corpus gives: at most "
                              f"{most.group(1)} pieces. Lower --vocab_size, add text, or pass "
-                             f"--nohard_vocab_limit") from None
+                             f"--nohard_vocab_limit" + (f" ({sentences.too_long_said()})"
+                                                        if sentences.too_long else "")) from None
         if any(m in str(e) for m in ("!sentences_.empty()", "(all_chars_count) > (0)",
                                      "!required_chars_.empty()")):  # by sentencepiece version
             raise InputError(f"--input_file={input_files} holds no text") from None
