@@ -26,6 +26,10 @@ def test_flags_take_auto_and_the_boolean_forms():
     assert _parse("--nojit_compile").jit_compile == "false"
     assert _parse("--jit_compile=False").jit_compile == "false"
     assert _parse("--mixed_precision=float16").mixed_precision == "float16"
+    # Keras's policy names, which the log prints (once refused).
+    for keras_name, ours in (("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16"),
+                             ("float32", "none")):
+        assert _parse(f"--mixed_precision={keras_name}").mixed_precision == ours
     with pytest.raises(flags.IllegalFlagValueError):
         _parse("--jit_compile=sometimes")
     with pytest.raises(flags.IllegalFlagValueError):

@@ -232,7 +232,8 @@ class FinetuningOptions(LoopOptions):
                                    defined_by=DISTRIBUTION)
     mixed_precision: str = option(
         "auto", "Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and on "
-        "CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.", choices=PRECISIONS,
+        "CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none (Keras's names float32, "
+        "mixed_bfloat16 and mixed_float16 are taken too).", choices=PRECISIONS,
         defined_by=DISTRIBUTION)
     jit_compile: str = option(
         "auto", "Compile the training step with XLA: auto (on GPU and TPU; off on CPU, where "

@@ -17,6 +17,9 @@ from albert_tf.training.step_memory import StepMemory, gpu_memory_bytes, step_by
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "none", "bfloat16", "float16")
+# Keras's policy names, which the log prints, taken for ours.
+PRECISION_ALIASES = {"float32": "none", "mixed_bfloat16": "bfloat16",
+                     "mixed_float16": "float16"}
 JIT_CHOICES = ("auto", "true", "false")
 # The flags define_flags defines, setup's arguments.
 FLAG_NAMES = ("strategy", "use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
@@ -36,10 +39,11 @@ def define_flags(flag_values=None):
     flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.", flag_values=fv)
     flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.", flag_values=fv)
     flags.DEFINE_string("master", None, "TensorFlow master address (TPU).", flag_values=fv)
-    flags.DEFINE_enum("mixed_precision", "auto", PRECISIONS,
-                      "Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and "
-                      "on CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none.",
-                      flag_values=fv)
+    flags.DEFINE_flag(flags.Flag(
+        _PrecisionParser(list(PRECISIONS)), flags.ArgumentSerializer(), "mixed_precision", "auto",
+        f"<{'|'.join(PRECISIONS)}>: Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and on CPUs with "
+        "AVX512-BF16/AMX, float16 on older GPUs, else none (Keras's names float32, "
+        "mixed_bfloat16 and mixed_float16 are taken too)."), flag_values=fv)
     # A boolean-style flag (--jit_compile, --nojit_compile) that also takes `auto`.
     flags.DEFINE_flag(flags.Flag(
         flags.EnumParser(list(JIT_CHOICES), case_sensitive=False), flags.ArgumentSerializer(),
@@ -51,6 +55,11 @@ def define_flags(flag_values=None):
                       "a GPU and bfloat16/float16), plain, or auto: fused in an XLA step on a "
                       f"GPU from sequence length {MIN_FUSED_SEQ} without attention "
                       "dropout, else plain.", flag_values=fv)
+
+
+class _PrecisionParser(flags.EnumParser):
+    def parse(self, argument):
+        return super().parse(PRECISION_ALIASES.get(argument, argument))
 
 
 def _num_workers_in_tf_config():
@@ -116,7 +125,7 @@ def cpu_has_native_bf16():
 def resolve_precision(precision, strategy):
     """The concrete precision for `auto`, from the strategy's devices."""
     if precision != "auto":
-        return precision
+        return PRECISION_ALIASES.get(precision, precision)
     if isinstance(strategy, tf.distribute.TPUStrategy):
         return "bfloat16"
     gpus = tf.config.list_physical_devices("GPU")
