@@ -18,6 +18,8 @@ from albert_tf.startup import start_tool
 if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
+import dataclasses
+
 from absl import app, flags
 
 from albert_tf import cli
@@ -70,6 +72,13 @@ def main(_):
         raise app.UsageError("--high_only and --middle_only are RACE's levels; C3 has none")
     require_action(FLAGS, export=False)
     options = FinetuningOptions.from_flags(FLAGS)
+    # The original's step counts are this script's defaults: left out beside the epochs or
+    # warmup share that decide instead, they were not given (the driver says given ones go
+    # unused).
+    options = dataclasses.replace(options, **{
+        count: getattr(FinetuningOptions, count)
+        for count, by in (("train_step", "num_train_epochs"), ("warmup_step", "warmup_proportion"))
+        if FLAGS[by].value is not None and not FLAGS[count].present})
     tokenizer = driver.prepare(options, RaceTask.head_names)  # (C3Task's too)
     feature_files = {"train": FLAGS.train_file, "dev": FLAGS.eval_file,
                      "test": FLAGS.predict_file}

@@ -17,6 +17,7 @@ from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
 from test_race import corpus_lines, write_race
+from tool_runner import run_tool_logged
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -307,6 +308,14 @@ def test_a_broken_test_split_stops_the_run_before_training(assets, tmp_path, cap
            "do_eval": False, "do_predict": False})
     assert "--train_step=10 is not used: --num_train_epochs=0.5 makes it 2" in caplog.messages
     assert "--warmup_step=2 is not used: --warmup_proportion=0.5 makes it 1" in caplog.messages
+    # The script's own step counts (the original's 12000 and 1000), not given: nothing said.
+    code, log = run_tool_logged(
+        run_race, "--nodo_eval", data_dir=assets["data_dir"], output_dir=tmp_path / "defaults",
+        spm_model_file=assets["spm"], init_checkpoint=assets["init"], num_train_epochs=0.5,
+        warmup_proportion=0.5, train_batch_size=64, max_seq_length=48, max_qa_length=16,
+        mixed_precision="none")
+    assert code == 0, log[-3000:]
+    assert "Training 2 steps (1 warmup)" in log and "is not used" not in log, log[-3000:]
 
 
 @pytest.mark.parametrize("precision,jit", SCRIPT_MATRIX)
