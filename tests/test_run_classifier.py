@@ -510,6 +510,17 @@ def test_eval_alone_measures_the_run_s_best_and_keeps_it(assets, tmp_path, caplo
         assert (f"matthew_corr = {float(after['matthew_corr']):.4g} of model.ckpt-best (step "
                 f"{before['global_step']}: the run's best, picked by its evaluations, "
                 f"matthew_corr {float(before['matthew_corr']):.4g})") in caplog.text
+    # Predicting with one of the run's checkpoints named: that one, not the run's best (once
+    # the best, the named one unsaid).
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=run_dir, do_predict=True)
+    best_predictions = (run_dir / "test_results.tsv").read_text()
+    other = run_dir / f"model.ckpt-{'45' if before['global_step'] == '90' else '90'}"
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        run(task_name="cola", data_dir=assets["data_dir"], output_dir=run_dir, do_predict=True,
+            init_checkpoint=other)
+    assert f"with {other} (--init_checkpoint: one of the run's checkpoints)" in caplog.text
+    assert (run_dir / "test_results.tsv").read_text() != best_predictions
 
 
 def test_the_original_layout_keeps_the_run_s_step(matrix_runs, tmp_path):

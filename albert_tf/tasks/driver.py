@@ -217,6 +217,8 @@ def _restore_for_inference(trainer, task, options, doing, head_required=False):
     --init_checkpoint (without the task's head: a warning, or with `head_required` an error)."""
     from albert_tf.formats.resolve import run_checkpoint
     path, why = run_checkpoint(options.output_dir)
+    if path and _one_of_the_run_s(options.init_checkpoint, options.output_dir):
+        path, why = options.init_checkpoint, "--init_checkpoint: one of the run's checkpoints"
     if path:
         logging.info("%s with %s (%s)", doing.capitalize(), path, why)
         trainer.restore(path)
@@ -235,6 +237,13 @@ def _restore_for_inference(trainer, task, options, doing, head_required=False):
         task.align_warm_head(trainer.model, options.init_checkpoint)
     else:
         logging.warning("no checkpoint to use for %s: the task head is untrained", doing)
+
+
+def _one_of_the_run_s(prefix, output_dir):
+    """Whether checkpoint `prefix` is one in `output_dir` (a step of the run, named for
+    predicting or exporting it rather than the run's best)."""
+    return bool(prefix) and os.path.dirname(os.path.abspath(prefix)) == os.path.abspath(
+        output_dir) and tf.io.gfile.exists(prefix + ".index")
 
 
 class _Run:
