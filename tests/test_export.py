@@ -317,6 +317,10 @@ def test_preprocessor_ids_equal_full_tokenizer(preprocessor_dir, tokenizer):
     default = pre.bert_pack_inputs(segments)
     np.testing.assert_array_equal(default["input_type_ids"].numpy(),
                                   _pack(tokenizer, texts_a, texts_b)["input_type_ids"])
+    # A length with no room for the text (once all of it dropped without a word).
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="seq_length leaves no room for text: 2 segment"):
+        pre.bert_pack_inputs(segments, seq_length=4)
     np.testing.assert_array_equal(pre(strings_a, seq_length=9)["input_word_ids"].numpy(),
                                   _pack(tokenizer, texts_a, seq_length=9)["input_word_ids"])
 

@@ -281,6 +281,10 @@ def test_classifier_export_pairs_and_regression(glue_assets, tmp_path, task_name
         np.testing.assert_allclose(served["probabilities"], results, atol=1e-5)
         assert [label.decode() for label in served["labels"]] == submit
         key, reference = "probabilities", results
+    # As many texts in each segment, or one line saying so (once an error about an AddN).
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="text_a and text_b must hold as many texts"):
+        _serve(export_dir, text_a=[e.text_a for e in examples[:2]], text_b=[examples[0].text_b])
     diff = _check_tflite_classifier(glue_assets, out, task_name, export_dir, reference, key)
     print(f"{task_name} TFLite max diff = {diff:.2e}")
     assert not (export_dir / "classifier_task_library.tflite").exists()  # one text only

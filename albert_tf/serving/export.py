@@ -171,6 +171,12 @@ class _BertPackInputs(Trackable):
         if seq_length is None:
             out = pack_inputs(list(inputs), self._default, cls_id, sep_id, pad_id)
             return {k: tf.ensure_shape(v, [None, self._default]) for k, v in out.items()}
+        least = 2 * len(inputs) + 1  # [CLS], and a token and a [SEP] for each segment
+        with tf.control_dependencies([tf.debugging.assert_greater_equal(
+                tf.cast(seq_length, tf.int32), least,
+                message=f"seq_length leaves no room for text: {len(inputs)} segment(s) need "
+                        f"at least {least}")]):
+            seq_length = tf.identity(seq_length)
         return pack_inputs(list(inputs), seq_length, cls_id, sep_id, pad_id)
 
 

@@ -100,7 +100,13 @@ def _text_signature(model, tokenizer, keys, seq_length, output_fn, first_segment
             inputs, example = pack_windows(tokenizer, text, seq_length, stride)
             return dict(output_fn(pool(model(inputs, training=False), example,
                                        tf.shape(text)[0])))
-        packed = pack_texts(tokenizer, [texts[k] for k in keys], seq_length, pad_to_longest,
+        segments = [texts[k] for k in keys]
+        if len(keys) == 2:  # (TensorFlow's own message names an AddN deep in the graph)
+            with tf.control_dependencies([tf.debugging.assert_equal(
+                    tf.size(segments[0]), tf.size(segments[1]),
+                    message=f"{keys[0]} and {keys[1]} must hold as many texts")]):
+                segments = [tf.identity(s) for s in segments]
+        packed = pack_texts(tokenizer, segments, seq_length, pad_to_longest,
                             first_segment_length, offsets)
         if not offsets:
             return dict(output_fn(model(packed, training=False)))
