@@ -227,9 +227,11 @@ def test_classify_from_a_run_classifier_output_dir(assets, caplog):
     # graph, and says that a vocabulary given is not used.
     caplog.set_level("WARNING", logger="absl")
     exported = serving.predict("classify", assets["serving"], texts, texts_b,
-                               spm_model_file=assets["spm"])
+                               spm_model_file=assets["spm"], do_lower_case=False)
     assert (f"--spm_model_file={assets['spm']} is not used: {assets['serving']} tokenizes texts "
             f"in its graph, with the vocabulary it was exported with") in caplog.text
+    assert (f"--do_lower_case=False is not used: {assets['serving']} tokenizes texts in its "
+            f"graph, cased as it was exported") in caplog.text
     names = {"0": "unacceptable", "1": "acceptable"}
     assert [r["label"] for r in exported] == [names[r["label"]] for r in results]
     for row, ref in zip(exported, results):

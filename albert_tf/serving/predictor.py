@@ -98,6 +98,9 @@ class Predictor:
             logging.warning("--%s=%s is not used: %s tokenizes texts in its graph, with the "
                             "vocabulary it was exported with", "spm_model_file" if spm_model_file
                             else "vocab_file", vocabulary, self.source.path)
+        if do_lower_case is not None and self.source.kind in RAW_STRING_KINDS:
+            logging.warning("--do_lower_case=%s is not used: %s tokenizes texts in its graph, "
+                            "cased as it was exported", bool(do_lower_case), self.source.path)
         if max_seq_length is None:  # 128, or less when the model has fewer positions
             max_seq_length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
                                  if config is not None else DEFAULT_MAX_SEQ_LENGTH)
