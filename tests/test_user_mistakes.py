@@ -264,7 +264,8 @@ def test_predict_mistakes(world, tmp_path, capsys):
     assert digests(lines) == before
     assert_refused(run_tool(predict, capsys, task="qa", model=world["release"], text="who?",
                             text_b="anna came"),
-                   "has no SQuAD head (cls/squad/ or start_logits/): give a run_squad output_dir")
+                   "has no SQuAD head (cls/squad/ or start_logits/): give a run_squad output_dir "
+                   "or its serving export")
     assert_refused(run_tool(predict, capsys, task="qa", model=world["release"], text="who?",
                             text_b="anna came", window_stride=0),
                    "flag --window_stride=0: 0 is not a positive integer")
@@ -276,6 +277,12 @@ def test_predict_mistakes(world, tmp_path, capsys):
     assert_refused(run_tool(predict, capsys, task="embed", model=world["release"],
                             input_file=tmp_path / "latin1.txt"),
                    "latin1.txt: line 2 is not UTF-8 (invalid continuation byte at byte 4)")
+    # TF Serving's layout (a SavedModel in each numbered version): the message names the newest.
+    serving = tmp_path / "serving"
+    for version in ("1", "2", "10"):
+        tf.saved_model.save(tf.Module(), str(serving / version))
+    assert_refused(run_tool(predict, capsys, task="embed", model=serving, text="the old mill"),
+                   f"it holds TF Serving's versions of a SavedModel: give one, {serving}/10")
 
 
 # ---- 3. configs and flags are checked before anything is written -----------------------------

@@ -114,8 +114,14 @@ def checkpoint_at(path):
             return "hf", os.path.join(path, weights), os.path.join(path, "config.json")
     prefix, _ = run_checkpoint(path)
     if prefix is None:
+        versions = sorted((n for n in tf.io.gfile.listdir(path) if n.strip("/").isdigit()
+                           and is_saved_model(os.path.join(path, n.strip("/")))),
+                          key=lambda n: int(n.strip("/")))
         raise ValueError(f"no checkpoint in {path}: expected a TF checkpoint (*.index), or a "
-                         f"Hugging Face config.json with model.safetensors/pytorch_model.bin")
+                         f"Hugging Face config.json with model.safetensors/pytorch_model.bin" + (
+                             f"; it holds TF Serving's versions of a SavedModel: give one, "
+                             f"{os.path.join(path, versions[-1].strip('/'))}" if versions
+                             else ""))
     config = _config_beside(path, ("albert_config.json", "assets/albert_config.json",
                                    "config.json"))
     return _tf_format(prefix), prefix, config

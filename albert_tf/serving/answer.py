@@ -56,7 +56,7 @@ class Answerer(Predictor):
                                f"run_squad output_dir or its serving export directory")
         if kind != "checkpoint":
             raise PredictError(f"{self.source.path} is a {kind} export, which has no SQuAD "
-                               f"head: give a run_squad output_dir")
+                               f"head: give a run_squad output_dir or its serving export")
         settings = self.run_settings
         if "cls/squad/output_weights" in arrays:  # v1's head, or v2's span head (run.json)
             self.version_2, head = bool(settings.get("version_2_with_negative")), "span"
@@ -64,7 +64,7 @@ class Answerer(Predictor):
             self.version_2, head = True, "answer_class"
         else:
             raise PredictError(f"{self.source.path} has no SQuAD head (cls/squad/ or "
-                               f"start_logits/): give a run_squad output_dir")
+                               f"start_logits/): give a run_squad output_dir or its serving export")
         self.max_query_length = settings.get("max_query_length") or DEFAULT_MAX_QUERY_LENGTH
         self.doc_stride = window_stride or settings.get("doc_stride") or default_doc_stride(
             self.max_seq_length, self.max_query_length)

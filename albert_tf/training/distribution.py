@@ -41,9 +41,10 @@ def define_flags(flag_values=None):
     flags.DEFINE_string("master", None, "TensorFlow master address (TPU).", flag_values=fv)
     flags.DEFINE_flag(flags.Flag(
         _PrecisionParser(list(PRECISIONS)), flags.ArgumentSerializer(), "mixed_precision", "auto",
-        f"<{'|'.join(PRECISIONS)}>: Compute precision; auto: bfloat16 on TPU, on GPUs with bf16 support and on CPUs with "
-        "AVX512-BF16/AMX, float16 on older GPUs, else none (Keras's names float32, "
-        "mixed_bfloat16 and mixed_float16 are taken too)."), flag_values=fv)
+        f"<{'|'.join(PRECISIONS)}>: Compute precision; auto: bfloat16 on TPU, on GPUs with "
+        "bf16 support and on CPUs with AVX512-BF16/AMX, float16 on older GPUs, else none "
+        "(Keras's names float32, mixed_bfloat16 and mixed_float16 are taken too)."),
+        flag_values=fv)
     # A boolean-style flag (--jit_compile, --nojit_compile) that also takes `auto`.
     flags.DEFINE_flag(flags.Flag(
         flags.EnumParser(list(JIT_CHOICES), case_sensitive=False), flags.ArgumentSerializer(),
