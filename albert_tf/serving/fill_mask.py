@@ -26,7 +26,8 @@ class FillMask(Predictor):
     """Top-k tokens for each [MASK] of each text, from the masked-LM head.
 
     The text is split on [MASK] (any case); the pieces are tokenized one by one and joined with
-    the mask id, so each [MASK] is exactly one token. A piece that follows a [MASK] without a
+    the mask id, so each [MASK] is exactly one token. The special pieces (the unknown piece,
+    [CLS], padding, ...) come last whatever their probability (each keeps the model's). A piece that follows a [MASK] without a
     space ("[MASK]." or "un[MASK]able") loses its word-start mark, as in running text.
     """
 
@@ -110,8 +111,12 @@ class FillMask(Predictor):
         probabilities = np.exp(logits)
         probabilities /= probabilities.sum(-1, keepdims=True)
         masks, wordpiece = [], tokenizer.kind == WORDPIECE
+        # The special pieces ([UNK], [CLS], padding, ...) fill no text: ranked after the rest.
+        special = list(tokenizer.special_ids().values())
         for k, (row, position) in enumerate(zip(probabilities, positions)):
-            top = np.argsort(-row, kind="stable")[:self.top_k]
+            ranked = row.copy()
+            ranked[special] = -1.0
+            top = np.argsort(-ranked, kind="stable")[:self.top_k]
             pieces = tokenizer.convert_ids_to_tokens(top)
             masks.append({"mask": k, "position": int(position), "predictions": [
                 {"token": piece, "token_id": int(i), "text": piece_text(piece, wordpiece),
