@@ -75,7 +75,8 @@ def test_each_task_reads_its_layout(tmp_path, name):
     assert all(e.label is None for e in splits["test"].examples)
     bad = dict(train[0], label="999")
     _write(tmp_path / "bad", {"train": [bad] + train})
-    with pytest.raises(ValueError, match=r"bad/train.json:1: label '999' is not among"):
+    with pytest.raises(ValueError, match=rf"bad/train.json:1: label '999' is not among CLUE's "
+                                         rf"{task.name.upper()} list's labels \("):
         clue.read_splits(str(tmp_path / "bad"), task, ["train"])
 
 

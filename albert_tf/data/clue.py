@@ -75,7 +75,8 @@ def _marked(row, where):
 
 def read_splits(data_dir, task, splits, run_dir=None):
     """(LabelSet, {split: LabeledText}) of the wanted splits, the labels the task's list."""
-    label_set = labeled_text.LabelSet("single_label", task.labels, name=task.name)
+    label_set = labeled_text.LabelSet("single_label", task.labels, name=task.name,
+                                      labels_of=f"CLUE's {task.name.upper()} list")
     tables = {split: read_table(data_dir, task, split) for split in splits}
     return labeled_text.read_splits(tables, labeled_text.Columns(task.text, "label"),
                                     run_dir=run_dir, labels=label_set)

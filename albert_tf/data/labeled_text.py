@@ -310,6 +310,7 @@ class LabelSet:
     name: str = "text_classification"
     metric: str = ""
     text_columns: tuple = ()
+    labels_of: str = ""  # a task's fixed list (CLUE's), named so; else the training file's
 
     def __post_init__(self):
         if self.problem_type not in PROBLEM_TYPES:
@@ -584,7 +585,8 @@ def _parse_label(value, column, label_set, delimiter, fold_case):
         value, column, label_set.problem_type, delimiter))
     unknown = [n for n in names if n not in label_set.labels]
     if unknown:
-        raise BadValue(f"label {unknown[0]!r} is not among the training file's labels "
+        raise BadValue(f"label {unknown[0]!r} is not among "
+                       f"{label_set.labels_of or 'the training file'}'s labels "
                        f"({', '.join(label_set.labels)})")
     return names if label_set.is_multi_label else names[0]
 

@@ -175,8 +175,8 @@ class LabeledTextTask(ClassificationTask):
                          "head learns them standardized)", train.path, *label_set.target)
         elif train:
             logging.info("%s labels from %s, in this order: %s",
-                         label_set.problem_type.replace("_", "-").capitalize(), train.path,
-                         ", ".join(label_set.labels))
+                         label_set.problem_type.replace("_", "-").capitalize(),
+                         label_set.labels_of or train.path, ", ".join(label_set.labels))
         self.class_weights = class_weights(label_set, train.examples if train else [], weights)
         if self.class_weights:
             logging.info("Class weights: %s", ", ".join(
