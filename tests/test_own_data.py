@@ -311,6 +311,26 @@ def test_the_report_s_figures_by_hand():
     assert multi == pytest.approx({"micro_f1": 4 / 7, "macro_f1": (2 / 3 + 0.5) / 2})
 
 
+def test_a_report_of_many_classes_stays_quick_and_out_of_the_log(tmp_path, caplog):
+    """119 classes (IFLYTEK's): the picture without a number in each cell (14,161 of them took a
+    minute to draw), the matrix in the report file and not the log."""
+    import time
+    rng = np.random.RandomState(0)
+    names = tuple(str(i) for i in range(119))
+    labels, predicted = rng.randint(0, 119, 400), rng.randint(0, 119, 400)
+    text, matrix = reports.classification_report(labels, predicted, names)
+    start = time.perf_counter()
+    assert reports.plot_confusion(matrix, names, str(tmp_path / "m.png")) is not None
+    assert time.perf_counter() - start < 10
+    assert (tmp_path / "m.png").stat().st_size < 500_000
+    caplog.set_level("INFO", logger="absl")
+    path = reports.write_report(str(tmp_path), "dev", text, 7)
+    assert reports.CONFUSION_TITLE in open(path).read()
+    assert reports.CONFUSION_TITLE not in caplog.text
+    assert f"(its confusion matrix, 119 classes: in {path})" in caplog.text
+    assert "accuracy" in caplog.text
+
+
 # ---- end to end ---------------------------------------------------------------------------------
 
 def _dataset(directory, seed, kind, ext):

@@ -17,6 +17,10 @@ from albert_tf.files import atomic_write_bytes, atomic_write_text
 
 REPORT_FILE = "classification_report.txt"
 CONFUSION_PICTURE = "confusion_matrix.png"
+# More classes than this: the picture's cells carry no numbers, and the log leaves the matrix
+# to the report file.
+MAX_ANNOTATED = 30
+CONFUSION_TITLE = "confusion matrix (rows: true label, columns: predicted)"
 
 
 def data_report(name, token_counts, max_seq_length, label_counts=None, windows=None):
@@ -142,7 +146,7 @@ def classification_report(labels, predictions, names):
                   _averages(precision, recall, f1, support))
     text += f"\naccuracy {accuracy:.4f} on {int(matrix.sum())} examples\n\n"
     width = max(8, *(len(n) for n in names))
-    lines = ["confusion matrix (rows: true label, columns: predicted)",
+    lines = [CONFUSION_TITLE,
              " " * width + "".join(f" {n:>{width}}" for n in names)]
     lines += [f"{n:>{width}}" + "".join(f" {v:>{width}}" for v in row)
               for n, row in zip(names, matrix)]
@@ -169,16 +173,18 @@ def plot_confusion(matrix, names, path):
         logging.warning("No %s: matplotlib is not installed (pip install matplotlib)",
                         os.path.basename(path))
         return None
-    size = 2 + 0.6 * len(names)
+    many = len(names) > MAX_ANNOTATED  # (IFLYTEK's 119: 14,161 numbers took a minute to draw)
+    size = 2 + 0.6 * min(len(names), MAX_ANNOTATED)
     figure = Figure(figsize=(size + 1, size))
     axes = figure.subplots()
     axes.imshow(matrix, cmap="Blues")
     ticks = range(len(names))
-    axes.set_xticks(ticks, list(names), rotation=45 if len(names) > 4 else 0)
-    axes.set_yticks(ticks, list(names))
+    axes.set_xticks(ticks, list(names), rotation=45 if len(names) > 4 else 0,
+                    fontsize=4 if many else None)
+    axes.set_yticks(ticks, list(names), fontsize=4 if many else None)
     axes.set_xlabel("predicted label")
     axes.set_ylabel("true label")
-    for (i, j), value in np.ndenumerate(matrix):
+    for (i, j), value in ([] if many else np.ndenumerate(matrix)):
         axes.text(j, i, str(value), ha="center", va="center",
                   color="white" if value > matrix.max() / 2 else "black")
     figure.tight_layout()
@@ -192,5 +198,9 @@ def write_report(output_dir, name, text, step):
     path = os.path.join(output_dir, REPORT_FILE if name == "dev" else
                         f"classification_report_{name}.txt")
     atomic_write_text(path, f"{name} at step {step}\n\n{text}")
+    table, matrix = text.split(CONFUSION_TITLE, 1) if CONFUSION_TITLE in text else (text, "")
+    classes = matrix.count("\n") - 2  # after the title: its header line, a row a class
+    if classes > MAX_ANNOTATED:
+        text = f"{table}(its confusion matrix, {classes} classes: in {path})\n"
     logging.info("%s at step %d:\n%s", name, step, text)
     return path
