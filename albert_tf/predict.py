@@ -39,7 +39,7 @@ if __name__ == "__main__":
 from absl import app, flags, logging
 
 from albert_tf import cli
-from albert_tf.data import conll, glue, labeled_text, race, squad
+from albert_tf.data import c3, conll, glue, labeled_text, race, squad
 from albert_tf.outputs import check_output_files
 from albert_tf.serving import TASKS, Answerer, Chooser, Classifier, Embedder, FillMask, Tagger
 from albert_tf.serving.embed import POOLINGS
@@ -181,7 +181,7 @@ def _questions():
     article), --text_b (the question) and --choice (its options)."""
     if FLAGS.input_file:
         try:
-            return race.read_questions(FLAGS.input_file)
+            return c3.read_questions(FLAGS.input_file)  # (RACE's layouts too)
         except ValueError as e:
             raise app.UsageError(str(e)) from None
     if FLAGS.text_b is None or len(FLAGS.choice or ()) < 2:

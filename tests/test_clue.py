@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from albert_tf import run_classifier
+from albert_tf import predict, run_classifier
 from albert_tf.data import clue
 from conftest import run_main
+from tool_runner import run_tool_logged
 from zh_release import sentences, write_release
 
 
@@ -195,3 +196,18 @@ def test_c3_fine_tunes_on_the_multiple_choice_path_and_writes_its_submission(tmp
              for r, q in zip(rows, test)]
     assert sum(right) / len(right) > 0.8, rows
     assert not (out / "predict_results.txt").exists()  # the test questions have no answers
+    if precision != "float16":
+        return
+    # predict --task=choose reads C3's own file (once: "expected a JSON object, found list"),
+    # each question over its own choices, unpadded.
+    answers = tmp_path / "answers.jsonl"
+    code, log = run_tool_logged(predict, task="choose", model=out,
+                                input_file=data / "test1.1.json", output_file=answers)
+    assert code == 0, log[-3000:]
+    chosen = [json.loads(line) for line in answers.read_text(encoding="utf-8").splitlines()]
+    assert [c["id"] for c in chosen] == [f"{item[2]}-{j}" for item in _c3_items(10, 7, False)
+                                         for j in range(len(item[1]))]
+    assert [len(c["probabilities"]) for c in chosen] == [len(q["choice"]) for q in test]
+    picked = [q["choice"]["ABCD".index(c["prediction"])].startswith("★")
+              for c, q in zip(chosen, test)]
+    assert sum(picked) / len(picked) > 0.8, chosen

@@ -73,6 +73,27 @@ def read_examples(data_dir, split):
     return examples
 
 
+def read_questions(path):
+    """predict --task=choose's questions: those of a C3 file (a JSON list of [context lines,
+    questions, id]) with each question's own choices, unpadded; else what
+    `race.read_questions` reads. Returns ([Example], each question's carried fields)."""
+    try:
+        items = json.loads(read_text(path))
+    except ValueError:
+        items = None
+    if not isinstance(items, list):
+        return race.read_questions(path)
+    examples = []
+    for n, item in enumerate(items):
+        for e in _questions(item, f"{path}: item {n}", ""):
+            e.options = [o for o in e.options if o != PLACEHOLDER]
+            examples.append(e)
+    if not examples:
+        raise ValueError(f"{path} holds no questions")
+    return examples, [{"id": e.guid, **({"answer": race.letter(e.label)} if e.label >= 0
+                                        else {})} for e in examples]
+
+
 def _questions(item, where, level):
     if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], list)
             and isinstance(item[1], list)):
