@@ -130,11 +130,14 @@ def test_words_and_their_bytes_are_str_split_s_in_litert():
         assert all(encoded[a:b] == w for w, a, b in want)
 
 
-def test_wordpiece_maps_compatibility_characters_unlike_bert(vocabularies):
+def test_wordpiece_maps_compatibility_characters_unlike_bert(vocabularies, caplog):
     """The known difference (docs/export.md): FastBertNormalizer folds fullwidth forms to
-    ASCII, where BERT's tokenizer keeps them; SentencePiece models fold them themselves."""
+    ASCII, where BERT's tokenizer keeps them, and the export says so; SentencePiece models fold
+    them themselves."""
     full = _full(vocabularies["wordpiece"])
-    tokenizer = lite.LiteTokenizer(vocabularies["wordpiece"], do_lower_case=True)
+    with caplog.at_level("WARNING", logger="absl"):
+        tokenizer = lite.LiteTokenizer(vocabularies["wordpiece"], do_lower_case=True)
+    assert "folds fullwidth forms (，→ ,) that the model's tokenizer keeps" in caplog.text
     got = tokenizer.tokenize(tf.constant(["，"])).numpy().tolist()
     assert full.convert_tokens_to_ids(full.tokenize("，")) == [full.vocab["，"]]
     assert got == [full.vocab[","]]

@@ -91,6 +91,12 @@ class LiteTokenizer(tf.Module):
                 max_bytes_per_word=host.wordpiece_tokenizer.max_input_chars_per_word,
                 token_out_type=tf.int32, unknown_token=WORDPIECE_SPECIALS[UNK],
                 lower_case_nfd_strip_accents=do_lower_case)
+            if do_lower_case:
+                logging.warning("The string-in .tflite of the WordPiece vocabulary %s reads text "
+                                "through LiteRT's FastBertNormalize, which folds fullwidth forms "
+                                "(，→ ,) that the model's tokenizer keeps: Chinese text with them "
+                                "gets other ids, and other scores, than the SavedModel and "
+                                "training (docs/export.md)", vocabulary)
         self.pad_id, self.cls_id, self.sep_id = ids[PAD], ids[CLS], ids[SEP]
         self.unk_id = ids[UNK]
 
