@@ -343,6 +343,17 @@ def test_sop_random_negatives_flag(data, tmp_path):
     assert f["next_sentence_labels"].mean() == pytest.approx(0.5, abs=0.05)
 
 
+def _warnings_of_a_build(caplog, tmp_path, said, quiet, loud, build_options):
+    """The builder's warnings holding `said`: none for corpus `quiet`, those of `loud`."""
+    for path, warned in ((quiet, False), (loud, True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="absl"):
+            cpd.build(path, str(tmp_path / "out"), build_options, overwrite=True)
+        found = [m for m in caplog.messages if said in m]
+        assert bool(found) == warned, caplog.messages
+    return found
+
+
 def test_lines_longer_than_a_sequence_are_said_to_lose_their_rest(data, tmp_path, caplog):
     """A corpus of a paragraph a line: each line is one segment, cut to fit (the original's
     rule); the log counts the lines and the tokens no record holds. A corpus of sentences
@@ -357,13 +368,8 @@ def test_lines_longer_than_a_sequence_are_said_to_lose_their_rest(data, tmp_path
     lengths = [len(tokenizer.encode(line)) for line in paragraphs.read_text().splitlines()
                if line.strip()]
     lost = sum(n - 61 for n in lengths if n > 61)
-    for path, warned in ((corpus, False), (str(paragraphs), True)):
-        caplog.clear()
-        with caplog.at_level("WARNING", logger="absl"):
-            cpd.build(path, str(tmp_path / "out"), options(model, max_seq_length=64,
-                                                          dupe_factor=1), overwrite=True)
-        said = [m for m in caplog.messages if "longer than a sequence holds" in m]
-        assert bool(said) == warned, caplog.messages
+    said = _warnings_of_a_build(caplog, tmp_path, "longer than a sequence holds", corpus,
+                                str(paragraphs), options(model, max_seq_length=64, dupe_factor=1))
     assert said[0].startswith(
         f"Shard 0: {paragraphs} has {sum(n > 61 for n in lengths)} lines longer than a "
         f"sequence holds (61 tokens: --max_seq_length less 3): at most that much of each "
@@ -382,13 +388,8 @@ def test_a_corpus_the_vocabulary_does_not_fit_is_said(data, tmp_path, caplog):
     unk = tokenizer.special_ids()["<unk>"]
     ids = [i for line in text.splitlines() if line.strip() for i in tokenizer.encode(line)]
     unknown = sum(i == unk for i in ids)
-    for path, warned in ((corpus, False), (str(foreign), True)):
-        caplog.clear()
-        with caplog.at_level("WARNING", logger="absl"):
-            cpd.build(path, str(tmp_path / "out"), options(model, dupe_factor=1),
-                      overwrite=True)
-        said = [m for m in caplog.messages if "are the unknown piece" in m]
-        assert bool(said) == warned, caplog.messages
+    said = _warnings_of_a_build(caplog, tmp_path, "are the unknown piece", corpus,
+                                str(foreign), options(model, dupe_factor=1))
     assert said[0].startswith(
         f"Shard 0: {unknown} of the {len(ids)} tokens of {foreign} "
         f"({100 * unknown / len(ids):.1f}%) are the unknown piece <unk> of {model}: the "

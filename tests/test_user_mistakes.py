@@ -522,17 +522,22 @@ def test_a_run_directory_holding_another_vocabulary_is_refused(world, tmp_path, 
     assert sorted(n for n in os.listdir(same) if n.endswith(".model")) == ["30k.model"]
 
 
+def _another_vocabulary(world, tmp_path):
+    """A SentencePiece model of the world's size trained on other words (reversed)."""
+    rng = random.Random(1)
+    text = tmp_path / "other.txt"
+    text.write_text("".join(" ".join(w[::-1] for w in rng.choices(WORDS, k=8)) + ".\n"
+                            for _ in range(300)))
+    return train_sentencepiece(str(text), str(tmp_path / "other"), world["vocab"],
+                               hard_vocab_limit=False)
+
+
 def test_a_vocabulary_flag_naming_another_than_the_model_s_is_refused(world, tmp_path, capsys):
     """--spm_model_file naming another vocabulary of the same size than the one beside
     --init_checkpoint (or predict's --model) is refused before anything is written: its ids
     would index the model's embeddings as the model's own. The same vocabulary saved elsewhere
     is the model's."""
-    rng = random.Random(1)
-    text = tmp_path / "other.txt"
-    text.write_text("".join(" ".join(w[::-1] for w in rng.choices(WORDS, k=8)) + ".\n"
-                            for _ in range(300)))
-    other = train_sentencepiece(str(text), str(tmp_path / "other"), world["vocab"],
-                                hard_vocab_limit=False)
+    other = _another_vocabulary(world, tmp_path)
     release_model = os.path.join(world["release"], "30k-clean.model")
     out = tmp_path / "out"
     said = (f"--spm_model_file={other} is not the vocabulary the model was trained with "
@@ -648,12 +653,7 @@ def test_records_built_with_another_vocabulary_or_casing_are_refused_and_their_c
         world, tmp_path / "o2", input_file=f"{lower},{cased}", spm_model_file=world["spm"])),
         f"--input_file: the files were built with different --do_lower_case: {cased} cased, "
         f"the others lower-cased; rebuild them with one setting")
-    rng = random.Random(1)
-    text = tmp_path / "other.txt"
-    text.write_text("".join(" ".join(w[::-1] for w in rng.choices(WORDS, k=8)) + ".\n"
-                            for _ in range(300)))
-    other = train_sentencepiece(str(text), str(tmp_path / "other"), world["vocab"],
-                                hard_vocab_limit=False)
+    other = _another_vocabulary(world, tmp_path)
     assert_refused(run_tool(run_pretraining, capsys, **pretrain_flags(
         world, tmp_path / "o2", input_file=lower, spm_model_file=other)),
         f"--input_file: {lower} was built with another vocabulary than {other} "
