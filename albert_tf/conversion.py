@@ -29,7 +29,7 @@ from albert_tf.files import write_json
 from albert_tf.outputs import (CONVERSION_MARKER, CONVERTED_ENTRIES, check_not_input,
                                check_output_dir, check_output_files)
 from albert_tf.tokenization import vocabulary_file
-from albert_tf.training.checkpoint_files import CHOICE_RUN_KINDS, recorded_kind
+from albert_tf.training.checkpoint_files import CHOICE_RUN_KINDS, foreign_model, recorded_kind
 
 
 MODELS = ("auto", "pretrainer", "classifier", "multiple_choice", "squad", "token_classifier",
@@ -86,6 +86,11 @@ def load_checked(input_path, config=None, model="auto", init_from_group0=False):
                                  HF_ARCHITECTURES["multiple_choice"] in hf.architectures(directory))
         model = model_kind(arrays, label_set, choices)
         logging.info("%s holds %s", input_path, _KIND_NAMES[model])
+    own = foreign_model(directory) if model != "encoder" else None
+    if own:
+        raise ValueError(f"{input_path} is a checkpoint of {own} (run.json), a model of your "
+                         f"own, which would be converted as albert_tf's {model}: "
+                         f"--model=encoder converts the encoder alone")
     head = _HEADS.get(model)
     if head and not any(n.startswith(head) for n in arrays):
         raise ValueError(f"{input_path} has no {model} head ({', '.join(head)})")

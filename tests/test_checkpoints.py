@@ -426,7 +426,9 @@ def test_a_fine_tuned_head_is_converted_with_its_run_or_refused_never_dropped(
             assert str(e.value) == ("--format=hf: transformers has no ALBERT model for SQuAD "
                                     "2.0's head (start_logits, end_logits, answer_class: the "
                                     "original's); convert to tf1 or albert_tf, or "
-                                    "--model=encoder for the encoder alone")
+                                    "--model=encoder for the encoder alone (a run with "
+                                    "run_squad --v2_head=span converts to "
+                                    "AlbertForQuestionAnswering)")
         else:
             what = {"squad_v2": "a SQuAD model", "race": "a multiple-choice model (RACE)",
                     "ner": "a token classifier (NER)"}[kind]

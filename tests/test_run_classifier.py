@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, run_classifier
+from albert_tf import AlbertClassifier, AlbertConfig, AlbertEncoder, predict, run_classifier
 from albert_tf.formats.tokenizers import load_tokenizer
 from albert_tf.serving import lite
 from albert_tf.tasks import GlueTask
@@ -18,7 +18,7 @@ from albert_tf.training.excursions import LossExcursionError
 from albert_tf.data.vocab import train_sentencepiece
 from conftest import (SCRIPT_MATRIX, assert_near_float32, assert_step_compiled, memoized_runs,
                       run_main)
-from tool_runner import run_tool
+from tool_runner import assert_refused, run_tool
 
 pytestmark = pytest.mark.slow  # end to end: the full suite runs it, `-m "not slow"` not
 
@@ -174,6 +174,80 @@ def test_python_api_fine_tunes_without_the_script(assets, tmp_path):
     assert _read_kv(out / "eval_results.txt")["global_step"] == "90"
     with pytest.raises(ValueError, match="unknown fine-tuning options: train_steps"):
         finetuning_options(train_steps=5)
+
+
+class _OwnHead(AlbertClassifier):
+    """A head of one's own (docs/architecture.md, "Adding a task"): the stock one's variables,
+    so every tool that rebuilds the stock model from them would load it without complaint."""
+
+
+def test_a_head_of_one_s_own_is_never_read_as_the_stock_one(assets, tmp_path, capsys):
+    """run.json keeps the class of the model a run trained: predict and convert_checkpoint refuse
+    a class of the user's own, and a rerun that builds another class is refused (once they read
+    it as the stock classifier, silently: a trial's 100%-accurate head answered near-uniform)."""
+    from albert_tf import convert_checkpoint
+    from albert_tf.data import glue
+    from albert_tf.tasks import finetuning_options, run_finetuning
+
+    class OwnTask(GlueTask):
+        def build_model(self, encoder):
+            label_set = self.label_set
+            return _OwnHead(encoder, label_set.num_labels, self.classifier_dropout)
+
+    out = tmp_path / "own"
+    tokenizer = load_tokenizer(assets["spm"], True)
+    options = finetuning_options(
+        output_dir=str(out), init_checkpoint=assets["init"], do_train=True, train_step=2,
+        warmup_step=1, save_checkpoints_steps=2, train_batch_size=16, max_seq_length=32,
+        strategy="one_device", mixed_precision="none")
+    run_finetuning(OwnTask(glue.get_task("cola"), assets["data_dir"], tokenizer, 32, str(out)),
+                   options)
+    own = f"{__name__}._OwnHead"
+    assert json.loads((out / "run.json").read_text())["model_class"] == own
+    assert_refused(run_tool(predict, capsys, task="classify", model=out, text="a cat"),
+                   f"{out} is a checkpoint of {own} (run.json), a model of your own, which "
+                   f"predict would read as its stock one: predict with the run's export")
+    assert_refused(run_tool(convert_checkpoint, capsys, input=out, output_dir=tmp_path / "hf",
+                            format="hf"),
+                   f"is a checkpoint of {own} (run.json), a model of your own, which would "
+                   f"be converted as albert_tf's classifier: --model=encoder converts the "
+                   f"encoder alone")
+    with pytest.raises(ValueError, match=rf"the run in --output_dir={re.escape(str(out))} "
+                                         rf"trained {re.escape(own)} \(run.json\), and this "
+                                         rf"builds albert_tf.modeling.classifier.AlbertClassifier"):
+        run(task_name="cola", data_dir=assets["data_dir"], output_dir=out, do_eval=True)
+
+
+def test_a_task_s_required_attributes_and_best_metric_are_checked(assets, tmp_path):
+    """A task without a required attribute is refused before anything runs, naming it; a
+    best_metric its eval_metrics does not return is named with those it does at the first
+    evaluation (once a bare KeyError)."""
+    from albert_tf.data import glue
+    from albert_tf.tasks import finetuning_options, run_finetuning
+
+    class Mistyped(GlueTask):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.best_metric = "accuracy"
+
+    class Unnamed(GlueTask):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.head_names = None
+
+    tokenizer = load_tokenizer(assets["spm"], True)
+    options = finetuning_options(
+        output_dir=str(tmp_path / "out"), init_checkpoint=assets["init"], do_train=True,
+        do_eval=True, train_step=2, warmup_step=1, save_checkpoints_steps=2,
+        train_batch_size=16, max_seq_length=32, strategy="one_device", mixed_precision="none")
+    args = (glue.get_task("cola"), assets["data_dir"], tokenizer, 32, str(tmp_path / "out"))
+    with pytest.raises(TypeError, match=r"^Unnamed sets no head_names: a FinetuningTask's "
+                                        r"required attributes"):
+        run_finetuning(Unnamed(*args), options)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match=r"^Mistyped.best_metric='accuracy' is not among the "
+                                         r"metrics its eval_metrics returns: eval_accuracy, "):
+        run_finetuning(Mistyped(*args), options)
 
 
 def test_feature_cache_follows_max_seq_length(assets, tmp_path):

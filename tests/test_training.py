@@ -303,8 +303,9 @@ def test_every_trainer_option_reaches_the_trainer(tmp_path, monkeypatch):
     assert calls == [3, 2, 1]  # up to 4 steps a call, ending at checkpoints and progress lines
     assert (logged, saved, lock.verified) == ([5, 6], [3, 6], 2)
     assert sorted(f for f in os.listdir(out) if f.endswith(".index")) == ["model.ckpt-6.index"]
-    assert json.load(open(out / "run.json")) == {"kind": "a test",
-                                                 "settings": {"learning_rate": 0.5}}
+    assert json.load(open(out / "run.json")) == {
+        "kind": "a test", "model_class": "albert_tf.modeling.pretrainer.AlbertPretrainer",
+        "settings": {"learning_rate": 0.5}}
     assert (out / "vocab.txt").read_text() == vocab.read_text()
     guarded = Trainer(strategy, model_fn, optimizer_fn, str(tmp_path / "guarded"),
                       TrainerOptions(global_batch_size=4, jit_compile=True,

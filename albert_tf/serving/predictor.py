@@ -7,7 +7,7 @@ from absl import logging
 from albert_tf.formats.resolve import SourceError
 from albert_tf.formats.sources import ModelSource
 from albert_tf.formats.tokenizers import load_tokenizer
-from albert_tf.training.checkpoint_files import recorded_settings
+from albert_tf.training.checkpoint_files import foreign_model, recorded_settings
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 # The exports that take raw strings and tokenize and cut them in their graph.
@@ -81,6 +81,12 @@ class Predictor:
         # texts as the run did (a pretraining run's length is no guide to a text's).
         self.run_settings = (recorded_settings(self.source.directory, kind="fine-tuning")
                              if self.source.kind == "checkpoint" else {})
+        own = foreign_model(self.source.directory) if self.source.kind == "checkpoint" else None
+        if own:
+            raise PredictError(f"{self.source.path} is a checkpoint of {own} (run.json), a "
+                               f"model of your own, which predict would read as its stock "
+                               f"one: predict with the run's export (--export_dir), or load it "
+                               f"with its class")
         trained = self.run_settings.get("max_seq_length")
         if max_seq_length is None and trained:
             max_seq_length = trained

@@ -26,11 +26,29 @@ class FinetuningTask(abc.ABC):
     `outputs` are its prediction outputs for them, as numpy.
     """
 
+    # Required: None until a subclass (or its __init__) sets them; run_finetuning checks.
+    REQUIRED_ATTRIBUTES = ("name", "best_metric", "head_names")
+    name = best_metric = head_names = None
+
     higher_is_better = True
     tokenizer = None
     exportable = False
     sequences_per_example = 1
     last_block_rows = None
+
+    def check_contract(self):
+        """TypeError naming the required attributes this task has not set."""
+        unset = [a for a in self.REQUIRED_ATTRIBUTES if getattr(self, a) is None]
+        if unset:
+            raise TypeError(f"{type(self).__name__} sets no {', '.join(unset)}: a "
+                            f"FinetuningTask's required attributes (tasks/base.py)")
+
+    def check_best_metric(self, results):
+        """ValueError when the metrics of the first eval set lack `best_metric`, naming them."""
+        if self.best_metric not in results:
+            raise ValueError(f"{type(self).__name__}.best_metric={self.best_metric!r} is not "
+                             f"among the metrics its eval_metrics returns: "
+                             f"{', '.join(sorted(results))}")
 
     # ---- required -----------------------------------------------------------------------------
 

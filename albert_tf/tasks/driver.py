@@ -23,7 +23,8 @@ from albert_tf.startup import tool_name
 from albert_tf.tasks.flags import LENGTH_FLAGS, update_settings
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
-                                                 recorded_kind, refuse_foreign_checkpoints,
+                                                 check_run_model, recorded_kind,
+                                                 refuse_foreign_checkpoints,
                                                  resumable_checkpoints)
 from albert_tf.training.results import (best_results, format_results, remove_stale_results,
                                        write_eval_results)
@@ -296,6 +297,7 @@ class _Run:
                                      sequences_per_example=task.sequences_per_example,
                                      last_block_rows=task.last_block_rows),
                 step_kernels=step_kernels))
+        check_run_model(options.output_dir, self.trainer.model)
         self.eval_sets = task.eval_sets() if options.do_eval else []
         self.best, self.best_of = {}, None  # best_of: which model the results are of, if not
         # the best step's
@@ -321,6 +323,7 @@ class _Run:
     def evaluate(self, path, step):
         """Every eval set's metrics at this checkpoint, recorded (the best kept)."""
         results, evaluated = self.metrics(step)
+        self.task.check_best_metric(results)
         if self.trainer.record_eval(results, path, self.task.best_metric,
                                     self.task.higher_is_better):
             self.best = results
@@ -544,6 +547,7 @@ def run_finetuning(task, options, data_settings=None):
     (a FinetuningOptions) say, holding --output_dir (one run per directory); returns the best
     eval results. `data_settings` ({name: value}, a script's own flags: flags.script_settings)
     are recorded in run.json beside the options."""
+    task.check_contract()
     export_dir = options.export_dir
     if not (options.do_train or options.do_eval or options.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")

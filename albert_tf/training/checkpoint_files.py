@@ -136,17 +136,48 @@ def _read_run(output_dir):
     return run if isinstance(run, dict) else {}
 
 
-def record_run(output_dir, kind, settings=None):
-    """run.json, with each training process's first checkpoint: the run's kind and the
-    settings (its options) it last trained with, those a rerun leaves unset (None) kept from
-    before; once they change, also those it started with ("started_with")."""
+def model_class(model):
+    """The name run.json keeps of a model's class: `module.QualifiedName`."""
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def recorded_model(output_dir):
+    """The class of the model the run in `output_dir` trained (run.json's `model_class`), or
+    None (a run from before it was recorded, or none)."""
+    return _read_run(output_dir).get("model_class") or None
+
+
+def foreign_model(output_dir):
+    """The run's model class where it is one of the user's own (outside albert_tf: a head the
+    tools that rebuild a task's stock model from its variables would read wrongly), else
+    None."""
+    name = recorded_model(output_dir) if output_dir else None
+    return name if name and not name.startswith("albert_tf.") else None
+
+
+def check_run_model(output_dir, model):
+    """A run is continued (trained, evaluated, predicted, exported) only with the class of
+    model it trained: another with the same variables would load without complaint."""
+    theirs, ours = recorded_model(output_dir), model_class(model)
+    if theirs and theirs != ours:
+        raise ValueError(f"the run in --output_dir={output_dir} trained {theirs} (run.json), "
+                         f"and this builds {ours}, which would read its checkpoints "
+                         f"otherwise: give the flags it trained with, or --output_dir a new "
+                         f"directory")
+
+
+def record_run(output_dir, kind, settings=None, model=None):
+    """run.json, with each training process's first checkpoint: the run's kind, the class of
+    its `model` and the settings (its options) it last trained with, those a rerun leaves unset
+    (None) kept from before; once they change, also those it started with ("started_with")."""
     path = os.path.join(output_dir, RUN_FILE)
     if not kind:
         return
     run = _read_run(output_dir)
     before, now = run.get("settings"), _as_recorded(settings)
     if not run:
-        write_json(path, {"kind": kind, **({"settings": now} if now else {})})
+        write_json(path, {"kind": kind, **({"model_class": model} if model else {}),
+                          **({"settings": now} if now else {})})
     elif before and _differences(before, now):
         write_json(path, {**run, "started_with": run.get("started_with", before), "settings": {
             **before, **{k: v for k, v in now.items()

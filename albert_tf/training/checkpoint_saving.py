@@ -12,8 +12,8 @@ from albert_tf.files import writing
 from albert_tf.formats.checkpoints import named_weights_checkpoint, write_checkpoint_index
 from albert_tf.formats.tokenizers import check_run_vocabulary, keep_vocabulary
 from albert_tf.training.checkpoint_files import (
-    CHECKPOINT_NAME, UNREADABLE, checkpoints_on_disk, drop_checkpoints, prune_checkpoints,
-    random_state, record_run, unreadable_reason)
+    CHECKPOINT_NAME, UNREADABLE, checkpoints_on_disk, drop_checkpoints, model_class,
+    prune_checkpoints, random_state, record_run, unreadable_reason)
 
 
 class CheckpointSaver:
@@ -27,6 +27,7 @@ class CheckpointSaver:
                                               optimizer=optimizer, rng=random_state(model),
                                               **({"guard": guard} if guard else {}))
         self.config, self.optimizer, self.guard = model.config, optimizer, guard
+        self.model_class = model_class(model)
         self.step_counter = optimizer.iterations
         self.output_dir, self.write_dir, self.chief = output_dir, write_dir, chief
         self.options = options
@@ -95,7 +96,8 @@ class CheckpointSaver:
             self.config.to_json_file(os.path.join(self.output_dir, "albert_config.json"))
             if self.options.tokenizer is not None:
                 keep_vocabulary(self.output_dir, self.options.tokenizer)
-            record_run(self.output_dir, self.options.run_kind, self.options.run_settings)
+            record_run(self.output_dir, self.options.run_kind, self.options.run_settings,
+                       self.model_class)
             self._config_written = True
 
     def restore(self, prefix):
