@@ -1,5 +1,9 @@
 """The one place that picks strategy, precision and XLA: flags and the `auto` choices."""
 
+import json
+import os
+import re
+import socket
 import subprocess
 import sys
 
@@ -64,6 +68,58 @@ def test_a_tpu_that_cannot_be_reached_is_one_line():
     assert line.endswith("): on a TPU VM give --tpu_name=local, on a TPU node its name (with "
                          "--tpu_zone, --gcp_project); without a TPU, drop --use_tpu "
                          "(--strategy=auto takes the GPUs or the CPU)"), line
+
+
+@pytest.mark.parametrize("tf_config,said", [
+    ('{"cluster": {"worker": ["a:1", "b:2"]}', "TF_CONFIG is not JSON ("),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}}', 'TF_CONFIG names no task: give each worker its '
+                                                'own "task": {"type": "worker", "index": i}'),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
+     "TF_CONFIG's task is worker 2, but its cluster lists 2 worker(s) (indexes 0 to 1)")])
+def test_a_bad_tf_config_is_named(monkeypatch, tf_config, said):
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        distribution.get_strategy("auto")
+
+
+def _multi_worker(tf_config, waits=(900, 30)):
+    """get_strategy('multi_worker_mirrored') in a child process (it changes TensorFlow's
+    context for good): (exit status, stdout, stderr)."""
+    code = ("from albert_tf.training import distribution\n"
+            f"distribution.WORKER_WAIT_SECONDS, distribution.WORKER_WAIT_LOG_SECONDS = {waits}\n"
+            "try:\n    distribution.get_strategy('multi_worker_mirrored')\n"
+            "except ValueError as e:\n    print('LINE', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TF_CONFIG": tf_config})
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_worker_that_never_starts_or_a_port_in_use_is_one_line():
+    """TensorFlow waits without end, deaf to SIGTERM, for a worker of TF_CONFIG that was not
+    started: a watch says whom it waits for, then stops it. A port another process
+    holds: one line asking whether it is in use (once a 42-line traceback)."""
+    with socket.socket() as held, socket.socket() as spare:
+        held.bind(("localhost", 0))
+        held.listen()
+        spare.bind(("localhost", 0))
+        ports = held.getsockname()[1], spare.getsockname()[1]
+    cluster = {"cluster": {"worker": [f"localhost:{p}" for p in ports]},
+               "task": {"type": "worker", "index": 0}}
+    code, _, err = _multi_worker(json.dumps(cluster), waits=(4, 1))
+    assert code == -9, err[-2000:]  # SIGKILL: the only signal TensorFlow's wait hears
+    assert (f"Waiting 1 s for TF_CONFIG's other workers to connect (worker 1 at "
+            f"localhost:{ports[1]}): every one must be started") in err
+    assert (f"error: TF_CONFIG's other workers did not all connect in 4 s (worker 1 at "
+            f"localhost:{ports[1]}): start each with its own task index, then rerun") in err
+    with socket.socket() as held:
+        held.bind(("localhost", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        cluster["cluster"]["worker"][0] = f"localhost:{port}"
+        _, out, err = _multi_worker(json.dumps(cluster))
+    [line] = [line for line in out.splitlines() if line.startswith("LINE ")] or [err[-2000:]]
+    assert line.startswith(f"LINE TF_CONFIG: worker 0 could not serve at localhost:{port} ("), line
+    assert line.endswith("): is the port in use, by another run?"), line
 
 
 def test_the_memory_estimate_counts_the_attention_the_step_runs():

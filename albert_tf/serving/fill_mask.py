@@ -27,8 +27,9 @@ class FillMask(Predictor):
 
     The text is split on [MASK] (any case); the pieces are tokenized one by one and joined with
     the mask id, so each [MASK] is exactly one token. The special pieces (the unknown piece,
-    [CLS], padding, ...) come last whatever their probability (each keeps the model's). A piece that follows a [MASK] without a
-    space ("[MASK]." or "un[MASK]able") loses its word-start mark, as in running text.
+    [CLS], padding, ...) come last whatever their probability (each keeps the model's). A piece
+    that follows a [MASK] without a space ("[MASK]." or "un[MASK]able") loses its word-start
+    mark, as in running text.
     """
 
     def __init__(self, model, top_k=5, **kwargs):

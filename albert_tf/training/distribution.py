@@ -5,6 +5,8 @@ shares."""
 import functools
 import json
 import os
+import subprocess
+import sys
 
 import keras
 import tensorflow as tf
@@ -63,9 +65,62 @@ class _PrecisionParser(flags.EnumParser):
         return super().parse(PRECISION_ALIASES.get(argument, argument))
 
 
+# How long a worker waits for the others TF_CONFIG lists before it stops (TensorFlow waits on),
+# saying whom it waits for every WORKER_WAIT_LOG_SECONDS.
+WORKER_WAIT_SECONDS, WORKER_WAIT_LOG_SECONDS = 900, 30
+
+
+def _tf_config():
+    """TF_CONFIG's JSON ({} without it), checked: its task is one of its cluster's."""
+    text = os.environ.get("TF_CONFIG", "")
+    try:
+        config = json.loads(text) if text.strip() else {}
+    except ValueError as e:
+        raise ValueError(f"TF_CONFIG is not JSON ({e}): {text[:120]}") from None
+    cluster, task = config.get("cluster") or {}, config.get("task")
+    if cluster and not (isinstance(task, dict) and "type" in task and "index" in task):
+        raise ValueError("TF_CONFIG names no task: give each worker its own "
+                         "\"task\": {\"type\": \"worker\", \"index\": i}")
+    if cluster:
+        members = cluster.get(task["type"]) or []
+        if not isinstance(task["index"], int) or not 0 <= task["index"] < len(members):
+            raise ValueError(f"TF_CONFIG's task is {task['type']} {task['index']!r}, but its "
+                             f"cluster lists {len(members)} {task['type']}(s) (indexes 0 to "
+                             f"{len(members) - 1})")
+    return config
+
+
 def _num_workers_in_tf_config():
-    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    cluster = _tf_config().get("cluster", {})
     return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def _multi_worker_strategy():
+    """MultiWorkerMirroredStrategy, its start watched (`worker_wait`): TensorFlow waits without
+    end, deaf to signals, for a worker that was not started."""
+    config = _tf_config()
+    if _num_workers_in_tf_config() < 2:
+        logging.warning("--strategy=multi_worker_mirrored without a TF_CONFIG that lists several "
+                        "workers: this process trains alone (1 replica)")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    task = config["task"]
+    others = "; ".join(f"{kind} {i} at {address}"
+                       for kind, addresses in config["cluster"].items()
+                       for i, address in enumerate(addresses)
+                       if (kind, i) != (task["type"], task["index"]))
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.training.worker_wait", str(os.getpid()),
+         str(WORKER_WAIT_SECONDS), str(WORKER_WAIT_LOG_SECONDS), others], stdin=subprocess.PIPE)
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    except tf.errors.UnknownError as e:
+        address = config["cluster"][task["type"]][task["index"]]
+        raise ValueError(f"TF_CONFIG: {task['type']} {task['index']} could not serve at "
+                         f"{address} ({e.message.splitlines()[0][:160]}): is the port in "
+                         f"use, by another run?") from None
+    finally:
+        watch.stdin.close()
+        watch.wait()
 
 
 def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None,
@@ -86,9 +141,12 @@ def get_strategy(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, g
         result = tf.distribute.TPUStrategy(_tpu_resolver(tpu_name or master, tpu_zone,
                                                          gcp_project))
     elif strategy == "multi_worker_mirrored":
-        result = tf.distribute.MultiWorkerMirroredStrategy()
+        result = _multi_worker_strategy()
     elif strategy == "mirrored":
         result = tf.distribute.MirroredStrategy()
+        if result.num_replicas_in_sync == 1:
+            logging.warning("--strategy=mirrored found one device (%s): it trains as "
+                            "one_device would", result.extended.worker_devices[0])
     else:
         gpus = tf.config.list_logical_devices("GPU")
         result = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
