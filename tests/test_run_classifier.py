@@ -518,6 +518,22 @@ def test_an_export_alone_takes_the_run_s_task(assets, matrix_runs, tmp_path):
                                np.loadtxt(out / "test_results.tsv", delimiter="\t"), atol=2e-2)
 
 
+def test_only_the_chief_writes_the_predictions(assets, matrix_runs, tmp_path, monkeypatch):
+    """Under a multi-worker strategy every worker computes the predictions (collectively) and
+    the chief alone writes them (a trial's two workers both wrote submit_results.tsv)."""
+    from albert_tf.training import distribution
+    out = tmp_path / "run"
+    shutil.copytree(matrix_runs("none", "false"), out)
+    for name in ("test_results.tsv", "submit_results.tsv"):
+        (out / name).unlink()
+    monkeypatch.setattr(distribution, "is_chief_task", lambda: False)
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out, do_predict=True)
+    assert not (out / "test_results.tsv").exists() and not (out / "submit_results.tsv").exists()
+    monkeypatch.undo()
+    run(task_name="cola", data_dir=assets["data_dir"], output_dir=out, do_predict=True)
+    assert (out / "test_results.tsv").exists() and (out / "submit_results.tsv").exists()
+
+
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):
     """96 dev and 40 test examples in batches of 7 (the last batch filled with weight-0
     copies), padded to max_seq_length as on a TPU: the same metrics and predictions as

@@ -438,11 +438,12 @@ class _Run:
         an earlier one's): then to predict_results.txt. Predictions with nothing to score them
         against remove an earlier prediction's predict_results.txt (it would read as theirs)."""
         _restore_for_inference(self.trainer, self.task, self.flags, "predicting")
-        scored = False
+        scored, chief = False, distribution.is_chief_task()
         for name, features in self.task.predict_sets():
-            scores = self.task.write_predictions(
-                name, features, self.outputs(features, self.flags.predict_batch_size),
-                self.flags.output_dir)
+            outputs = self.outputs(features, self.flags.predict_batch_size)  # every worker's
+            if not chief:  # (the chief writes the files; two writers would race)
+                continue
+            scores = self.task.write_predictions(name, features, outputs, self.flags.output_dir)
             scored = scored or bool(scores)
             if scores:
                 path = os.path.join(self.flags.output_dir, "eval_results.txt")
@@ -451,7 +452,7 @@ class _Run:
                 write_eval_results(path, scores)
                 logging.info("Scored the %s set's predictions against its answers (%s): %s",
                              name, os.path.basename(path), format_results(scores))
-        if not scored:
+        if chief and not scored:
             remove_stale_results(os.path.join(self.flags.output_dir, "predict_results.txt"),
                                  "these predictions have no answers to be scored against")
 
