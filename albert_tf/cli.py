@@ -21,6 +21,12 @@ from albert_tf.outputs import CREATED, DISK_FULL_ERRNOS, remove_created_if_empty
 from albert_tf.startup import ready, tool_name
 
 USAGE = 2
+# Other toolkits' flags for what ours are called otherwise (absl suggests by spelling alone).
+THEIR_FLAGS = {"use_xla": "--jit_compile", "enable_xla": "--jit_compile", "xla": "--jit_compile",
+               "num_gpus": "--strategy=mirrored (every local GPU)",
+               "fp16": "--mixed_precision=float16", "bf16": "--mixed_precision=bfloat16",
+               "distribution_strategy": "--strategy", "strategy_type": "--strategy",
+               "dtype": "--mixed_precision"}
 # What the library raises for a user's mistake; its message names the flag or the file.
 MISTAKES = (app.UsageError, flags.Error, ValueError, FileNotFoundError, FileExistsError,
             IsADirectoryError, NotADirectoryError, PermissionError)
@@ -141,6 +147,9 @@ def _parse_flags(name, argv):
                 " is required" if len(missing) == 1 else " are required")
         else:
             message = _plain_value_error(one_line(e))
+        unknown = e.flagname if isinstance(e, flags.UnrecognizedFlagError) else None
+        if unknown in THEIR_FLAGS:
+            message = f"Unknown command line flag '{unknown}': here it is {THEIR_FLAGS[unknown]}"
         if missing or isinstance(e, flags.UnrecognizedFlagError):
             message += " (--helpshort lists the flags)"
         _exit(name, f"error: {message}", USAGE)

@@ -379,7 +379,9 @@ def test_flag_mistakes_stop_the_pretraining_before_it_writes(world, tmp_path, ca
 @pytest.mark.parametrize("given,said", [
     ("--do_train=yes", "flag --do_train=yes: 'yes' is not a boolean (true, false, 1 or 0)"),
     ("--train_step=ten", "flag --train_step=ten: 'ten' is not a whole number"),
-    ("--learning_rate=fast", "flag --learning_rate=fast: 'fast' is not a number")])
+    ("--learning_rate=fast", "flag --learning_rate=fast: 'fast' is not a number"),
+    ("--use_xla", "Unknown command line flag 'use_xla': here it is --jit_compile (--helpshort "
+                  "lists the flags)")])
 def test_a_value_of_the_wrong_kind_is_said_in_words(capsys, given, said):
     assert_refused(run_tool(run_classifier, capsys, given), said)
 
