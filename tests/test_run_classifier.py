@@ -1,5 +1,6 @@
 """run_classifier end to end on a tiny learnable task in the CoLA and MRPC file formats."""
 
+import dataclasses
 import json
 import os
 import random
@@ -196,14 +197,15 @@ def test_a_head_of_one_s_own_is_never_read_as_the_stock_one(assets, tmp_path, ca
 
     out = tmp_path / "own"
     tokenizer = load_tokenizer(assets["spm"], True)
-    options = finetuning_options(
+    options = finetuning_options(  # (the length left out: the task's, 32, is the run's)
         output_dir=str(out), init_checkpoint=assets["init"], do_train=True, train_step=2,
-        warmup_step=1, save_checkpoints_steps=2, train_batch_size=16, max_seq_length=32,
-        strategy="one_device", mixed_precision="none")
+        warmup_step=1, save_checkpoints_steps=2, train_batch_size=16, strategy="one_device",
+        mixed_precision="none")
     run_finetuning(OwnTask(glue.get_task("cola"), assets["data_dir"], tokenizer, 32, str(out)),
                    options)
     own = f"{__name__}._OwnHead"
-    assert json.loads((out / "run.json").read_text())["model_class"] == own
+    recorded = json.loads((out / "run.json").read_text())
+    assert recorded["model_class"] == own and recorded["settings"]["max_seq_length"] == 32
     assert_refused(run_tool(predict, capsys, task="classify", model=out, text="a cat"),
                    f"{out} is a checkpoint of {own} (run.json), a model of your own, which "
                    f"predict would read as its stock one: predict with the run's export")
@@ -244,6 +246,10 @@ def test_a_task_s_required_attributes_and_best_metric_are_checked(assets, tmp_pa
     with pytest.raises(TypeError, match=r"^Unnamed sets no head_names: a FinetuningTask's "
                                         r"required attributes"):
         run_finetuning(Unnamed(*args), options)
+    with pytest.raises(ValueError, match=r"^--max_seq_length=64, but the task cuts its examples "
+                                         r"at 32: give both the same"):
+        run_finetuning(GlueTask(*args), finetuning_options(**{
+            **dataclasses.asdict(options), "max_seq_length": 64}))
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match=r"^Mistyped.best_metric='accuracy' is not among the "
                                          r"metrics its eval_metrics returns: eval_accuracy, "):

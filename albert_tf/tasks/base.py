@@ -21,6 +21,9 @@ class FinetuningTask(abc.ABC):
                         choice's: one per choice), for the step's memory estimate (default 1)
       last_block_rows   the rows of a sequence the training step's last block computes (a
                         sentence head's: 1, [CLS]), for the same estimate (default None: all)
+      max_seq_length    the length its features are cut to (default None: unsaid); the run's
+                        options must say the same (run_finetuning takes it where they left
+                        theirs at the default)
 
     A dataset's `features` are a dict of numpy arrays (see `albert_tf.data.features`); a model's
     `outputs` are its prediction outputs for them, as numpy.
@@ -35,6 +38,7 @@ class FinetuningTask(abc.ABC):
     exportable = False
     sequences_per_example = 1
     last_block_rows = None
+    max_seq_length = None
 
     def check_contract(self):
         """TypeError naming the required attributes this task has not set."""

@@ -7,6 +7,7 @@ tokenizer sources (checkpoint or TF-Hub SavedModel), then train / evaluate every
 `tasks.base.FinetuningTask`, whose docstrings are the contract between the two.
 """
 
+import dataclasses
 import functools
 import math
 import os
@@ -21,6 +22,7 @@ from albert_tf.files import make_output_dir
 from albert_tf.formats.resolve import BEST_NAME, read_best_record
 from albert_tf.startup import tool_name
 from albert_tf.tasks.flags import LENGTH_FLAGS, update_settings
+from albert_tf.tasks.options import FinetuningOptions
 from albert_tf.training import distribution
 from albert_tf.training.checkpoint_files import (changed_settings, check_run_kind,
                                                  check_run_model, recorded_kind,
@@ -549,6 +551,7 @@ def run_finetuning(task, options, data_settings=None):
     eval results. `data_settings` ({name: value}, a script's own flags: flags.script_settings)
     are recorded in run.json beside the options."""
     task.check_contract()
+    options = _task_s_length(task, options)
     export_dir = options.export_dir
     if not (options.do_train or options.do_eval or options.do_predict or export_dir):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
@@ -566,6 +569,18 @@ def run_finetuning(task, options, data_settings=None):
         if not options.do_train:
             _check_inference_lengths(options, data_settings)
         return _run(task, options, export_dir, lock, data_settings)
+
+
+def _task_s_length(task, options):
+    """The options with the task's max_seq_length where they left theirs at the default (the
+    Python API names it for both); another one is refused: the features are cut at the task's,
+    the batches padded and the run recorded at the options'."""
+    if task.max_seq_length is None or task.max_seq_length == options.max_seq_length:
+        return options
+    if options.max_seq_length == FinetuningOptions.max_seq_length:
+        return dataclasses.replace(options, max_seq_length=task.max_seq_length)
+    raise ValueError(f"--max_seq_length={options.max_seq_length}, but the task cuts its "
+                     f"examples at {task.max_seq_length}: give both the same")
 
 
 def _check_inference_lengths(options, data_settings=None):
