@@ -110,10 +110,12 @@ def main(_):
                              + _no_run(FLAGS.output_dir))
     if clue.get_task(FLAGS.task_name):
         return _clue(clue.get_task(FLAGS.task_name))
-    try:
-        task = glue.get_task(FLAGS.task_name)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
+    task = glue.find_task(FLAGS.task_name)
+    if task is None:
+        names = [n for n in glue.TASKS if n != "ax"] + list(clue.TASKS)
+        raise app.UsageError(f"unknown --task_name={FLAGS.task_name!r}: run_classifier runs "
+                             f"{', '.join(names)}; or your own files (--train_file, "
+                             f"--validation_file, --test_file)")
     if task.name == "ax":
         raise app.UsageError("--task_name=ax: AX is predicted with an MNLI model; run "
                              "--task_name=mnli --do_predict with data_dir/diagnostic/"

@@ -362,7 +362,8 @@ def test_command_line_exits_zero(assets, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("task, message", [
-    ("colaa", "unknown --task_name='colaa'; valid names: cola, sst-2, mrpc"),
+    ("colaa", "unknown --task_name='colaa': run_classifier runs cola, sst-2, mrpc"),
+    ("tnewz", "rte, wnli, afqmc, tnews, iflytek"),  # CLUE's too, and not AX
     ("ax", "AX is predicted with an MNLI model"),
 ])
 def test_bad_task_names(assets, tmp_path, task, message):
