@@ -206,7 +206,8 @@ class FinetuningOptions(LoopOptions):
         defined_by=EXCURSIONS)
     eval_loss_rises: int = option(
         _EXCURSIONS.eval_rises,
-        "A held-out excursion: the eval MLM loss rose at this many evaluations in a row.",
+        "Pretraining only (fine-tuning reads no held-out loss): a held-out excursion, the eval "
+        "MLM loss rose at this many evaluations in a row.",
         lower_bound=1, defined_by=EXCURSIONS)
     recovery_lr_factor: float = option(
         _EXCURSIONS.lr_factor, "Each recovery multiplies the learning rate by this (1: "

@@ -43,7 +43,8 @@ def define_flags(define, action):
     define(flags.DEFINE_integer, "loss_smoothing_steps", d.smoothing_steps,
            "Window of the smoothed training loss, and the patience of a rise.", lower_bound=1)
     define(flags.DEFINE_integer, "eval_loss_rises", d.eval_rises,
-           "A held-out excursion: the eval MLM loss rose at this many evaluations in a row.",
+           "Pretraining only (fine-tuning reads no held-out loss): a held-out excursion, the "
+           "eval MLM loss rose at this many evaluations in a row.",
            lower_bound=1)
     define(flags.DEFINE_float, "recovery_lr_factor", d.lr_factor,
            "Each recovery multiplies the learning rate by this (1: unchanged).",
