@@ -97,6 +97,9 @@ def _checked_config(options):
                              "has one beside it")
     config = encoder_config(options.albert_config_file, options.init_checkpoint,
                             options.output_dir)
+    if not options.albert_config_file:
+        logging.info("No --albert_config_file: the config of %s", options.init_checkpoint or
+                     f"the run in {options.output_dir}")
     if options.max_seq_length > config.max_position_embeddings:
         raise app.UsageError(f"--max_seq_length={options.max_seq_length} exceeds the config's "
                              f"max_position_embeddings={config.max_position_embeddings}")
