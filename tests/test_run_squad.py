@@ -395,6 +395,11 @@ def test_a_span_head_run_goes_to_transformers_and_back_as_squad_2(assets, matrix
     assert odds.keys() == expected.keys()
     assert max(abs(odds[q] - expected[q]) for q in odds) < 1e-4
     assert _load(again / "predictions.json").keys() == expected.keys()
+    # The predictions' score leaves out the questions this evaluation chose the threshold on
+    # (a run of no run.json, evaluating its --init_checkpoint, once scored them all).
+    evaluated, scored = (_read_kv(again / f"{n}_results.txt") for n in ("eval", "predict"))
+    assert scored["threshold_questions"] == evaluated["threshold_questions"] > 0
+    assert scored["total"] == evaluated["total"]
 
 
 def test_eval_and_predict_count_every_example_once(assets, matrix_runs, tmp_path):

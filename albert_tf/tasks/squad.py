@@ -62,6 +62,7 @@ class SquadTask(FinetuningTask):
         # The original's feature files: features written there once, read back after.
         self.feature_files = {True: train_feature_file, False: predict_feature_file}
         self._questions, self._features = {}, {}
+        self._tuned_here = False  # whether this run's evaluation chose the threshold
 
     def build_model(self, encoder):
         from albert_tf.modeling.squad import AlbertSquad
@@ -148,6 +149,7 @@ class SquadTask(FinetuningTask):
             threshold, tune_f1 = squad_metrics.tune_threshold_v2(
                 {q: golds[q] for q in tune}, predictions, null_odds)
             extra = {"threshold_questions": len(tune), "threshold_f1": tune_f1}
+            self._tuned_here = True
         result = squad_metrics.squad_v2({q: golds[q] for q in report}, predictions, null_odds,
                                         threshold)
         result.update(extra, null_score_diff_threshold=threshold)
@@ -260,9 +262,9 @@ class SquadTask(FinetuningTask):
                     null_score_diff_threshold=threshold, **extra)
 
     def _threshold_questions(self, output_dir):
-        """The ids of the --predict_file questions on which the run's evaluation chose the
-        threshold its eval_results.txt holds (the same file, split as evaluate does), where
-        the predictions use that threshold; else none."""
+        """The ids of the --predict_file questions on which the run's evaluation (this one's, or
+        an earlier one's in run.json) chose the threshold its eval_results.txt holds (the same
+        file, split as evaluate does), where the predictions use that threshold; else none."""
         path = os.path.join(output_dir, "eval_results.txt")
         if self.threshold is not None or self.null_threshold_file or not os.path.isfile(path):
             return set()
@@ -270,7 +272,7 @@ class SquadTask(FinetuningTask):
             if not re.search(r"^threshold_questions = ", f.read(), re.MULTILINE):
                 return set()
         evaluated = recorded_settings(output_dir).get("predict_file")
-        if evaluated != os.path.abspath(self.predict_file):
+        if not self._tuned_here and evaluated != os.path.abspath(self.predict_file):
             return set()
         tune, _ = split_by_paragraph(self.questions(self.predict_file, False),
                                      self.threshold_dev_fraction, self.seed)
