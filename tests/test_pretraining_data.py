@@ -394,6 +394,15 @@ def test_a_corpus_the_vocabulary_does_not_fit_is_said(data, tmp_path, caplog):
         f"Shard 0: {unknown} of the {len(ids)} tokens of {foreign} "
         f"({100 * unknown / len(ids):.1f}%) are the unknown piece <unk> of {model}: the "
         f"vocabulary lacks characters this text has"), said[0]
+    assert said[0].endswith("is it the vocabulary for this text?"), said[0]
+    # The lower-cased vocabulary read without lower-casing: its capitals are what it lacks.
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="absl"):
+        cpd.build(corpus, str(tmp_path / "out"), options(model, dupe_factor=1,
+                                                         do_lower_case=False), overwrite=True)
+    [said] = [m for m in caplog.messages if "are the unknown piece" in m]
+    assert said.endswith("it has no capital letter, and --do_lower_case=False keeps the "
+                         "text's"), said
 
 
 def test_permutation_targets(data, tmp_path):

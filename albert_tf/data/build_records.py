@@ -272,11 +272,14 @@ def _warn_of_unknown_pieces(shard_index, input_path, corpus, unk_id, tokenizer):
     language or script, or one that lacks this text's punctuation)."""
     unknown, total = int(np.count_nonzero(np.asarray(corpus.tokens) == unk_id)), len(corpus.tokens)
     if total and unknown > 0.01 * total:
+        cased = not tokenizer.do_lower_case and tokenizer.uncased
         logging.warning("Shard %d: %d of the %d tokens of %s (%.1f%%) are the unknown piece %s "
                         "of %s: the vocabulary lacks characters this text has, and every one "
-                        "of them trains as that one piece; is it the vocabulary for this text?",
-                        shard_index, unknown, total, input_path, 100 * unknown / total,
-                        tokenizer.convert_ids_to_tokens([unk_id])[0], tokenizer.asset_file)
+                        "of them trains as that one piece; %s", shard_index, unknown, total,
+                        input_path, 100 * unknown / total,
+                        tokenizer.convert_ids_to_tokens([unk_id])[0], tokenizer.asset_file,
+                        "it has no capital letter, and --do_lower_case=False keeps the text's"
+                        if cased else "is it the vocabulary for this text?")
 
 
 def _dupe_batches(corpus, document_order, options, shard_index, dupe, ids, masking):

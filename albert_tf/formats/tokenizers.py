@@ -124,17 +124,12 @@ def load_tokenizer(spm_model_file=None, do_lower_case=None, model=None, vocab_si
             raise SourceError(message)
         logging.warning(message)
     logging.info("Tokenizer %s (%s, do_lower_case=%s)", where, tokenizer.kind, do_lower_case)
-    if not do_lower_case and _uncased(tokenizer):
+    if not do_lower_case and tokenizer.uncased:
         logging.warning("do_lower_case=False, but the vocabulary %s has no upper-case piece: "
                         "an uncased vocabulary, in which capital letters are unknown pieces "
                         "(give --do_lower_case)", where)
     return tokenizer
 
-
-def _uncased(tokenizer):
-    """Whether no piece of the vocabulary but its [CLS]-like specials has a capital letter."""
-    return not any(piece != piece.lower() and not (piece.startswith("[") and piece.isupper())
-                   for piece in tokenizer.convert_ids_to_tokens(range(len(tokenizer))))
 
 
 def _check_carried(tokenizer, carried, spm_model_file, vocab_file):

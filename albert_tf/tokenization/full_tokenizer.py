@@ -156,6 +156,13 @@ class FullTokenizer:
             h.update(("wordpiece", self.do_lower_case, list(self.vocab)).__repr__().encode())
         return h.hexdigest()
 
+    @property
+    def uncased(self):
+        """Whether no piece of the vocabulary but its [CLS]-like specials has a capital letter
+        (a vocabulary made from lower-cased text)."""
+        return not any(piece != piece.lower() and not (piece.startswith("[") and piece.isupper())
+                       for piece in self.convert_ids_to_tokens(range(len(self))))
+
     def fingerprint(self, do_lower_case=None):
         """31 bits of a hash of the vocabulary's pieces and a lower-casing (default its own):
         what create_pretraining_data writes into every record, so that pretraining can tell
