@@ -843,7 +843,7 @@ def test_optimizer_flag_mistakes_stop_fine_tuning_before_it_writes(world, tmp_pa
     assert not out.exists()
 
 
-def test_batches_must_divide_over_the_replicas():
+def test_batches_must_divide_over_the_replicas(caplog):
     from albert_tf.training.distribution import check_batch_sizes
 
     class TwoReplicas:
@@ -853,6 +853,10 @@ def test_batches_must_divide_over_the_replicas():
         check_batch_sizes(TwoReplicas(), 8, 1, eval_batch_size=3)
     with pytest.raises(ValueError, match=r"--train_batch_size=6 must divide into 2 replicas × 2"):
         check_batch_sizes(TwoReplicas(), 6, 2)
+    with caplog.at_level("INFO", logger="absl"):  # the split, said (once only in run.json)
+        check_batch_sizes(TwoReplicas(), 32, 4)
+    assert ("Training batch 32: 2 replica(s) × 4 accumulation step(s) × 4 examples a "
+            "micro-batch") in caplog.messages
 
 
 def test_fine_tuning_export_into_its_own_output_dir_is_refused_before_training(world, tmp_path,

@@ -242,6 +242,10 @@ def check_batch_sizes(strategy, train_batch_size=None, accumulation=1, **other_s
     for flag, size in other_sizes.items():
         if size is not None and (size < 1 or size % replicas):
             raise ValueError(f"--{flag}={size} must be a multiple of the {replicas} replicas")
+    if train_batch_size is not None:
+        logging.info("Training batch %d: %d replica(s) × %d accumulation step(s) × %d examples "
+                     "a micro-batch", train_batch_size, replicas, accumulation,
+                     train_batch_size // (replicas * accumulation))
 
 
 def setup(strategy="auto", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None,
