@@ -11,6 +11,7 @@ import time
 import types
 import weakref
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -20,7 +21,7 @@ from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.synthetic import pretraining_batch
 from albert_tf.training.excursions import ExcursionSettings, LossGuard
 from albert_tf.training.failures import NonFiniteLossError, OutOfMemoryError
-from albert_tf.modeling.optimizers import current_learning_rate
+from albert_tf.modeling.optimizers import ReplicaLossScaleOptimizer, current_learning_rate
 from albert_tf.modeling.step_kernels import StepKernels
 from albert_tf.tracing import graph_function
 from albert_tf.training import distribution
@@ -247,6 +248,14 @@ def test_examples_per_second_leave_out_the_first_call_and_what_runs_between_call
     metrics = resumed.log(280, lambda sums: {"loss": sums["loss_sum"] / sums["count"]}, 1e-3)
     assert "examples_per_second" not in metrics
     assert caplog.messages[-1] == "step 280/400  loss 1  learning_rate 0.001"
+    # float16's dynamic loss scale, in the line and the summaries (once only in checkpoints).
+    scaled = progress_module.Progress(tf.summary.create_noop_writer(), 8, 400,
+                                      ReplicaLossScaleOptimizer(keras.optimizers.SGD(0.1),
+                                                                initial_scale=1024.0))
+    scaled.add({"loss_sum": 1.0, "count": 1.0}, 1)
+    metrics = scaled.log(281, lambda sums: {"loss": sums["loss_sum"] / sums["count"]}, 1e-3)
+    assert metrics["loss_scale"] == 1024.0
+    assert caplog.messages[-1] == "step 281/400  loss 1  learning_rate 0.001  loss_scale 1024"
 
 
 def test_batch_must_divide(tmp_path):
@@ -526,6 +535,8 @@ def test_pretraining_precision_and_xla_matrix(records, tmp_path):
                                       mixed_precision=precision, jit_compile=jit)
         tf.keras.mixed_precision.set_global_policy("float32")  # as a new process starts
         assert status == 0, log[-3000:]
+        assert (re.search(r"^step \d+/4 .*  loss_scale \d+", log, re.M) is not None) == (
+            precision == "float16"), log[-3000:]  # float16's dynamic loss scale, logged
         losses += _logged_losses(log)
         lines = (tmp_path / name / "eval_results.txt").read_text().splitlines()
         runs[name] = dict(line.split(" = ") for line in lines if line)

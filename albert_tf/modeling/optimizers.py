@@ -322,6 +322,15 @@ class ReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         return tf.equal(bad, 0.0)
 
 
+def current_loss_scale(optimizer):
+    """float16's dynamic loss scale, or None for an optimizer without one."""
+    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return None
+    if not optimizer.built:  # (its scale variable is made with the first update)
+        return float(optimizer.initial_scale)
+    return float(optimizer.dynamic_scale.numpy())
+
+
 def current_learning_rate(optimizer):
     """The learning rate at the optimizer's step (inside a loss-scale wrapper too)."""
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)

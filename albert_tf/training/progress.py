@@ -7,6 +7,8 @@ import time
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.modeling.optimizers import current_loss_scale
+
 
 class Progress:
     """Loss sums and examples/s over the steps since the last progress line. The examples/s
@@ -15,9 +17,9 @@ class Progress:
     line whose steps were all in it has no examples/s). The time left (`eta`) is the wall
     time per step since the first call, checkpoints and evaluations included."""
 
-    def __init__(self, writer, global_batch_size, num_train_steps):
+    def __init__(self, writer, global_batch_size, num_train_steps, optimizer=None):
         self.writer, self.global_batch_size = writer, global_batch_size
-        self.num_train_steps = num_train_steps
+        self.num_train_steps, self.optimizer = num_train_steps, optimizer
         self.first_call = True
         self.since_first, self.steps_since_first = None, 0
         self._reset()
@@ -52,9 +54,13 @@ class Progress:
         self.steps += steps
 
     def log(self, step, metrics_from_sums, learning_rate):
-        """A progress line and the train summaries at `step`; returns the metrics."""
+        """A progress line and the train summaries at `step` (with float16's dynamic loss scale
+        where the optimizer has one); returns the metrics."""
         metrics = {n: float(v) for n, v in metrics_from_sums(self.sums).items()}
         metrics["learning_rate"] = learning_rate
+        loss_scale = current_loss_scale(self.optimizer)
+        if loss_scale is not None:
+            metrics["loss_scale"] = loss_scale
         if self.timed_steps:
             metrics["examples_per_second"] = (self.timed_steps * self.global_batch_size
                                               / max(self.seconds, 1e-9))

@@ -231,7 +231,8 @@ class Trainer:
         self.memory = log_step_memory(self.model, self.optimizer, self.strategy, self.options)
         logging.info("Training steps %d to %d: %s", self.step + 1, num_train_steps,
                      self._compiled())
-        progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps)
+        progress = Progress(self._writer("train"), self.global_batch_size, num_train_steps,
+                            self.optimizer)
         stop = StopRequest()
         watchdog = service_watchdog(dataset_fn, lambda: self.step, self._last_checkpoint)
         stopping, saved_at = False, None
