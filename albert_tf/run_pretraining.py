@@ -15,7 +15,6 @@ if __name__ == "__main__":
     start_tool()  # before TensorFlow loads
 
 import dataclasses
-import os
 
 import keras
 from absl import app, flags, logging
@@ -90,13 +89,11 @@ def _checked_config(options):
     if options.do_train and options.num_warmup_steps > options.num_train_steps:
         raise app.UsageError(f"--num_warmup_steps={options.num_warmup_steps} exceeds "
                              f"--num_train_steps={options.num_train_steps}")
-    if not (options.albert_config_file or options.init_checkpoint or os.path.isfile(
-            os.path.join(options.output_dir, "albert_config.json"))):
-        raise app.UsageError("--albert_config_file is required: the config of the model to "
-                             "pretrain (configs/ holds the releases'), unless --init_checkpoint "
-                             "has one beside it")
     config = encoder_config(options.albert_config_file, options.init_checkpoint,
-                            options.output_dir)
+                            options.output_dir, missing=(
+                                "--albert_config_file is required: the config of the model to "
+                                "pretrain (configs/ holds the releases'), unless "
+                                "--init_checkpoint has one beside it"))
     if not options.albert_config_file:
         logging.info("No --albert_config_file: the config of %s", options.init_checkpoint or
                      f"the run in {options.output_dir}")

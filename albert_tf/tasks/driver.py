@@ -146,9 +146,10 @@ def holds_heads(names, head_names):
     return all(any(n.startswith(head) for n in names) for head in head_names)
 
 
-def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=None):
+def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=None,
+                   missing=None):
     """The AlbertConfig from --albert_config_file, beside --init_checkpoint, or the one a
-    previous run wrote to --output_dir."""
+    previous run wrote to --output_dir; `missing`: the error's words where none gives one."""
     from albert_tf.formats.resolve import resolve_checkpoint
     config_file = albert_config_file
     if not config_file and init_checkpoint:
@@ -160,10 +161,11 @@ def encoder_config(albert_config_file=None, init_checkpoint=None, output_dir=Non
         raise ValueError(f"--init_checkpoint={init_checkpoint} has no albert_config.json or "
                          f"config.json beside it: give its config as --albert_config_file")
     if not config_file:
-        raise ValueError("no model given: --init_checkpoint (a pretrained ALBERT: a release "
-                         "directory, a checkpoint beside its albert_config.json, a model name) "
-                         "or --albert_hub_module_handle, or --albert_config_file to train one "
-                         "from random weights")
+        raise ValueError(missing or (
+            "no model given: --init_checkpoint (a pretrained ALBERT: a release directory, a "
+            "checkpoint beside its albert_config.json, a model name) or "
+            "--albert_hub_module_handle, or --albert_config_file to train one from random "
+            "weights"))
     return AlbertConfig.from_json_file(config_file)
 
 
