@@ -336,10 +336,10 @@ def _null_odds(version):
 # v1 runs the whole matrix; v2 differs only in its head and its no-answer scores: float32,
 # and bfloat16 with XLA as a TPU runs it. Its heads under mixed_float16 (finite losses and
 # gradients, near float32's) are in test_squad.py; float16's path through the script is v1's.
-# v2_span: v1's head with v2's no-answer scores, in float32 and float16.
+# v2_span: v1's head with v2's no-answer scores, in float32, float16 and bfloat16 with XLA.
 @pytest.mark.parametrize("version,precision,jit", [("v1",) + c for c in SCRIPT_MATRIX] + [
     ("v2", "none", "false"), ("v2", "bfloat16", "true"), ("v2_span", "none", "false"),
-    ("v2_span", "float16", "false")])
+    ("v2_span", "float16", "false"), ("v2_span", "bfloat16", "true")])
 def test_precision_and_xla_matrix(assets, matrix_runs, version, precision, jit):
     """Train, eval, predict and export under float32/bfloat16/float16, with and without XLA
     (the heads once crashed at the first mixed-precision step): every file written, EM/F1
