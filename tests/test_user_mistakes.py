@@ -386,6 +386,12 @@ def test_a_value_of_the_wrong_kind_is_said_in_words(capsys, given, said):
     assert_refused(run_tool(run_classifier, capsys, given), said)
 
 
+def test_run_squad_s_new_flag_mistaken_is_one_line(tmp_path, capsys):
+    assert_refused(run_tool(run_squad, capsys, "--v2_head=cls", output_dir=tmp_path / "out"),
+                   "flag --v2_head=cls: value should be one of <answer_class|span>")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_required_flag_missing_is_one_line(capsys):
     code, last, _ = run_tool(run_pretraining, capsys)
     assert code == 2
